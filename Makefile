@@ -1,0 +1,53 @@
+# shoe-controller: the two commands a newcomer needs are `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench venv clean deps-system
+
+# Create the virtualenv and install the project (editable) with its dev tools.
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
+	  { echo "shoe-controller needs Python 3.11 or newer ($(PYTHON) is $$($(PYTHON) --version 2>&1))."; exit 1; }
+	@if [ ! -x $(BIN)/python ]; then \
+	  $(PYTHON) -m venv $(VENV) 2>/dev/null || { \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	      apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); \
+	    else echo "Cannot create a virtualenv: install it with 'sudo apt-get install python3-venv'"; exit 1; fi; }; \
+	fi
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+# The integration tests start their own broker; install the binary when we can.
+deps-system:
+	@command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ] || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "Installing mosquitto (the test suite runs its own broker on a free loopback port)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto mosquitto-clients socat; \
+	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
+	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto mosquitto-clients socat; \
+	  else echo "MQTT tests need the mosquitto binary: install it with 'sudo apt-get install mosquitto'"; exit 1; fi; }
+	@# a system-wide mosquitto service is not needed (nor used) by the tests
+	@true
+
+demo: $(STAMP)
+	$(BIN)/shoe-controller run
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: $(STAMP) deps-system lint
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) var build *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,2 @@
+"""Transports: each driver yields ``(t, bytes)`` chunks and never
+interprets a card."""

@@ -1,0 +1,173 @@
+"""The decoded frames every protocol produces, whatever its wire format.
+
+These are the only types the engine sees from a device. A frame carries the
+device read time ``t`` (Unix seconds, from the driver) and the device's own
+sequence number ``seq`` (``None`` where the protocol has none).
+
+Cards are two-character codes, rank ``A23456789TJQK`` then suit ``SHDC``
+(``"TD"`` = ten of diamonds); ``None`` is a card that passed the reader
+unread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """The device (re)started; its sequence numbering restarts here."""
+
+    t: float
+    seq: int | None
+    model: str
+    firmware: str
+    serial: str
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """A card left the shoe.
+
+    ``hand`` is the device's own placement, for shoes that assign cards to
+    hands themselves (Angel Eye): ``P1``..``P3``, ``B1``..``B3``, ``burn``,
+    ``first`` (the exposed burn-indicator card) or ``burn_count``; ``None``
+    for shoes that only read cards. ``game`` is False for a card the device
+    reports as drawn outside the game (while locked, in error or in settings).
+    """
+
+    t: float
+    seq: int | None
+    card: str | None
+    face_up: bool = False
+    deck: int | None = None
+    hand: str | None = None
+    game: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Button:
+    """A dealer button: ``NEWSHOE``, ``RESULT``; Angel Eye adds ``STANDBY``
+    (between coups) and ``REDEAL`` (the shoe announces a re-deal)."""
+
+    t: float
+    seq: int | None
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class CutCard:
+    """The cut card passed the reader."""
+
+    t: float
+    seq: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """Device status: ``OK``, ``JAM``, ``EMPTY``, ``LID_OPEN``,
+    ``READER_FAULT``, ``LOW_POWER``; Angel Eye adds ``ERROR`` (``text`` says
+    which), ``LOCKED``, ``UNLOCKED`` and ``PRESET``."""
+
+    t: float
+    seq: int | None
+    code: str
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ShuffleCommit:
+    """The shuffler's commitment: SHA-256 (hex, lower case) of the shuffled
+    order as the ASCII card codes joined by ``,``."""
+
+    t: float
+    seq: int | None
+    shoe_id: str
+    ncards: int
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShuffleOrder:
+    """Cards ``index..index+len(cards)-1`` of the shuffled order (secret)."""
+
+    t: float
+    seq: int | None
+    index: int
+    cards: tuple[str | None, ...]
+
+    def __repr__(self) -> str:  # never leak the order into logs by accident
+        return f"ShuffleOrder(t={self.t!r}, seq={self.seq!r}, index={self.index}, cards=<{len(self.cards)} hidden>)"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceResult:
+    """The device announces the coup's result itself (Angel Eye ``G``).
+    ``winner``: ``player``, ``banker``, ``tie`` or ``quit`` (forced quit)."""
+
+    t: float
+    seq: int | None
+    winner: str
+    player_pair: bool
+    banker_pair: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HostRequest:
+    """Host to device: ``REQ`` (shoe-ascii/1) or an Angel Eye command
+    (``what`` = ``LK01``, ``LK02``, ``EC00``, ``GP00``)."""
+
+    t: float
+    seq: int | None
+    what: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """Device's answer to a host command (Angel Eye ``ACK``/``NAK``+code)."""
+
+    t: float
+    seq: int | None
+    ok: bool
+    code: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceGap:
+    """Synthesised by a decoder: frames were lost on the line.
+
+    ``seq`` is the sequence number received, ``expected`` the one that should
+    have come, ``missing`` how many frames were skipped.
+    """
+
+    t: float
+    seq: int | None
+    expected: int
+    missing: int
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """Synthesised by the daemon from the driver: the device connection went
+    down (``up=False``) or came back (``up=True``)."""
+
+    t: float
+    seq: int | None
+    up: bool
+    detail: str = ""
+
+
+Frame = (
+    Hello
+    | Card
+    | Button
+    | CutCard
+    | Status
+    | ShuffleCommit
+    | ShuffleOrder
+    | DeviceResult
+    | HostRequest
+    | Ack
+    | SequenceGap
+    | Link
+)
