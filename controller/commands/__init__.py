@@ -1,0 +1,1 @@
+"""One module per ``shoe-controller`` subcommand, each with ``run(args) -> int``."""
