@@ -1,0 +1,414 @@
+"""``shoe-ascii/1``: the line protocol of card-reading shoes and shufflers
+(RS-232 / USB-CDC, 9600-115200 8N1). Sans-IO: bytes in, frames out.
+
+Wire format (SPEC section 1a, copied here so the code stands alone)::
+
+    $<talker>,<seq>,<type>[,<field>]...*<ck>\\r\\n
+
+- ``talker``: ``SH`` card-reading shoe, ``AS`` automatic shuffler (SHUF,
+  ORD), ``HO`` host (REQ). The decoder accepts any non-empty talker.
+- ``seq``: decimal u16, +1 per device frame, wraps 65535 -> 0; HELLO
+  (device reset) restarts it.
+- ``ck``: two upper-case hex digits, XOR of every byte between ``$`` and ``*``.
+- A frame is at most 120 bytes including ``$`` and CRLF; CRLF is required.
+
+===== =============================== =====================================
+type  fields                          frame
+===== =============================== =====================================
+HELLO model, firmware, serial         Hello
+CARD  card[, flags[, deck]]           Card (``XX`` = unread, flag ``F`` =
+                                      face up, deck 1-12)
+BTN   NEWSHOE | RESULT                Button
+CUT                                   CutCard
+STAT  code[, text]                    Status (OK JAM EMPTY LID_OPEN
+                                      READER_FAULT LOW_POWER)
+SHUF  shoe_id, ncards, sha256         ShuffleCommit (sha256 lower-case hex)
+ORD   index, card, card, ...          ShuffleOrder (1 to 16 cards)
+REQ   STAT | HELLO                    HostRequest (host -> device)
+===== =============================== =====================================
+
+The decoder is strict: it accepts exactly the byte strings the encoder
+produces (apart from the talker), so a frame it yields always re-encodes to
+the bytes it came from. A frame whose checksum verified but whose content
+breaks the protocol (unknown type, unknown flag letter, bad card code,
+leading zeros, empty trailing field, non-printable byte...) is dropped as
+``malformed`` and does *not* advance the sequence: the next good frame then
+reports the loss as a :class:`SequenceGap`, so the engine never deals on
+past a frame it could not read.
+
+``Decoder.stats`` counts, by reason: ``garbage`` (bytes outside any frame),
+``truncated`` (a frame cut short by the next ``$``, or pending at
+:meth:`Decoder.reset`), ``too_long``, ``bad_checksum``, ``malformed``,
+``duplicate`` (same seq as the previous frame), ``sequence_gap`` and
+``frames`` (frames decoded, synthesised gaps not included). Every reason but
+``garbage`` counts frames; ``garbage`` counts bytes.
+
+Sequence tracking covers device frames only; host frames (REQ, seen when a
+capture's ``>`` lines are decoded) pass through without touching it.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from functools import reduce
+from operator import xor
+
+from controller.cards import ALL_CARDS
+from firmware_protocols.frames import (
+    Button,
+    Card,
+    CutCard,
+    Frame,
+    Hello,
+    HostRequest,
+    SequenceGap,
+    ShuffleCommit,
+    ShuffleOrder,
+    Status,
+)
+
+NAME = "shoe-ascii/1"
+MAX_FRAME = 120  # bytes, including "$" and CRLF
+MAX_ORDER_CARDS = 16
+SEQ_MODULUS = 65536
+
+BUTTONS = frozenset({"NEWSHOE", "RESULT"})
+STATUS_CODES = frozenset({"OK", "JAM", "EMPTY", "LID_OPEN", "READER_FAULT", "LOW_POWER"})
+REQUESTS = frozenset({"STAT", "HELLO"})
+UNREAD = "XX"
+_CARDS = frozenset(ALL_CARDS)
+_HEX_LOWER = frozenset("0123456789abcdef")
+# The checksum digits, strictly upper case: int(x, 16) would also take " f" or "+F".
+_CK_VALUE: dict[bytes, int] = {f"{i:02X}".encode(): i for i in range(256)}
+_FORBIDDEN = frozenset(",*$\r\n")
+
+
+class SequenceTracker:
+    """The device frame sequence shared by the codecs: +1 per frame, wrapping
+    at ``modulus``; a restart (HELLO) accepts any number.
+
+    :meth:`check` says whether a frame is a duplicate of the previous one and,
+    if numbers were skipped, returns the :class:`SequenceGap` to emit before it.
+    """
+
+    __slots__ = ("last", "modulus")
+
+    def __init__(self, modulus: int) -> None:
+        self.modulus = modulus
+        self.last: int | None = None
+
+    def reset(self) -> None:
+        self.last = None
+
+    def is_duplicate(self, seq: int) -> bool:
+        return seq == self.last
+
+    def advance(self, t: float, seq: int, restart: bool = False) -> SequenceGap | None:
+        """Record ``seq`` as received; returns the gap it reveals, if any."""
+        last = self.last
+        self.last = seq
+        if restart or last is None:
+            return None
+        expected = (last + 1) % self.modulus
+        if seq == expected:
+            return None
+        return SequenceGap(t=t, seq=seq, expected=expected, missing=(seq - expected) % self.modulus)
+
+
+class _Malformed(Exception):
+    """A checksummed frame whose content breaks the protocol."""
+
+
+def _uint(text: str, maximum: int) -> int:
+    # Canonical decimal only: "07", "+7", " 7" and "7_0" are all refused.
+    if not text or not text.isdigit() or not text.isascii() or (len(text) > 1 and text[0] == "0"):
+        raise _Malformed
+    value = int(text)
+    if value > maximum:
+        raise _Malformed
+    return value
+
+
+def _card(text: str) -> str | None:
+    if text == UNREAD:
+        return None
+    if text not in _CARDS:
+        raise _Malformed
+    return text
+
+
+def _parse_hello(t: float, seq: int, f: list[str]) -> Frame:
+    if len(f) != 3:
+        raise _Malformed
+    return Hello(t=t, seq=seq, model=f[0], firmware=f[1], serial=f[2])
+
+
+def _parse_card(t: float, seq: int, f: list[str]) -> Frame:
+    if not 1 <= len(f) <= 3:
+        raise _Malformed
+    card = _card(f[0])
+    face_up = False
+    deck = None
+    if len(f) >= 2:
+        # Only "F" is defined; an unknown flag might mean something about
+        # this very card, so it is refused rather than ignored. An empty
+        # flags field is only canonical when a deck follows.
+        if f[1] == "F":
+            face_up = True
+        elif f[1] != "" or len(f) == 2:
+            raise _Malformed
+    if len(f) == 3:
+        deck = _uint(f[2], 12)
+        if deck == 0:
+            raise _Malformed
+    return Card(t=t, seq=seq, card=card, face_up=face_up, deck=deck)
+
+
+def _parse_button(t: float, seq: int, f: list[str]) -> Frame:
+    if len(f) != 1 or f[0] not in BUTTONS:
+        raise _Malformed
+    return Button(t=t, seq=seq, name=f[0])
+
+
+def _parse_cut(t: float, seq: int, f: list[str]) -> Frame:
+    if f:
+        raise _Malformed
+    return CutCard(t=t, seq=seq)
+
+
+def _parse_status(t: float, seq: int, f: list[str]) -> Frame:
+    if not 1 <= len(f) <= 2 or f[0] not in STATUS_CODES:
+        raise _Malformed
+    if len(f) == 2 and f[1] == "":
+        raise _Malformed
+    return Status(t=t, seq=seq, code=f[0], text=f[1] if len(f) == 2 else "")
+
+
+def _parse_shuffle_commit(t: float, seq: int, f: list[str]) -> Frame:
+    if len(f) != 3 or len(f[2]) != 64 or not set(f[2]) <= _HEX_LOWER:
+        raise _Malformed
+    return ShuffleCommit(t=t, seq=seq, shoe_id=f[0], ncards=_uint(f[1], 65535), sha256=f[2])
+
+
+def _parse_shuffle_order(t: float, seq: int, f: list[str]) -> Frame:
+    if not 2 <= len(f) <= MAX_ORDER_CARDS + 1:
+        raise _Malformed
+    return ShuffleOrder(t=t, seq=seq, index=_uint(f[0], 65535), cards=tuple(_card(c) for c in f[1:]))
+
+
+def _parse_request(t: float, seq: int, f: list[str]) -> Frame:
+    if len(f) != 1 or f[0] not in REQUESTS:
+        raise _Malformed
+    return HostRequest(t=t, seq=seq, what=f[0])
+
+
+_PARSERS: dict[str, Callable[[float, int, list[str]], Frame]] = {
+    "HELLO": _parse_hello,
+    "CARD": _parse_card,
+    "BTN": _parse_button,
+    "CUT": _parse_cut,
+    "STAT": _parse_status,
+    "SHUF": _parse_shuffle_commit,
+    "ORD": _parse_shuffle_order,
+    "REQ": _parse_request,
+}
+
+
+class Decoder:
+    """Bytes in, frames out; resynchronises on the next ``$`` after anything
+    it cannot use, and counts what it dropped in :attr:`stats`."""
+
+    def __init__(self) -> None:
+        self.stats: collections.Counter[str] = collections.Counter()
+        self._seq = SequenceTracker(SEQ_MODULUS)
+        self._buf = b""
+        # Inside the tail of an over-long frame: its bytes up to the next
+        # "$" or LF belong to that frame, not to the garbage count.
+        self._skipping = False
+
+    def reset(self) -> None:
+        """Forget the partial frame and the sequence (a new connection)."""
+        if self._buf:
+            self.stats["truncated"] += 1
+        self._buf = b""
+        self._skipping = False
+        self._seq.reset()
+
+    def feed(self, t: float, data: bytes) -> list[Frame]:
+        """Decode a chunk read at ``t``; returns the frames it completed,
+        each stamped with ``t``."""
+        out: list[Frame] = []
+        buf = self._buf + data if self._buf else bytes(data)
+        n = len(buf)
+        pos = 0
+        stats = self.stats
+        if self._skipping:
+            stop = _first_of(buf, 0, n)
+            if stop < 0:
+                self._buf = b""
+                return out
+            self._skipping = False
+            pos = stop + 1 if buf[stop] == 0x0A else stop
+        while pos < n:
+            if buf[pos] != 0x24:  # "$"
+                start = buf.find(b"$", pos)
+                if start < 0:
+                    stats["garbage"] += n - pos
+                    pos = n
+                    break
+                stats["garbage"] += start - pos
+                pos = start
+            window = min(n, pos + MAX_FRAME)
+            lf = buf.find(b"\n", pos + 1, window)
+            nxt = buf.find(b"$", pos + 1, lf if lf >= 0 else window)
+            if nxt >= 0:
+                stats["truncated"] += 1
+                pos = nxt
+                continue
+            if lf >= 0:
+                self._decode_frame(t, buf[pos : lf + 1], out)
+                pos = lf + 1
+                continue
+            if window - pos < MAX_FRAME:
+                break  # an incomplete frame: wait for more bytes
+            stats["too_long"] += 1
+            stop = _first_of(buf, window, n)
+            if stop < 0:
+                self._skipping = True
+                pos = n
+                break
+            pos = stop + 1 if buf[stop] == 0x0A else stop
+        self._buf = buf[pos:] if pos < n else b""
+        return out
+
+    def _decode_frame(self, t: float, raw: bytes, out: list[Frame]) -> None:
+        stats = self.stats
+        # raw = b"$" + body + b"*" + ck(2) + b"\r\n"
+        if len(raw) < 6 or raw[-2] != 0x0D or raw[-5] != 0x2A:
+            stats["malformed"] += 1
+            return
+        ck = _CK_VALUE.get(raw[-4:-2])
+        body = raw[1:-5]
+        if ck is None:
+            stats["malformed"] += 1
+            return
+        if reduce(xor, body, 0) != ck:
+            stats["bad_checksum"] += 1
+            return
+        try:
+            text = body.decode("ascii")
+            if not text.isprintable() or "*" in text:
+                raise _Malformed
+            fields = text.split(",")
+            if len(fields) < 3 or not fields[0]:
+                raise _Malformed
+            seq = _uint(fields[1], SEQ_MODULUS - 1)
+            parse = _PARSERS.get(fields[2])
+            if parse is None:
+                raise _Malformed
+            frame = parse(t, seq, fields[3:])
+        except (_Malformed, UnicodeDecodeError):
+            stats["malformed"] += 1
+            return
+        if type(frame) is not HostRequest:
+            tracker = self._seq
+            is_hello = type(frame) is Hello
+            if not is_hello and tracker.is_duplicate(seq):
+                stats["duplicate"] += 1
+                return
+            gap = tracker.advance(t, seq, restart=is_hello)
+            if gap is not None:
+                stats["sequence_gap"] += 1
+                out.append(gap)
+        stats["frames"] += 1
+        out.append(frame)
+
+
+def _first_of(buf: bytes, start: int, end: int) -> int:
+    """Index of the first ``$`` or LF in ``buf[start:end]``, or -1."""
+    d = buf.find(b"$", start, end)
+    lf = buf.find(b"\n", start, d if d >= 0 else end)
+    return lf if lf >= 0 else d
+
+
+def _text(value: str, what: str) -> str:
+    if not value.isascii() or not value.isprintable() or any(c in _FORBIDDEN for c in value):
+        raise ValueError(f"{NAME} cannot carry {what}={value!r}: printable ASCII without , * $ CR LF only")
+    return value
+
+
+def _card_field(card: str | None) -> str:
+    if card is None:
+        return UNREAD
+    if card not in _CARDS:
+        raise ValueError(f"{NAME}: not a card code: {card!r}")
+    return card
+
+
+class Encoder:
+    """Frame in, bytes out. Stateless: each frame's own ``seq`` is written,
+    so a fake device fakes a gap by skipping numbers."""
+
+    def encode(self, frame: Frame) -> bytes:
+        """The wire bytes of ``frame``; ValueError for a frame this protocol
+        cannot carry (or a field it cannot represent)."""
+        talker = "SH"
+        if isinstance(frame, Hello):
+            fields = [
+                "HELLO",
+                _text(frame.model, "model"),
+                _text(frame.firmware, "firmware"),
+                _text(frame.serial, "serial"),
+            ]
+        elif isinstance(frame, Card):
+            if frame.hand is not None or not frame.game:
+                raise ValueError(f"{NAME} cannot carry a card's hand or a non-game card: {frame!r}")
+            fields = ["CARD", _card_field(frame.card)]
+            if frame.deck is not None:
+                if not 1 <= frame.deck <= 12:
+                    raise ValueError(f"{NAME}: deck must be 1-12, not {frame.deck!r}")
+                fields += ["F" if frame.face_up else "", str(frame.deck)]
+            elif frame.face_up:
+                fields.append("F")
+        elif isinstance(frame, Button):
+            if frame.name not in BUTTONS:
+                raise ValueError(f"{NAME} has no button {frame.name!r} (only {sorted(BUTTONS)})")
+            fields = ["BTN", frame.name]
+        elif isinstance(frame, CutCard):
+            fields = ["CUT"]
+        elif isinstance(frame, Status):
+            if frame.code not in STATUS_CODES:
+                raise ValueError(f"{NAME} has no status {frame.code!r} (only {sorted(STATUS_CODES)})")
+            fields = ["STAT", frame.code]
+            if frame.text:
+                fields.append(_text(frame.text, "text"))
+        elif isinstance(frame, ShuffleCommit):
+            if len(frame.sha256) != 64 or not set(frame.sha256) <= _HEX_LOWER:
+                raise ValueError(f"{NAME}: sha256 must be 64 lower-case hex digits, not {frame.sha256!r}")
+            if not 0 <= frame.ncards <= 65535:
+                raise ValueError(f"{NAME}: ncards out of range: {frame.ncards!r}")
+            talker = "AS"
+            fields = ["SHUF", _text(frame.shoe_id, "shoe_id"), str(frame.ncards), frame.sha256]
+        elif isinstance(frame, ShuffleOrder):
+            if not 1 <= len(frame.cards) <= MAX_ORDER_CARDS:
+                raise ValueError(f"{NAME}: ORD carries 1 to {MAX_ORDER_CARDS} cards, not {len(frame.cards)}")
+            if not 0 <= frame.index <= 65535:
+                raise ValueError(f"{NAME}: ORD index out of range: {frame.index!r}")
+            talker = "AS"
+            fields = ["ORD", str(frame.index), *(_card_field(c) for c in frame.cards)]
+        elif isinstance(frame, HostRequest):
+            if frame.what not in REQUESTS:
+                raise ValueError(f"{NAME}: REQ is STAT or HELLO, not {frame.what!r}")
+            talker = "HO"
+            fields = ["REQ", frame.what]
+        else:
+            raise ValueError(f"{NAME} cannot carry {type(frame).__name__} frames")
+        seq = frame.seq
+        if seq is None or not 0 <= seq < SEQ_MODULUS:
+            raise ValueError(f"{NAME} frames carry a seq 0-65535, not {seq!r}")
+        body = ",".join([talker, str(seq), *fields]).encode("ascii")
+        raw = b"$%s*%02X\r\n" % (body, reduce(xor, body, 0))
+        if len(raw) > MAX_FRAME:
+            raise ValueError(f"{NAME}: frame would be {len(raw)} bytes, over the {MAX_FRAME}-byte limit")
+        return raw
