@@ -1,0 +1,71 @@
+"""``shoe-controller check-config FILE``: validate a config (SPEC section 7)
+and print what it sets up; a bad config exits 2 with the message
+``controller.config`` builds (the CLI wrapper prints it)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from controller.config import Config, load_config
+
+
+def _check_profile(cfg: Config) -> str | None:
+    """Load the profile with the config's rule overrides, when the rules
+    module is present, so a bad override is caught here and not at start-up.
+    Returns a note when the check could not be made."""
+    try:
+        rules = importlib.import_module("controller.rules")
+    except ModuleNotFoundError as exc:
+        if exc.name != "controller.rules":
+            raise
+        return "profile not loaded (controller.rules is not in this build)"
+    rules.load_profile(cfg.profile, cfg.rules.overrides() or None)  # raises ConfigError
+    return None
+
+
+def summary(cfg: Config) -> list[str]:
+    """One line per thing the daemon will do with this config."""
+    dev = cfg.device
+    where = {
+        "serial": lambda: f" on {getattr(dev, 'port', '')}",
+        "usb": lambda: f" {getattr(dev, 'vendor_id', 0):04x}:{getattr(dev, 'product_id', 0):04x}",
+        "replay": lambda: f" from {getattr(dev, 'file', '')}",
+        "fake": lambda: f" seed {getattr(dev, 'seed', 1)}",
+    }[dev.driver]()
+    outputs = []
+    if cfg.outputs.stdout:
+        outputs.append("stdout")
+    if cfg.outputs.jsonl:
+        outputs.append(f"jsonl {cfg.outputs.jsonl}")
+    if cfg.outputs.mqtt:
+        m = cfg.outputs.mqtt
+        scheme = "mqtts" if m.tls else "mqtt"
+        auth = f" as {m.username}" if m.username else ""
+        outputs.append(
+            f"mqtt {scheme}://{m.host}:{m.port}/{m.topic_prefix}/{cfg.table}{auth} (MQTT {m.protocol})"
+        )
+    overrides = cfg.rules.overrides()
+    lines = [
+        f"table {cfg.table}, profile {cfg.profile}, {cfg.decks} decks",
+        f"device {dev.driver} ({dev.protocol or 'protocol from the capture'}){where}",
+        f"journal {cfg.journal} (retention {cfg.journal_retention_days} days)",
+        f"outputs: {', '.join(outputs) or 'none'}",
+        f"odds {'on' if cfg.odds else 'off'}, advantage threshold {cfg.advantage_threshold}",
+    ]
+    if cfg.metrics:
+        lines.append(f"metrics on http://{cfg.metrics}/metrics")
+    if overrides:
+        lines.append("rule overrides: " + ", ".join(f"{k}={v}" for k, v in overrides.items()))
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load_config(args.file)
+    note = _check_profile(cfg)
+    print(f"ok: {args.file}")
+    for line in summary(cfg):
+        print(f"  {line}")
+    if note:
+        print(f"  note: {note}")
+    return 0

@@ -1,0 +1,512 @@
+"""The daemon's configuration file (SPEC section 7): its schema, loading and
+every check that can be made before the daemon starts.
+
+Owns: the pydantic models (unknown keys are errors everywhere, so a typo
+never passes silently), YAML parsing (syntax errors and duplicate keys are
+reported with their line), the translation of validation failures into one
+``ConfigError`` whose message names each bad key path, the checks on secret
+files (they must exist and must not be world-readable) and the embedded
+default used by ``shoe-controller run`` without ``-c``.
+
+Relative paths (journal, jsonl, secret files, profile files) are taken
+relative to the daemon's working directory, as the SPEC's ``./var/``
+defaults are; the systemd unit sets that to the state directory.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import stat
+import types
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from controller.errors import ConfigError
+
+#: Profiles shipped in the package (SPEC section 7); a profile may also be a
+#: path to a profile YAML.
+BUILTIN_PROFILES: tuple[str, ...] = ("punto_banco", "ez_baccarat", "baccarat_27")
+PROTOCOLS: tuple[str, ...] = ("shoe-ascii/1", "shoe-bin/1", "angel-eye/2", "auto")
+FAULT_KINDS: tuple[str, ...] = (
+    "garbage",
+    "badck",
+    "gap",
+    "unread",
+    "extra",
+    "premature",
+    "wronghand",
+    "faceup",
+    "jam",
+    "disconnect",
+    "foreign",
+)
+
+Protocol = Literal["shoe-ascii/1", "shoe-bin/1", "angel-eye/2", "auto"]
+
+_TABLE_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
+_BURN_RE = re.compile(r"first_card|decks|fixed:([1-8])")
+
+
+def _error(kind: str, message: str, **ctx: Any) -> PydanticCustomError:
+    """A validation error whose message is shown as is (no "Value error, ").
+
+    ``message`` is a ``str.format`` template over ``ctx`` (``{value!r}``
+    works); the result is passed through as one opaque context value so a
+    brace in a user's value cannot be mistaken for a placeholder."""
+    return PydanticCustomError(kind, "{message}", {"message": message.format(**ctx)})
+
+
+def _check_secret_file(path: str) -> str:
+    """A secret must exist, be a regular file and not be world-readable."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise _error(
+            "secret_file", "{path}: {problem}", path=path, problem=exc.strerror or str(exc)
+        ) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise _error("secret_file", "{path}: not a regular file", path=path)
+    if st.st_mode & 0o004:
+        raise _error(
+            "secret_file",
+            "{path} is world-readable (mode {mode}); a secret must not be: chmod o-rwx {path}",
+            path=path,
+            mode=f"{stat.S_IMODE(st.st_mode):04o}",
+        )
+    return path
+
+
+def _check_readable_file(path: str) -> str:
+    if not os.path.isfile(path):
+        raise _error("file_missing", "{path}: no such file", path=path)
+    return path
+
+
+class _Model(BaseModel):
+    # strict: YAML already types its scalars, so `decks: true` or
+    # `port: "1883"` are mistakes, not values to coerce.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+# --- device -----------------------------------------------------------------
+
+
+class SerialDevice(_Model):
+    driver: Literal["serial"]
+    protocol: Protocol = "shoe-ascii/1"
+    port: str = Field(min_length=1)
+    #: None: the protocol's usual speed (9600 for shoe-ascii/1, 4800 for angel-eye/2).
+    baudrate: int | None = Field(default=None, ge=300, le=4_000_000)
+
+
+def _usb_id(value: Any) -> int:
+    # YAML 1.1 already reads 0x1234 as an int; a quoted "0x1234" or a bare
+    # lsusb-style "1234" string is read as hex, as lsusb prints it.
+    if isinstance(value, bool):
+        raise _error("usb_id", "must be a 16-bit USB id such as 0x1234")
+    if isinstance(value, str):
+        text = value.strip().lower().removeprefix("0x")
+        if not re.fullmatch(r"[0-9a-f]{1,4}", text):
+            raise _error("usb_id", "must be a 16-bit USB id such as 0x1234, not {value!r}", value=value)
+        value = int(text, 16)
+    if not isinstance(value, int) or not 0 <= value <= 0xFFFF:
+        raise _error("usb_id", "must be a 16-bit USB id such as 0x1234")
+    return value
+
+
+class UsbDevice(_Model):
+    driver: Literal["usb"]
+    protocol: Protocol = "shoe-bin/1"
+    vendor_id: int
+    product_id: int
+    serial_number: str | None = None
+
+    @field_validator("vendor_id", "product_id", mode="before")
+    @classmethod
+    def _hex_id(cls, value: Any) -> int:
+        return _usb_id(value)
+
+
+class FakeDevice(_Model):
+    driver: Literal["fake"]
+    protocol: Protocol = "shoe-ascii/1"
+    seed: int = 1
+    cards_per_second: float = Field(default=2.0, ge=0.0)
+    faults: str = ""
+
+    @field_validator("faults")
+    @classmethod
+    def _faults(cls, value: str) -> str:
+        parse_faults(value)
+        return value
+
+
+class ReplayDevice(_Model):
+    driver: Literal["replay"]
+    #: None: the capture's own ``# protocol=`` line (SPEC section 2).
+    protocol: Protocol | None = None
+    file: str = Field(min_length=1)
+    realtime: bool = False
+
+    @field_validator("file")
+    @classmethod
+    def _exists(cls, value: str) -> str:
+        return _check_readable_file(value)
+
+
+Device = Annotated[Union[SerialDevice, UsbDevice, FakeDevice, ReplayDevice], Field(discriminator="driver")]  # noqa: UP007
+
+
+def parse_faults(spec: str) -> dict[str, float]:
+    """``"gap:0.01,garbage:0.05"`` -> ``{"gap": 0.01, "garbage": 0.05}``;
+    raises the validation error the config reports."""
+    faults: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, sep, prob = item.partition(":")
+        if not sep or name not in FAULT_KINDS:
+            raise _error(
+                "faults",
+                "{item!r}: expected name:probability with name one of {names}",
+                item=item,
+                names=", ".join(FAULT_KINDS),
+            )
+        try:
+            p = float(prob)
+        except ValueError:
+            p = -1.0
+        if not 0.0 <= p <= 1.0:
+            raise _error("faults", "{item!r}: probability must be a number in 0..1", item=item)
+        faults[name] = p
+    return faults
+
+
+# --- outputs ----------------------------------------------------------------
+
+
+class TlsConfig(_Model):
+    #: None: the system's trusted CAs.
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+
+    @field_validator("ca_file", "cert_file")
+    @classmethod
+    def _exists(cls, value: str | None) -> str | None:
+        return None if value is None else _check_readable_file(value)
+
+    @field_validator("key_file")
+    @classmethod
+    def _secret(cls, value: str | None) -> str | None:
+        return None if value is None else _check_secret_file(value)
+
+    @model_validator(mode="after")
+    def _pair(self) -> TlsConfig:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise _error(
+                "tls_pair", "cert_file and key_file go together (a client certificate needs its key)"
+            )
+        return self
+
+
+class MqttConfig(_Model):
+    host: str = Field(min_length=1)
+    port: int = Field(default=1883, ge=1, le=65535)
+    #: None: ``shoe-<table>``.
+    client_id: str | None = Field(default=None, min_length=1, max_length=128)
+    username: str | None = Field(default=None, min_length=1)
+    password_file: str | None = None
+    tls: TlsConfig | None = None
+    topic_prefix: str = "baccarat"
+    protocol: Literal["3.1.1", "5"] = "3.1.1"
+
+    @field_validator("protocol", mode="before")
+    @classmethod
+    def _protocol(cls, value: Any) -> Any:
+        # `protocol: 5` is an int in YAML; it means MQTT 5 all the same.
+        return "5" if value == 5 and not isinstance(value, bool) else value
+
+    @field_validator("password_file")
+    @classmethod
+    def _secret(cls, value: str | None) -> str | None:
+        return None if value is None else _check_secret_file(value)
+
+    @field_validator("topic_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not value or value.startswith("/") or value.endswith("/") or "//" in value:
+            raise _error("topic_prefix", "must be topic levels without leading or trailing '/'")
+        if any(ch in value for ch in "+#\0"):
+            raise _error("topic_prefix", "must not contain the MQTT wildcards '+' or '#'")
+        return value
+
+    @model_validator(mode="after")
+    def _auth(self) -> MqttConfig:
+        if self.password_file is not None and self.username is None:
+            raise _error("mqtt_auth", "password_file needs a username (MQTT sends no password without one)")
+        return self
+
+    def password(self) -> str | None:
+        """The password from ``password_file`` (first line, no newline)."""
+        if self.password_file is None:
+            return None
+        try:
+            text = Path(self.password_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"outputs.mqtt.password_file: {self.password_file}: {exc.strerror}") from None
+        return text.splitlines()[0] if text else ""
+
+
+class Outputs(_Model):
+    stdout: bool = True
+    jsonl: str | None = Field(default=None, min_length=1)
+    mqtt: MqttConfig | None = None
+
+
+# --- rules ------------------------------------------------------------------
+
+
+class RulesOverrides(_Model):
+    """Overrides of the profile's shoe procedure; None = the profile's value."""
+
+    burn: str | None = None
+    cut_card_min: int | None = Field(default=None, ge=0, le=416)
+    after_cut: Literal["one_more", "last"] | None = None
+    coup_boundary: Literal["button", "auto"] | None = None
+    demo_coups: int | None = Field(default=None, ge=0, le=3)
+    correction_deadline_s: float | None = Field(default=None, gt=0, le=86400)
+    extra_card: Literal["burn", "next_coup", "void"] | None = None
+
+    @field_validator("burn")
+    @classmethod
+    def _burn(cls, value: str | None) -> str | None:
+        if value is not None and not _BURN_RE.fullmatch(value):
+            raise _error(
+                "burn", "must be first_card, decks or fixed:N with N in 1..8, not {value!r}", value=value
+            )
+        return value
+
+    def overrides(self) -> dict[str, Any]:
+        """Only the settings the config file sets (for ``rules.load_profile``)."""
+        return self.model_dump(exclude_none=True)
+
+
+# --- the whole file ---------------------------------------------------------
+
+
+class Config(_Model):
+    table: str
+    profile: str = "punto_banco"
+    decks: int = Field(default=8, ge=1, le=12)
+    # Required in a file: a production config that forgot its device section
+    # must not quietly deal fake coups to the broker.
+    device: Device
+    journal: str = Field(default="./var/journal.sqlite3", min_length=1)
+    journal_retention_days: int = Field(default=90, ge=1, le=36500)
+    odds: bool = True
+    advantage_threshold: float = 0.0
+    metrics: str | None = None
+    outputs: Outputs = Outputs()
+    rules: RulesOverrides = RulesOverrides()
+
+    @field_validator("table")
+    @classmethod
+    def _table(cls, value: str) -> str:
+        if not _TABLE_RE.fullmatch(value):
+            raise _error(
+                "table",
+                "must be 1 to 32 of A-Z a-z 0-9 _ - (it is an MQTT topic level), not {value!r}",
+                value=value,
+            )
+        return value
+
+    @field_validator("profile")
+    @classmethod
+    def _profile(cls, value: str) -> str:
+        if value in builtin_profiles() or os.path.isfile(value):
+            return value
+        raise _error(
+            "profile",
+            "{value!r} is neither a built-in profile ({names}) nor an existing profile file",
+            value=value,
+            names=", ".join(builtin_profiles()),
+        )
+
+    @field_validator("metrics")
+    @classmethod
+    def _metrics(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_host_port(value)
+        return value
+
+    def metrics_address(self) -> tuple[str, int] | None:
+        return None if self.metrics is None else parse_host_port(self.metrics)
+
+
+def builtin_profiles() -> tuple[str, ...]:
+    """The SPEC's profiles plus any other profile YAML shipped in the package."""
+    shipped = {p.stem for p in (Path(__file__).parent / "profiles").glob("*.yaml")}
+    return BUILTIN_PROFILES + tuple(sorted(shipped - set(BUILTIN_PROFILES)))
+
+
+def parse_host_port(value: str) -> tuple[str, int]:
+    """``127.0.0.1:9108`` or ``[::1]:9108`` -> (host, port)."""
+    m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:(\d{1,5})|([^:\[\]\s]+):(\d{1,5})", value)
+    if m is None:
+        raise _error("host_port", "must be host:port (e.g. 127.0.0.1:9108), not {value!r}", value=value)
+    host = m.group(1) or m.group(3)
+    port = int(m.group(2) or m.group(4))
+    if not 1 <= port <= 65535:
+        raise _error("host_port", "port must be in 1..65535, not {port}", port=port)
+    return host, port
+
+
+def default_config() -> Config:
+    """What ``shoe-controller run`` uses without ``-c`` (SPEC section 6): a
+    fake shoe, punto banco, 8 decks, JSON lines on stdout, journal in ./var/."""
+    return Config(table="T01", device=FakeDevice(driver="fake"))
+
+
+# --- loading and error messages ---------------------------------------------
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys (PyYAML keeps the last one
+    silently, which would hide a typo as surely as an unknown key)."""
+
+
+def _construct_mapping(
+    loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False
+) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping",
+                node.start_mark,
+                f"duplicate key {key!r}",
+                key_node.start_mark,
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read and validate a config file; any problem raises ``ConfigError``
+    whose message starts with the file and names every bad key path."""
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return parse_config(text, name)
+
+
+def parse_config(text: str, name: str = "<config>") -> Config:
+    """Validate config text (``name`` is used in messages)."""
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise ConfigError(f"{name}: YAML syntax error{where}: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{name}: YAML syntax error: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{name}: the config must be a mapping (table: ..., device: ...), not a {type(data).__name__}"
+        )
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        problems = [_describe(err) for err in exc.errors(include_url=False)]
+        if len(problems) == 1:
+            raise ConfigError(f"{name}: {problems[0]}") from None
+        raise ConfigError(f"{name}: {len(problems)} problems:\n  " + "\n  ".join(problems)) from None
+
+
+def _model_classes(annotation: Any) -> list[type[BaseModel]]:
+    """The model classes an annotation may hold (through Optional, Union, Annotated)."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _model_classes(get_args(annotation)[0])
+    if origin is Union or origin is types.UnionType:
+        return [cls for arg in get_args(annotation) for cls in _model_classes(arg)]
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return []
+
+
+def _walk(loc: tuple[int | str, ...]) -> tuple[list[str], list[type[BaseModel]]]:
+    """Follow an error location through the models: the key path to show
+    (without pydantic's union tags such as ``serial``) and the models that
+    may hold the last key."""
+    shown: list[str] = []
+    candidates: list[type[BaseModel]] = [Config]
+    i = 0
+    while i < len(loc):
+        part = loc[i]
+        shown.append(str(part))
+        fields = [m.model_fields[str(part)] for m in candidates if str(part) in m.model_fields]
+        if not fields:
+            return shown, []
+        candidates = _model_classes(fields[0].annotation)
+        i += 1
+        # A discriminated union puts the tag in the location: skip it.
+        if len(candidates) > 1 and i < len(loc):
+            tagged = [m for m in candidates if _tag(m) == loc[i]]
+            if tagged:
+                candidates = tagged
+                i += 1
+    return shown, candidates
+
+
+def _tag(model: type[BaseModel]) -> object:
+    field = model.model_fields.get("driver")
+    args = get_args(field.annotation) if field is not None else ()
+    return args[0] if args else None
+
+
+def _describe(err: Any) -> str:
+    loc: tuple[int | str, ...] = tuple(err["loc"])
+    kind: str = err["type"]
+    if kind == "extra_forbidden":
+        shown, parents = _walk(loc[:-1])
+        key = str(loc[-1])
+        allowed = sorted({f for m in parents for f in m.model_fields})
+        path = ".".join([*shown, key])
+        guess = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        hint = (
+            f" (did you mean {guess[0]!r}?)"
+            if guess
+            else (f" (allowed: {', '.join(allowed)})" if allowed else "")
+        )
+        return f"{path}: unknown key{hint}"
+    shown, _ = _walk(loc)
+    path = ".".join(shown) or "(top level)"
+    if kind == "union_tag_invalid":
+        ctx = err.get("ctx", {})
+        return f"{path}.driver: must be one of serial, usb, fake, replay, not {ctx.get('tag')!r}"
+    if kind == "union_tag_not_found":
+        return f"{path}.driver: required (serial, usb, fake or replay)"
+    if kind == "missing":
+        return f"{path}: required key missing"
+    msg: str = err["msg"]
+    if kind == "model_type":
+        msg = "must be a mapping of keys"
+    return f"{path}: {msg}"
