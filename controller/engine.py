@@ -1,0 +1,1067 @@
+"""The game engine: frames and supervisor commands in, SPEC section 3 events out.
+
+Sans-IO and deterministic. Time advances only through the timestamps of the
+frames and commands fed in (and ``tick(now)`` from the daemon), so a replay
+of a capture reproduces a live session event for event, ids included.
+
+What the engine owns:
+
+* the shoe: start, burn (the first card decides how many), cut card, last
+  coup, end, composition and the shuffler's secret order;
+* each coup: cards to positions by the profile's tableau, the coup boundary
+  (the dealer's RESULT, or the completed tableau), settlement by the
+  profile's bet table;
+* Article X: every deviation is flagged at the frame that reveals it, with
+  the profile's correction applied or a supervisor's awaited until the
+  deadline, after which the coup is void. A void coup is never settled.
+
+Where the position of a card cannot be known (frames lost, or an unread
+card whose value decides the tableau), the engine does not guess: the
+coup's further frames are *held* and released in order once a supervisor
+has supplied what was missing (``enter_card``, ``accept``); in the meantime
+their ``card`` events wait. With the RESULT button, the RESULT that follows
+ends what is held for that coup and the next coup is dealt normally.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.cards import CARD_VALUE, RANK_BURN, CardError, ShoeComposition, parse_card
+from controller.events import SCHEMA_VERSION, Event, format_ts, net, shoe_id_for
+from controller.rules import Profile, outcome_of, tags_of
+from firmware_protocols.frames import (
+    Ack,
+    Button,
+    Card,
+    CutCard,
+    DeviceResult,
+    Frame,
+    Hello,
+    HostRequest,
+    Link,
+    SequenceGap,
+    ShuffleCommit,
+    ShuffleOrder,
+    Status,
+)
+
+ORDER = ("P1", "B1", "P2", "B2")
+UNKNOWN = "?"  # the next position cannot be decided yet
+AWAITING = "awaiting_supervisor"
+
+BURN_HANDS = frozenset(("burn", "first", "burn_count"))
+FAULT_CODES = frozenset(("JAM", "READER_FAULT", "ERROR"))
+
+
+class CommandError(ValueError):
+    """A supervisor command that cannot be applied; nothing changed."""
+
+
+@dataclass
+class Coup:
+    number: int
+    demo: bool
+    t_start: float
+    positions: list[str] = field(default_factory=list)
+    cards: list[str | None] = field(default_factory=list)
+    #: cards set aside (burned by a correction), kept for coup.void
+    extras: list[str | None] = field(default_factory=list)
+    #: open misdeals: code -> deadline (None: resolved by the device itself)
+    open: dict[str, float | None] = field(default_factory=dict)
+    corrections: list[str] = field(default_factory=list)
+    void_code: str | None = None
+    dealing: bool = True  # still takes cards: no boundary seen yet
+    settled: bool = False
+    premature: bool = False
+    had_unread: bool = False
+    overrun: bool = False
+    #: frames held while positions are unknown (None: not holding)
+    held: list[Frame] | None = None
+    gap_missing: int = 0
+    gap_entered: list[str] = field(default_factory=list)
+    device_result: DeviceResult | None = None
+    #: frames for the next coup (the ``next_coup`` extra-card correction)
+    carry: list[Frame] = field(default_factory=list)
+
+    @property
+    def resolved(self) -> bool:
+        return self.settled or self.void_code is not None
+
+    def as_dealt(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = [
+            {"position": p, "card": c} for p, c in zip(self.positions, self.cards, strict=True)
+        ]
+        out.extend({"position": "extra", "card": c} for c in self.extras)
+        return out
+
+
+@dataclass
+class Shoe:
+    id: str
+    t_start: float
+    comp: ShoeComposition
+    commit: str | None
+    order: list[str | None] | None
+    phase: str = "burn"  # burn | deal | ended
+    first_card: str | None = None
+    burn_left: int | None = None  # None: the first card has not come
+    burned: int = 0
+    next_coup: int = 1
+    current: Coup | None = None
+    coups: dict[int, Coup] = field(default_factory=dict)  # unresolved or still dealing
+    cut_coup: int | None = None
+    last_coup: int | None = None
+    coups_count: int = 0
+    tally: dict[str, int] = field(default_factory=lambda: {"player": 0, "banker": 0, "tie": 0})
+    ended_emitted: bool = False
+    dealing_over: bool = False  # the last permitted coup has finished dealing
+
+
+@dataclass
+class _Commit:
+    shoe_id: str
+    ncards: int
+    sha256: str
+    order: list[str | None]
+    received: int = 0
+
+
+class Engine:
+    """One table's game. Feed it frames, commands and ticks; read events."""
+
+    def __init__(self, table: str, profile: Profile, decks: int, *, odds: bool = False) -> None:
+        if not 1 <= decks <= 12:
+            raise ValueError(f"decks must be 1..12, not {decks}")
+        self.table = table
+        self.profile = profile
+        self.decks = decks
+        self.odds = odds
+        self.rules = profile.rules
+        self.tab = profile.tableau
+        self.deadline_s = float(self.rules["correction_deadline_s"])
+        self.button = self.rules["coup_boundary"] == "button"
+        self.seq = 0
+        self.shoe: Shoe | None = None
+        self.device: dict[str, str] = {"model": "", "firmware": "", "serial": ""}
+        self.link_up = True
+        self._commit: _Commit | None = None
+        self._fault_coup: int | None = None  # coup with an open DEVICE_FAULT
+        self._fault_waiting: str | None = None  # "ok" (STAT OK clears) | "frame" (next unbroken frame)
+        self._releasing: Coup | None = None
+        self._last_shoe_base = ""
+        self._shoe_dup = 1
+        self._out: list[Event] = []
+        self.counters: dict[str, int] = {}
+        self._handlers: dict[type, Any] = {
+            Card: self._on_card,
+            Button: self._on_button,
+            CutCard: self._on_cut,
+            Status: self._on_status,
+            Hello: self._on_hello,
+            SequenceGap: self._on_gap,
+            ShuffleCommit: self._on_commit,
+            ShuffleOrder: self._on_order,
+            DeviceResult: self._on_device_result,
+            Link: self._on_link,
+            HostRequest: self._ignore,
+            Ack: self._ignore,
+        }
+
+    # ------------------------------------------------------------------ API
+
+    def feed(self, frame: Frame) -> list[Event]:
+        """Apply one decoded frame; returns the events it caused, in order."""
+        self._out = out = []
+        self._expire(frame.t)
+        if self._fault_waiting == "frame" and not isinstance(frame, (Link, SequenceGap, Hello)):
+            self._device_back(frame.t)
+        self._handlers[type(frame)](frame)
+        return out
+
+    def tick(self, now: float) -> list[Event]:
+        """Let time pass with no frame: fires correction deadlines."""
+        self._out = out = []
+        self._expire(now)
+        return out
+
+    def command(self, cmd: dict[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
+        """Apply a supervisor command (SPEC section 5). Returns the reply and
+        the events; a command that cannot apply changes nothing."""
+        self._out = out = []
+        self._expire(t)
+        reply: dict[str, Any] = {"id": cmd.get("id"), "ok": True, "error": None}
+        try:
+            name = cmd.get("cmd")
+            if name == "void":
+                self._cmd_void(self._coup_arg(cmd), str(cmd.get("reason") or ""), t)
+            elif name == "enter_card":
+                self._cmd_enter_card(self._coup_arg(cmd), cmd.get("card"), t)
+            elif name == "accept":
+                self._cmd_accept(self._coup_arg(cmd), t)
+            elif name == "new_shoe":
+                self._new_shoe(t)
+            elif name == "end_shoe":
+                self._cmd_end_shoe(t)
+            else:
+                raise CommandError(f"unknown command {name!r}")
+        except CommandError as exc:
+            reply = {"id": cmd.get("id"), "ok": False, "error": str(exc)}
+            out.clear()
+        return reply, out
+
+    def snapshot(self) -> dict[str, Any]:
+        """The current shoe's state, for the retained ``shoe/state`` topic."""
+        s = self.shoe
+        if s is None:
+            return {"table": self.table, "shoe": None, "coup": None, "cards_left": None, "tally": None}
+        return {
+            "table": self.table,
+            "shoe": s.id,
+            "state": s.phase if not s.ended_emitted else "ended",
+            "coup": s.next_coup - 1,
+            "cards_dealt": s.comp.dealt,
+            "cards_left": s.comp.cards_left,
+            "last_coup": s.last_coup,
+            "tally": dict(s.tally),
+            "open_misdeals": [
+                {"coup": n, "code": code}
+                for n, code in sorted((c.number, code) for c in s.coups.values() for code in c.open)
+            ],
+        }
+
+    # -------------------------------------------------------------- helpers
+
+    def _emit(self, type_: str, t: float, payload: dict[str, Any]) -> None:
+        self.seq += 1
+        shoe = self.shoe.id if self.shoe is not None else None
+        ev: Event = {
+            "v": SCHEMA_VERSION,
+            "type": type_,
+            "event_id": f"{self.table}/{shoe or '-'}/{self.seq}",
+            "table": self.table,
+            "shoe": shoe,
+            "seq": self.seq,
+            "ts": format_ts(t),
+        }
+        ev.update(payload)
+        self._out.append(ev)
+
+    def _count(self, key: str) -> None:
+        self.counters[key] = self.counters.get(key, 0) + 1
+
+    def _alert(self, t: float, code: str, detail: str, coup: int | None) -> None:
+        self._emit("security.alert", t, {"code": code, "detail": detail, "coup": coup})
+
+    def _misdeal(self, t: float, coup: Coup, code: str, detail: str, action: str) -> None:
+        deadline = None
+        if action == AWAITING:
+            dl = t + self.deadline_s
+            coup.open[code] = dl
+            deadline = format_ts(dl)
+        self._emit(
+            "misdeal",
+            t,
+            {"coup": coup.number, "code": code, "detail": detail, "action": action, "deadline": deadline},
+        )
+
+    def _open_device_wait(self, t: float, coup: Coup, code: str, detail: str) -> None:
+        """A misdeal the device itself can clear, with the deadline still running."""
+        if code not in coup.open:
+            self._misdeal(t, coup, code, detail, AWAITING)
+
+    def _correct(self, t: float, coup: Coup, code: str, detail: str) -> None:
+        coup.open.pop(code, None)
+        if code not in coup.corrections:
+            coup.corrections.append(code)
+        self._emit(
+            "misdeal",
+            t,
+            {"coup": coup.number, "code": code, "detail": detail, "action": "corrected", "deadline": None},
+        )
+
+    # ---------------------------------------------------------------- shoe
+
+    def _start_shoe(self, t: float) -> Shoe:
+        sid = shoe_id_for(t)
+        if sid == self._last_shoe_base:
+            self._shoe_dup += 1
+            sid = f"{sid}.{self._shoe_dup}"
+        else:
+            self._last_shoe_base = sid
+            self._shoe_dup = 1
+        commit = self._commit
+        self._commit = None
+        order = commit.order if commit is not None and commit.received >= commit.ncards else None
+        shoe = Shoe(
+            id=sid,
+            t_start=t,
+            comp=ShoeComposition(self.decks),
+            commit=commit.sha256 if commit is not None else None,
+            order=order,
+        )
+        self.shoe = shoe
+        self._emit(
+            "shoe.started",
+            t,
+            {"decks": self.decks, "profile": self.profile.name, "shuffle_commit": shoe.commit},
+        )
+        return shoe
+
+    def _new_shoe(self, t: float) -> None:
+        if self.shoe is not None:
+            self._end_shoe(t, reason="new shoe loaded")
+        self._start_shoe(t)
+
+    def _end_shoe(self, t: float, reason: str) -> None:
+        s = self.shoe
+        if s is None or s.ended_emitted:
+            return
+        for coup in sorted(s.coups.values(), key=lambda c: c.number):
+            if not coup.resolved:
+                self._void(t, coup, "SHOE_ENDED", f"{reason} before coup {coup.number} was settled")
+        s.coups.clear()
+        s.current = None
+        s.phase = "ended"
+        s.ended_emitted = True
+        self._emit(
+            "shoe.ended",
+            t,
+            {"coups": s.coups_count, "cards_dealt": s.comp.dealt, "tally": dict(s.tally), "reason": reason},
+        )
+
+    def _maybe_finish_shoe(self, t: float) -> None:
+        s = self.shoe
+        if s is None or not s.dealing_over or s.ended_emitted:
+            return
+        if any(not c.resolved for c in s.coups.values() if not c.overrun):
+            return
+        self._end_shoe(t, reason="last coup dealt")
+        # overrun coups after the end still belong to this shoe
+        s.phase = "ended"
+
+    # ---------------------------------------------------------------- cards
+
+    def _on_card(self, f: Card) -> None:
+        s = self.shoe
+        if s is not None and self._releasing is None and s.current is not None and s.current.held is not None:
+            s.current.held.append(f)
+            return
+        if not f.game:
+            self._out_of_game_card(f)
+            return
+        if s is None or (s.phase == "ended" and (f.hand == "first" or s.last_coup is None)):
+            # A shoe with no NEWSHOE button starts at its first card (Angel
+            # Eye marks that card itself). A shoe that ended by its cut card
+            # does not: a card after its last coup is CUT_CARD_OVERRUN.
+            s = self._start_shoe(f.t)
+        if s.phase == "burn":
+            self._burn_card(s, f)
+            return
+        coup = self._releasing or s.current
+        if coup is None or (not coup.dealing and coup is not self._releasing):
+            coup = self._open_coup(s, f.t)
+        self._deal(s, coup, f)
+
+    def _take(self, s: Shoe, f: Card, coup: Coup | None) -> bool:
+        """Remove the card from the composition; flags a foreign card or a
+        departure from the shuffler's order. False if the card is foreign."""
+        index = s.comp.dealt
+        ok = s.comp.take(f.card)
+        where = coup.number if coup is not None else None
+        if not ok or (f.deck is not None and not 1 <= f.deck <= self.decks):
+            what = (
+                f"{f.card}: more copies than {self.decks} deck(s) hold"
+                if not ok
+                else f"{f.card} from deck {f.deck}, not in this {self.decks}-deck shoe"
+            )
+            self._alert(f.t, "FOREIGN_CARD", what, where)
+            if coup is not None:
+                self._misdeal(f.t, coup, "FOREIGN_CARD", what, "void")
+                self._void(f.t, coup, "FOREIGN_CARD", what, card=(f, "extra"))
+                return False
+            return False
+        if s.order is not None and f.card is not None and index < len(s.order) and s.order[index] != f.card:
+            detail = f"card {index + 1} of the shoe differs from the shuffler's order"
+            self._alert(f.t, "SHUFFLE_MISMATCH", detail, where)
+            if coup is not None:
+                self._misdeal(f.t, coup, "SHUFFLE_MISMATCH", detail, "void")
+                self._void(f.t, coup, "SHUFFLE_MISMATCH", detail, card=(f, "extra"))
+                return False
+        return True
+
+    def _card_event(self, f: Card, coup: int | None, position: str) -> None:
+        self._emit(
+            "card",
+            f.t,
+            {
+                "coup": coup,
+                "position": position,
+                "card": f.card,
+                "value": CARD_VALUE[f.card] if f.card is not None else None,
+                "face_up": f.face_up,
+            },
+        )
+
+    def _out_of_game_card(self, f: Card) -> None:
+        s = self.shoe
+        coup = s.current.number if s is not None and s.current is not None else None
+        if s is not None:
+            s.comp.take(f.card)
+        self._card_event(f, coup, "extra")
+        self._alert(f.t, "CARD_OUT_OF_GAME", "the device reports a card drawn while locked or in error", coup)
+
+    def _burn_card(self, s: Shoe, f: Card) -> None:
+        if f.hand is not None and f.hand not in BURN_HANDS:
+            self._alert(
+                f.t, "BURN_MISMATCH", f"the device placed a card on {f.hand} during the burn", s.next_coup
+            )
+        if not self._take(s, f, None):
+            self._card_event(f, None, "burn")
+            return
+        self._card_event(f, None, "burn")
+        if s.burn_left is None:
+            s.first_card = f.card
+            if f.card is None:
+                # the burn count is unknowable: hold coup 1 until a supervisor
+                # enters the first card
+                coup = self._open_coup(s, f.t)
+                coup.held = []
+                coup.had_unread = True
+                self._misdeal(
+                    f.t, coup, "UNREAD_CARD", "the first (burn) card was unread: burn count unknown", AWAITING
+                )
+                s.phase = "burn-unknown"
+                return
+            s.burn_left = self.profile.burn_count(RANK_BURN[f.card[0]], self.decks)
+        else:
+            s.burned += 1
+            s.burn_left -= 1
+        if s.burn_left == 0:
+            self._finish_burn(s, f.t)
+
+    def _finish_burn(self, s: Shoe, t: float) -> None:
+        s.phase = "deal"
+        self._emit("shoe.burn", t, {"first_card": s.first_card, "burned": s.burned})
+
+    def _open_coup(self, s: Shoe, t: float) -> Coup:
+        n = s.next_coup
+        s.next_coup += 1
+        s.coups_count += 1
+        coup = Coup(number=n, demo=n <= int(self.rules["demo_coups"]), t_start=t)
+        s.coups[n] = coup
+        s.current = coup
+        if s.last_coup is not None and n > s.last_coup:
+            coup.overrun = True
+            detail = f"coup {n} started after the last permitted coup {s.last_coup}"
+            self._misdeal(t, coup, "CUT_CARD_OVERRUN", detail, "void")
+            self._void(t, coup, "CUT_CARD_OVERRUN", detail)
+        return coup
+
+    def _next_position(self, coup: Coup) -> str | None:
+        """The tableau's next position, None when complete, UNKNOWN when an
+        unread card decides it."""
+        n = len(coup.cards)
+        if n < 4:
+            return ORDER[n]
+        c = coup.cards
+        if c[0] is None or c[1] is None or c[2] is None or c[3] is None:
+            return UNKNOWN
+        p = (CARD_VALUE[c[0]] + CARD_VALUE[c[2]]) % 10
+        b = (CARD_VALUE[c[1]] + CARD_VALUE[c[3]]) % 10
+        tab = self.tab
+        if tab.natural[p] or tab.natural[b]:
+            return None
+        if tab.player_draws[p]:
+            if n == 4:
+                return "P3"
+            p3 = c[4]
+            if p3 is None:
+                return UNKNOWN
+            if tab.banker_draws[b][CARD_VALUE[p3]]:
+                return "B3" if n == 5 else None
+            return None
+        if tab.banker_draws_stood[b]:
+            return "B3" if n == 4 else None
+        return None
+
+    def _deal(self, s: Shoe, coup: Coup, f: Card) -> None:
+        if f.hand in BURN_HANDS:
+            self._alert(
+                f.t, "BURN_MISMATCH", f"the device reports {f.hand} during coup {coup.number}", coup.number
+            )
+        if coup.void_code is not None:
+            # a void coup keeps its cards until its boundary, none settled
+            self._take(s, f, None)
+            pos = self._next_position(coup)
+            if pos is None or pos == UNKNOWN:
+                coup.extras.append(f.card)
+                self._card_event(f, coup.number, "extra")
+            else:
+                coup.positions.append(pos)
+                coup.cards.append(f.card)
+                self._card_event(f, coup.number, pos)
+                if pos != UNKNOWN and not self.button and self._next_position(coup) is None:
+                    self._close_dealing(coup, f.t)
+            return
+        pos = self._next_position(coup)
+        if pos == UNKNOWN:
+            coup.held = [f]
+            return
+        if pos is None:
+            self._extra_card(s, coup, f)
+            return
+        if not self._take(s, f, coup):
+            return
+        coup.positions.append(pos)
+        coup.cards.append(f.card)
+        self._card_event(f, coup.number, pos)
+        if f.card is None:
+            coup.had_unread = True
+            self._misdeal(f.t, coup, "UNREAD_CARD", f"{pos} passed the reader unread", AWAITING)
+        if f.hand is not None and f.hand != pos and f.hand not in BURN_HANDS:
+            self._misdeal(
+                f.t,
+                coup,
+                "WRONG_HAND",
+                f"the device placed the card on {f.hand}; the tableau's next position is {pos}",
+                AWAITING,
+            )
+        nxt = self._next_position(coup)
+        if nxt is None:
+            if coup.premature:
+                coup.premature = False
+                self._correct(f.t, coup, "PREMATURE_RESULT", "the due card was dealt after an early RESULT")
+                self._close_dealing(coup, f.t)
+            elif not self.button or not coup.dealing:
+                self._close_dealing(coup, f.t)
+        elif s.comp.cards_left == 0:
+            detail = f"the shoe ran out with {nxt} still due"
+            self._misdeal(f.t, coup, "SHOE_EXHAUSTED", detail, "void")
+            self._void(f.t, coup, "SHOE_EXHAUSTED", detail)
+
+    def _extra_card(self, s: Shoe, coup: Coup, f: Card) -> None:
+        """A card after the tableau completed, before the dealer's RESULT."""
+        policy = self.rules["extra_card"]
+        if not coup.dealing:
+            policy = "burn"  # its coup is over; nothing else is possible
+        detail = f"a card ({f.card or 'unread'}) left the shoe after the tableau was complete"
+        if policy == "next_coup" and not coup.carry:
+            # dealt (and checked) as the first card of the next coup once the
+            # dealer's RESULT closes this one
+            coup.carry.append(f)
+            self._correct(f.t, coup, "EXTRA_CARD", detail + "; it opens the next coup")
+            return
+        if not self._take(s, f, coup):
+            return
+        coup.extras.append(f.card)
+        self._card_event(f, coup.number, "extra")
+        if policy == "void":
+            self._misdeal(f.t, coup, "EXTRA_CARD", detail, "void")
+            self._void(f.t, coup, "EXTRA_CARD", detail)
+        else:
+            self._correct(f.t, coup, "EXTRA_CARD", detail + "; burned")
+
+    # ----------------------------------------------------------- boundaries
+
+    def _on_button(self, f: Button) -> None:
+        if f.name == "NEWSHOE":
+            self._new_shoe(f.t)
+        elif f.name == "RESULT":
+            self._result(f)
+        elif f.name == "REDEAL":
+            s = self.shoe
+            if s is not None and s.current is not None and s.current.dealing and not s.current.resolved:
+                coup = s.current
+                self._misdeal(f.t, coup, "REDEAL", "the device announced a re-deal", "void")
+                self._void(f.t, coup, "REDEAL", "the device announced a re-deal")
+                self._close_dealing(coup, f.t)
+        # STANDBY and unknown buttons carry no game meaning
+
+    def _result(self, f: Button | DeviceResult) -> None:
+        s = self.shoe
+        coup = s.current if s is not None else None
+        if s is not None and s.phase == "burn" and coup is None:
+            self._alert(f.t, "BURN_MISMATCH", "RESULT pressed before the burn was complete", s.next_coup)
+        if s is None or coup is None or not coup.dealing:
+            self._count("stray_result")
+            return
+        if not self.button:
+            return
+        if coup.held is not None:
+            # the boundary is certain even where positions are not
+            coup.held.append(f)
+            coup.dealing = False
+            s.current = None
+            return
+        if coup.void_code is not None:
+            self._close_dealing(coup, f.t)
+            return
+        nxt = self._next_position(coup)
+        if nxt is None:
+            self._close_dealing(coup, f.t)
+        elif nxt == UNKNOWN:
+            coup.held = [f]
+            coup.dealing = False
+            s.current = None
+        elif not coup.premature:
+            coup.premature = True
+            self._misdeal(f.t, coup, "PREMATURE_RESULT", f"RESULT pressed with {nxt} still due", AWAITING)
+
+    def _close_dealing(self, coup: Coup, t: float) -> None:
+        s = self.shoe
+        assert s is not None
+        coup.dealing = False
+        if s.current is coup:
+            s.current = None
+        if s.last_coup is not None and coup.number >= s.last_coup:
+            s.dealing_over = True
+        if coup.void_code is None and not coup.open and coup.held is None:
+            self._settle(coup, t)
+        if coup.resolved:
+            s.coups.pop(coup.number, None)
+        self._maybe_finish_shoe(t)
+        if coup.carry:
+            carry, coup.carry = coup.carry, []
+            for f in carry:
+                self._handlers[type(f)](f)
+
+    def _settle(self, coup: Coup, t: float) -> None:
+        s = self.shoe
+        assert s is not None
+        player = [c for p, c in zip(coup.positions, coup.cards, strict=True) if p[0] == "P"]
+        banker = [c for p, c in zip(coup.positions, coup.cards, strict=True) if p[0] == "B"]
+        if any(c is None for c in player + banker):  # pragma: no cover - guarded by open misdeals
+            return
+        pv = [CARD_VALUE[c] for c in player if c is not None]
+        bv = [CARD_VALUE[c] for c in banker if c is not None]
+        ppair = player[0][0] == player[1][0]  # type: ignore[index]
+        bpair = banker[0][0] == banker[1][0]  # type: ignore[index]
+        natural = self.tab.natural[sum(pv[:2]) % 10] or self.tab.natural[sum(bv[:2]) % 10]
+        outcome = outcome_of(pv, bv, ppair, bpair, natural)
+        dr = coup.device_result
+        if dr is not None and (
+            dr.winner != outcome["winner"] or dr.player_pair != ppair or dr.banker_pair != bpair
+        ):
+            detail = (
+                f"the device announced {dr.winner} (pairs P={dr.player_pair} B={dr.banker_pair}); "
+                f"the tableau gives {outcome['winner']} (pairs P={ppair} B={bpair})"
+            )
+            self._alert(t, "SHOE_DISAGREES", detail, coup.number)
+            if coup.had_unread:
+                self._misdeal(t, coup, "SHOE_DISAGREES", detail + "; a card was unread", "void")
+                self._void(t, coup, "SHOE_DISAGREES", detail)
+                return
+            self._misdeal(
+                t, coup, "SHOE_DISAGREES", detail + "; every card was read: the tableau stands", "corrected"
+            )
+            if "SHOE_DISAGREES" not in coup.corrections:
+                coup.corrections.append("SHOE_DISAGREES")
+        coup.settled = True
+        settlement = None
+        if not coup.demo:
+            s.tally[outcome["winner"]] += 1
+            settlement = {k: net(v) for k, v in self.profile.settle(outcome).items()}
+        self._emit(
+            "coup.result",
+            t,
+            {
+                "coup": coup.number,
+                "demo": coup.demo,
+                "player": {"cards": player, "total": outcome["player_total"]},
+                "banker": {"cards": banker, "total": outcome["banker_total"]},
+                "winner": outcome["winner"],
+                "natural": natural,
+                "player_pair": ppair,
+                "banker_pair": bpair,
+                "tags": tags_of(outcome),
+                "settlement": settlement,
+                "corrections": list(coup.corrections),
+            },
+        )
+
+    def _void(
+        self, t: float, coup: Coup, code: str, detail: str, card: tuple[Card, str] | None = None
+    ) -> None:
+        if coup.resolved:
+            return
+        if card is not None:
+            f, pos = card
+            coup.extras.append(f.card)
+            self._card_event(f, coup.number, pos)
+        coup.void_code = code
+        coup.open.clear()
+        coup.premature = False
+        held, coup.held = coup.held, None
+        self._emit(
+            "coup.void",
+            t,
+            {"coup": coup.number, "code": code, "article": "X", "detail": detail, "cards": coup.as_dealt()},
+        )
+        s = self.shoe
+        assert s is not None
+        if self._fault_coup == coup.number:
+            self._fault_coup = None
+            self._fault_waiting = None
+        if held:
+            self._release_frames(coup, held)
+        if not coup.dealing:
+            s.coups.pop(coup.number, None)
+            if s.last_coup is not None and coup.number >= s.last_coup:
+                s.dealing_over = True
+            self._maybe_finish_shoe(t)
+
+    def _after_resolution(self, coup: Coup, t: float) -> None:
+        """A misdeal of ``coup`` was resolved: release what it held, settle it
+        if it is complete and nothing else is open."""
+        s = self.shoe
+        assert s is not None
+        if coup.held is not None and not coup.open.keys() & {"UNREAD_CARD", "SEQUENCE_GAP"}:
+            held, coup.held = coup.held, None
+            entered = [Card(t, None, c) for c in coup.gap_entered]
+            coup.gap_entered = []
+            self._release_frames(coup, entered + held)
+        if coup.resolved or coup.held is not None or coup.open:
+            return
+        nxt = self._next_position(coup)
+        if not coup.dealing:
+            if nxt is None:
+                self._settle(coup, t)
+            else:
+                detail = f"{nxt} was never dealt: the coup ended before its tableau was complete"
+                self._misdeal(t, coup, "PREMATURE_RESULT", detail, "void")
+                self._void(t, coup, "PREMATURE_RESULT", detail)
+            if coup.resolved:
+                s.coups.pop(coup.number, None)
+            self._maybe_finish_shoe(t)
+        elif nxt is None and not self.button:
+            self._close_dealing(coup, t)
+
+    def _release_frames(self, coup: Coup, frames: list[Frame]) -> None:
+        """Re-apply held frames in their order, now that positions are known.
+
+        With the RESULT button, every held card came before the held RESULT
+        and belongs to ``coup``. With the automatic boundary, cards after the
+        coup's tableau completed are dealt on to the next coup as usual."""
+        s = self.shoe
+        assert s is not None
+        saved = self._releasing
+        in_coup = self.button
+        try:
+            for i, f in enumerate(frames):
+                if coup.held is not None:  # held again: another unknown
+                    coup.held.extend(frames[i:])
+                    break
+                if isinstance(f, Card):
+                    if s.phase == "burn":
+                        self._releasing = None
+                        self._burn_card(s, f)
+                    elif in_coup or coup.dealing:
+                        self._releasing = coup
+                        self._deal(s, coup, f)
+                    else:
+                        self._releasing = None
+                        self._on_card(f)
+                elif isinstance(f, (Button, DeviceResult)) and f is frames[-1] and self.button:
+                    # the held boundary
+                    in_coup = False
+                    if isinstance(f, DeviceResult):
+                        coup.device_result = f
+                    coup.dealing = False
+                    if s.current is coup:
+                        s.current = None
+                    if s.last_coup is not None and coup.number >= s.last_coup:
+                        s.dealing_over = True
+                else:
+                    self._releasing = None
+                    self._handlers[type(f)](f)
+        finally:
+            self._releasing = saved
+
+    # ------------------------------------------------------------ cut card
+
+    def _on_cut(self, f: CutCard) -> None:
+        s = self.shoe
+        if s is None:
+            self._alert(f.t, "CUT_CARD_UNEXPECTED", "cut card with no shoe in play", None)
+            return
+        cur = s.current
+        if cur is not None and cur.held is not None and self._releasing is None:
+            cur.held.append(f)
+            return
+        if s.cut_coup is not None:
+            self._alert(f.t, "CUT_CARD_REPEATED", "a second cut card in the same shoe", None)
+            return
+        if cur is not None and cur.dealing and self._next_position(cur) is not None:
+            coup_no = cur.number
+        else:
+            coup_no = s.next_coup
+        s.cut_coup = coup_no
+        s.last_coup = coup_no + (1 if self.rules["after_cut"] == "one_more" else 0)
+        if s.comp.cards_left < int(self.rules["cut_card_min"]):
+            self._alert(
+                f.t,
+                "CUT_CARD_POSITION",
+                f"cut card with {s.comp.cards_left} cards left; "
+                f"the rule is at least {self.rules['cut_card_min']}",
+                coup_no,
+            )
+        self._emit("shoe.cut_card", f.t, {"coup": coup_no, "last_coup": s.last_coup})
+
+    # ------------------------------------------------------- device health
+
+    def _on_hello(self, f: Hello) -> None:
+        self.device = {"model": f.model, "firmware": f.firmware, "serial": f.serial}
+        self._emit("device.status", f.t, {"state": "online", "code": "HELLO", "device": dict(self.device)})
+        coup = self._coup_in_play()
+        if coup is not None:
+            # a restart breaks the sequence: frames may have been lost unseen
+            self._gap(coup, f.t, 0, "the device restarted mid-coup; frames may have been lost")
+
+    def _coup_in_play(self) -> Coup | None:
+        s = self.shoe
+        if s is None or s.current is None or not s.current.dealing or s.current.resolved:
+            return None
+        return s.current
+
+    def _on_status(self, f: Status) -> None:
+        code = f.code
+        state = "fault" if code in FAULT_CODES or code == "LID_OPEN" else "online"
+        payload: dict[str, Any] = {"state": state, "code": code, "device": dict(self.device)}
+        if f.text:
+            payload["detail"] = f.text
+        self._emit("device.status", f.t, payload)
+        coup = self._coup_in_play()
+        if code in FAULT_CODES:
+            if coup is not None:
+                self._fault_coup = coup.number
+                self._fault_waiting = "ok"
+                self._open_device_wait(f.t, coup, "DEVICE_FAULT", f"device reports {code} mid-coup")
+        elif code == "OK":
+            if self._fault_waiting == "ok":
+                self._device_back(f.t)
+        elif code == "EMPTY":
+            s = self.shoe
+            if coup is not None and self._next_position(coup) is not None:
+                self._misdeal(f.t, coup, "SHOE_EXHAUSTED", "the shoe is empty mid-coup", "void")
+                self._void(f.t, coup, "SHOE_EXHAUSTED", "the shoe is empty mid-coup")
+            elif s is not None and s.phase == "deal" and not s.ended_emitted and coup is None:
+                self._end_shoe(f.t, reason="shoe empty")
+        elif code == "LID_OPEN":
+            self._alert(f.t, "LID_OPEN", "the shoe's lid was opened", coup.number if coup else None)
+
+    def _device_back(self, t: float) -> None:
+        self._fault_waiting = None
+        s = self.shoe
+        n, self._fault_coup = self._fault_coup, None
+        if s is None or n is None or n not in s.coups:
+            return
+        coup = s.coups[n]
+        if "DEVICE_FAULT" in coup.open and coup.void_code is None:
+            self._correct(t, coup, "DEVICE_FAULT", "the device resumed with an unbroken sequence")
+            self._after_resolution(coup, t)
+
+    def _on_link(self, f: Link) -> None:
+        self.link_up = f.up
+        self._emit(
+            "device.status",
+            f.t,
+            {
+                "state": "online" if f.up else "offline",
+                "code": "CONNECTED" if f.up else "DISCONNECTED",
+                "device": dict(self.device),
+                **({"detail": f.detail} if f.detail else {}),
+            },
+        )
+        if not f.up:
+            coup = self._coup_in_play()
+            if coup is not None:
+                self._fault_coup = coup.number
+                self._open_device_wait(f.t, coup, "DEVICE_FAULT", "the device disconnected mid-coup")
+            self._fault_waiting = None
+        elif self._fault_coup is not None:
+            self._fault_waiting = "frame"
+
+    def _on_gap(self, f: SequenceGap) -> None:
+        self._count("sequence_gaps")
+        s = self.shoe
+        detail = f"frames lost: expected sequence {f.expected}, received {f.seq} ({f.missing} missing)"
+        if self._fault_coup is not None:
+            self._fault_waiting = None  # the sequence is broken: no automatic resume
+        if s is None or s.ended_emitted:
+            self._alert(f.t, "SEQUENCE_GAP", detail, None)
+            return
+        coup = s.current
+        if coup is not None and coup.held is not None and self._releasing is None:
+            coup.gap_missing += f.missing
+            self._open_device_wait(f.t, coup, "SEQUENCE_GAP", detail)
+            return
+        if coup is None or not coup.dealing:
+            if s.last_coup is not None and s.next_coup > s.last_coup:
+                self._alert(f.t, "SEQUENCE_GAP", detail + " after the last coup", None)
+                return
+            coup = self._open_coup(s, f.t)
+        self._gap(coup, f.t, f.missing, detail)
+
+    def _gap(self, coup: Coup, t: float, missing: int, detail: str) -> None:
+        coup.gap_missing += missing
+        if coup.held is None:
+            coup.held = []
+        if "SEQUENCE_GAP" not in coup.open:
+            self._misdeal(t, coup, "SEQUENCE_GAP", detail, AWAITING)
+
+    # ------------------------------------------------------------- shuffler
+
+    def _on_commit(self, f: ShuffleCommit) -> None:
+        if not 1 <= f.ncards <= 12 * 52:
+            self._alert(f.t, "SHUFFLE_COMMIT_INVALID", f"shuffler announced {f.ncards} cards", None)
+            return
+        self._commit = _Commit(f.shoe_id, f.ncards, f.sha256.lower(), [None] * f.ncards)
+
+    def _on_order(self, f: ShuffleOrder) -> None:
+        c = self._commit
+        if c is None or f.index < 0 or f.index + len(f.cards) > c.ncards:
+            self._alert(f.t, "SHUFFLE_ORDER_INVALID", "shuffler order outside its commitment", None)
+            return
+        for i, card in enumerate(f.cards):
+            c.order[f.index + i] = card
+        c.received += len(f.cards)
+        if c.received >= c.ncards:
+            text = ",".join(x or "XX" for x in c.order)
+            if hashlib.sha256(text.encode("ascii")).hexdigest() != c.sha256:
+                self._alert(
+                    f.t, "SHUFFLE_COMMIT_MISMATCH", "the shuffler's order does not match its commitment", None
+                )
+                c.order = []  # cannot be trusted for the card-by-card check
+
+    def _on_device_result(self, f: DeviceResult) -> None:
+        s = self.shoe
+        coup = s.current if s is not None else None
+        if coup is not None and coup.held is not None and self._releasing is None:
+            coup.device_result = f
+        elif coup is not None and coup.dealing:
+            if f.winner == "quit":
+                self._misdeal(f.t, coup, "SHOE_DISAGREES", "the device forced the coup to quit", "void")
+                self._void(f.t, coup, "SHOE_DISAGREES", "the device forced the coup to quit")
+            else:
+                coup.device_result = f
+        self._result(f)
+
+    def _ignore(self, f: Frame) -> None:
+        return None
+
+    # ------------------------------------------------------------ deadlines
+
+    def _expire(self, now: float) -> None:
+        s = self.shoe
+        if s is None or not s.coups:
+            return
+        for coup in sorted(s.coups.values(), key=lambda c: c.number):
+            if coup.resolved or not coup.open:
+                continue
+            due = [(dl, code) for code, dl in coup.open.items() if dl is not None and dl <= now]
+            if due:
+                dl, code = min(due)
+                detail = f"not corrected within {self.deadline_s:g} s"
+                self._emit(
+                    "misdeal",
+                    dl,
+                    {"coup": coup.number, "code": code, "detail": detail, "action": "void", "deadline": None},
+                )
+                self._void(dl, coup, code, detail)
+
+    # ------------------------------------------------------------- commands
+
+    def _coup_arg(self, cmd: dict[str, Any]) -> Coup:
+        s = self.shoe
+        n = cmd.get("coup")
+        if not isinstance(n, int) or isinstance(n, bool):
+            raise CommandError("'coup' must be an integer")
+        if s is None:
+            raise CommandError("no shoe in play")
+        coup = s.coups.get(n)
+        if coup is None:
+            if 1 <= n < s.next_coup:
+                raise CommandError(f"coup {n} is already settled or void")
+            raise CommandError(f"no coup {n} in this shoe")
+        return coup
+
+    def _cmd_void(self, coup: Coup, reason: str, t: float) -> None:
+        if coup.resolved:
+            raise CommandError(f"coup {coup.number} is already settled or void")
+        detail = f"voided by supervisor: {reason}" if reason else "voided by supervisor"
+        self._misdeal(t, coup, "SUPERVISOR_VOID", detail, "void")
+        self._void(t, coup, "SUPERVISOR_VOID", detail)
+
+    def _cmd_enter_card(self, coup: Coup, card: Any, t: float) -> None:
+        if not isinstance(card, str):
+            raise CommandError("'card' must be a card code such as 'TD'")
+        try:
+            code = parse_card(card)
+        except CardError as exc:
+            raise CommandError(str(exc)) from exc
+        s = self.shoe
+        assert s is not None
+        if s.comp.remaining[code] <= 0:
+            raise CommandError(f"{code}: no copy of it is left in this shoe")
+        if "UNREAD_CARD" in coup.open:
+            if s.phase == "burn-unknown" and s.first_card is None and coup.number == s.next_coup - 1:
+                s.first_card = code
+                s.comp.remaining[code] -= 1
+                s.burn_left = self.profile.burn_count(RANK_BURN[code[0]], self.decks)
+                s.phase = "burn"
+                self._emit_entered(t, coup, "burn", code)
+                self._correct(t, coup, "UNREAD_CARD", f"first card entered by supervisor: {code}")
+                if s.burn_left == 0:
+                    self._finish_burn(s, t)
+                self._after_resolution(coup, t)
+                return
+            i = coup.cards.index(None)
+            coup.cards[i] = code
+            s.comp.remaining[code] -= 1
+            self._emit_entered(t, coup, coup.positions[i], code)
+            if None not in coup.cards:
+                self._correct(t, coup, "UNREAD_CARD", f"{coup.positions[i]} entered by supervisor: {code}")
+                self._after_resolution(coup, t)
+            return
+        if "SEQUENCE_GAP" in coup.open:
+            # inserted where the frames were lost; taken from the shoe when
+            # the held frames are released behind it
+            coup.gap_entered.append(code)
+            if coup.gap_missing and len(coup.gap_entered) >= coup.gap_missing:
+                self._correct(t, coup, "SEQUENCE_GAP", "every missing frame entered as a card by supervisor")
+                self._after_resolution(coup, t)
+            return
+        raise CommandError(f"coup {coup.number} is not waiting for a card")
+
+    def _emit_entered(self, t: float, coup: Coup, position: str, code: str) -> None:
+        self._emit(
+            "card",
+            t,
+            {
+                "coup": coup.number if position != "burn" else None,
+                "position": position,
+                "card": code,
+                "value": CARD_VALUE[code],
+                "face_up": False,
+                "entered": True,
+            },
+        )
+
+    def _cmd_accept(self, coup: Coup, t: float) -> None:
+        accepted = [c for c in ("SEQUENCE_GAP", "WRONG_HAND", "DEVICE_FAULT") if c in coup.open]
+        if not accepted:
+            raise CommandError(f"coup {coup.number} has nothing a supervisor can accept")
+        for code in accepted:
+            if code == "DEVICE_FAULT" and self._fault_coup == coup.number:
+                self._fault_coup = None
+                self._fault_waiting = None
+            self._correct(t, coup, code, "accepted by supervisor")
+        self._after_resolution(coup, t)
+
+    def _cmd_end_shoe(self, t: float) -> None:
+        if self.shoe is None or self.shoe.ended_emitted:
+            raise CommandError("no shoe in play")
+        self._end_shoe(t, reason="ended by supervisor")

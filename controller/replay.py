@@ -1,0 +1,116 @@
+"""Replay: a ``.shoelog`` capture through a decoder and a fresh engine.
+
+The same file with the same options always yields the same events, with the
+same ids and timestamps (taken from the file): replay is how a recorded
+table session, a regression capture or a crash journal is re-lived.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.engine import Engine
+from controller.errors import UsageError
+from controller.events import Event
+from controller.rules import RULE_KEYS, coerce_rule_overrides, load_profile
+from controller.shoelog import Record, read_header, read_shoelog
+from firmware_protocols.detect import make_decoder
+
+DEFAULTS = {"protocol": "shoe-ascii/1", "table": "T01", "profile": "punto_banco", "decks": "8"}
+
+
+@dataclass
+class ReplayOptions:
+    profile: str | None = None
+    decks: int | None = None
+    table: str | None = None
+    protocol: str | None = None
+    odds: bool = False
+    rules: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ReplayStats:
+    records: int = 0
+    bytes: int = 0
+    frames: int = 0
+    dropped: collections.Counter[str] = field(default_factory=collections.Counter)
+
+
+def settings_for(path: str | Path, opts: ReplayOptions) -> dict[str, Any]:
+    """The capture's own header, then defaults, overridden by options."""
+    meta = read_header(path)
+    table = opts.table or meta.get("table") or DEFAULTS["table"]
+    protocol = opts.protocol or meta.get("protocol") or DEFAULTS["protocol"]
+    profile = opts.profile or meta.get("profile") or DEFAULTS["profile"]
+    decks_text = str(opts.decks) if opts.decks is not None else meta.get("decks", DEFAULTS["decks"])
+    try:
+        decks = int(decks_text)
+    except ValueError:
+        raise UsageError(f"{path}: decks={decks_text!r} is not a number") from None
+    if not 1 <= decks <= 12:
+        raise UsageError(f"{path}: decks must be 1..12, not {decks}")
+    rules: dict[str, Any] = {}
+    for key in RULE_KEYS:
+        if key in meta:
+            value: Any = meta[key]
+            if key in ("cut_card_min", "demo_coups"):
+                value = _int(path, key, value)
+            elif key == "correction_deadline_s":
+                value = _float(path, key, value)
+            rules[key] = value
+    rules.update(opts.rules)
+    coerce_rule_overrides(rules, str(path))
+    return {"table": table, "protocol": protocol, "profile": profile, "decks": decks, "rules": rules}
+
+
+def _int(path: str | Path, key: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise UsageError(f"{path}: {key}={value!r} is not an integer") from None
+
+
+def _float(path: str | Path, key: str, value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise UsageError(f"{path}: {key}={value!r} is not a number") from None
+
+
+def replay_events(
+    path: str | Path,
+    opts: ReplayOptions | None = None,
+    *,
+    stats: ReplayStats | None = None,
+    on_record: Callable[[Record], None] | None = None,
+) -> Iterator[Event]:
+    """Every event the engine emits for the capture, in order."""
+    opts = opts or ReplayOptions()
+    st = settings_for(path, opts)
+    profile = load_profile(st["profile"], st["rules"])
+    try:
+        decoder = make_decoder(st["protocol"])
+    except ValueError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    engine = Engine(st["table"], profile, st["decks"], odds=opts.odds)
+    stats = stats if stats is not None else ReplayStats()
+    feed = engine.feed
+    for rec in read_shoelog(path):
+        if not isinstance(rec, Record):
+            continue
+        if on_record is not None:
+            on_record(rec)
+        stats.records += 1
+        if rec.direction != "<":
+            continue  # host -> device bytes: the device's answer tells
+        stats.bytes += len(rec.data)
+        frames = decoder.feed(rec.t, rec.data)
+        stats.frames += len(frames)
+        for frame in frames:
+            yield from feed(frame)
+    stats.dropped.update({k: v for k, v in decoder.stats.items() if k != "frames" and v})
