@@ -1,0 +1,474 @@
+"""The durable journal: every input the engine saw and every event it made,
+in one append-only SQLite file (WAL, ``synchronous=FULL``).
+
+Owns the on-disk schema and the three jobs it serves:
+
+* **crash recovery**: ``inputs`` holds every device chunk (``rx``), every
+  byte sent to the device (``tx``), every supervisor command (``cmd``),
+  link changes (``link``) and timer ticks (``tick``) with their time, so
+  after ``kill -9`` the daemon rebuilds the shoe by re-feeding them to a
+  fresh, deterministic engine;
+* **event store**: ``events`` keyed by the event's ``seq`` (per table,
+  strictly increasing) with a unique ``event_id``. Re-appending an event
+  that is already there with identical content is a no-op (the rebuild
+  case); the same id or seq with different content is a ``JournalConflict``
+  (the engine was not deterministic, or two tables share one journal);
+* **outbox**: ``marks`` holds one high-water mark per output. Outputs
+  deliver in ``seq`` order, so "everything up to the mark was delivered" is
+  the whole delivery state.
+
+Every write is one transaction committed (and, with ``synchronous=FULL``,
+fsynced) before the call returns. A write that fails (disk full, read-only
+file system, corrupt file) raises ``JournalError`` with a message meant for
+an operator, never a bare ``sqlite3`` error.
+
+The object is safe to share between threads (the MQTT network thread marks
+deliveries while the main loop appends), and several processes may open the
+same file (WAL readers never block the writer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from controller.errors import RuntimeFailure
+from controller.events import dumps
+
+SCHEMA_VERSION = 1
+INPUT_KINDS: frozenset[str] = frozenset({"rx", "tx", "cmd", "link", "tick"})
+InputKind = Literal["rx", "tx", "cmd", "link", "tick"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS inputs (
+    id    INTEGER PRIMARY KEY AUTOINCREMENT,
+    t     REAL NOT NULL,
+    kind  TEXT NOT NULL CHECK (kind IN ('rx', 'tx', 'cmd', 'link', 'tick')),
+    data  BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS inputs_t ON inputs (t);
+CREATE TABLE IF NOT EXISTS events (
+    seq      INTEGER PRIMARY KEY,
+    event_id TEXT NOT NULL UNIQUE,
+    type     TEXT NOT NULL,
+    shoe     TEXT,
+    ts       TEXT NOT NULL,
+    json     TEXT NOT NULL,
+    created  REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_created ON events (created);
+CREATE TABLE IF NOT EXISTS marks (
+    output TEXT PRIMARY KEY,
+    seq    INTEGER NOT NULL
+);
+"""
+
+
+class JournalError(RuntimeFailure):
+    """The journal cannot record or read: the daemon must not deal on as if
+    events were safe."""
+
+
+class JournalConflict(JournalError):
+    """An event clashes with what the journal already holds under its id or
+    seq: the engine did not reproduce its own past, or two tables share a
+    journal."""
+
+
+class InputRecord(NamedTuple):
+    id: int
+    t: float
+    kind: str
+    data: bytes
+
+
+class PendingEvent(NamedTuple):
+    """An event an output has not yet delivered (``json`` exactly as stored)."""
+
+    seq: int
+    event_id: str
+    json: str
+    type: str
+
+
+class RetentionResult(NamedTuple):
+    events_deleted: int
+    inputs_deleted: int
+    pages_freed: int
+
+
+def _explain(exc: sqlite3.Error) -> str:
+    text = str(exc)
+    lowered = text.lower()
+    if "full" in lowered:
+        return f"{text}: THE DISK IS FULL, nothing new is being recorded; free space for the journal"
+    if "readonly" in lowered or "read-only" in lowered:
+        return f"{text}: the journal is read-only (file permissions, owner, or a read-only file system)"
+    if "locked" in lowered or "busy" in lowered:
+        return f"{text}: another process holds the journal's write lock"
+    if "malformed" in lowered or "not a database" in lowered:
+        return f"{text}: the journal file is damaged; move it aside and restore from backup"
+    return text
+
+
+class Journal:
+    """An open journal file. ``Journal(path)`` creates it (and its directory)
+    if needed."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    ) -> None:
+        self.path = os.fspath(path)
+        self._lock = threading.RLock()
+        try:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise JournalError(
+                f"journal {self.path}: cannot create its directory: {exc.strerror or exc}"
+            ) from None
+        with self._guard("open"):
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10.0)
+        try:
+            with self._guard("open"):
+                self._setup(synchronous)
+        except JournalError:
+            self._db.close()
+            raise
+
+    def _setup(self, synchronous: str) -> None:
+        db = self._db
+        db.execute("PRAGMA busy_timeout = 10000")
+        # Must precede the first table: it decides the file's layout.
+        db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise sqlite3.OperationalError(f"cannot switch to WAL mode (got {mode})")
+        db.execute(f"PRAGMA synchronous = {synchronous}")
+        with self._transaction():
+            # executescript() would commit on its own; one statement at a time
+            # keeps the schema and its version in one transaction.
+            for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                db.execute(statement)
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            if row is None:
+                db.execute("INSERT INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise JournalError(
+                    f"journal {self.path}: schema version {row[0]} is newer than this build understands"
+                    f" ({SCHEMA_VERSION}); upgrade shoe-controller"
+                )
+
+    # --- plumbing -------------------------------------------------------
+
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise JournalError(f"journal {self.path}: {action} failed: {_explain(exc)}") from exc
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        # BEGIN IMMEDIATE takes the write lock up front, so a concurrent
+        # writer waits (busy_timeout) instead of failing half-way.
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            # Also after a failed COMMIT (disk full): leave no transaction open.
+            if db.in_transaction:
+                db.rollback()
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- inputs ---------------------------------------------------------
+
+    def append_input(self, t: float, kind: InputKind | str, data: bytes) -> int:
+        """Record one input; returns its id once it is durable."""
+        if kind not in INPUT_KINDS:
+            raise ValueError(f"input kind must be one of {sorted(INPUT_KINDS)}, not {kind!r}")
+        with self._lock, self._guard("recording an input"), self._transaction() as db:
+            cur = db.execute("INSERT INTO inputs (t, kind, data) VALUES (?, ?, ?)", (t, kind, bytes(data)))
+            return int(cur.lastrowid or 0)
+
+    def inputs_since(self, after_id: int = 0, *, batch: int = 1000) -> Iterator[InputRecord]:
+        """Every input with id > ``after_id``, oldest first, read in batches
+        (the lock is never held between batches)."""
+        last = after_id
+        while True:
+            with self._lock, self._guard("reading inputs"):
+                rows = self._db.execute(
+                    "SELECT id, t, kind, data FROM inputs WHERE id > ? ORDER BY id LIMIT ?", (last, batch)
+                ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield InputRecord(int(row[0]), float(row[1]), str(row[2]), bytes(row[3]))
+            last = int(rows[-1][0])
+
+    def last_input_id(self) -> int:
+        with self._lock, self._guard("reading inputs"):
+            return int(self._db.execute("SELECT coalesce(max(id), 0) FROM inputs").fetchone()[0])
+
+    # --- events ---------------------------------------------------------
+
+    def append_events(
+        self, events: Sequence[dict[str, Any]], *, now: float | None = None
+    ) -> list[dict[str, Any]]:
+        """Store events in one transaction and return those that are new.
+
+        An event already stored with the same id, seq and content is skipped
+        (a rebuild re-creates the past); so is one whose seq was pruned by
+        ``retention`` after delivery. Anything else at or below the last
+        stored seq raises ``JournalConflict`` and stores nothing of this
+        call."""
+        if not events:
+            return []
+        created = time.time() if now is None else now
+        new: list[dict[str, Any]] = []
+        with self._lock, self._guard("recording events"), self._transaction() as db:
+            retired = self._retired_seq(db)
+            last = max(self._last_seq(db), retired)
+            for event in events:
+                seq, event_id, text = _identity(event)
+                if seq <= last:
+                    row = db.execute("SELECT event_id, json FROM events WHERE seq = ?", (seq,)).fetchone()
+                    if row is None:
+                        if seq <= retired:
+                            continue  # delivered and pruned long ago
+                        raise JournalConflict(
+                            f"journal {self.path}: event {event_id} has seq {seq}, but the journal is"
+                            f" already at seq {last} and holds no event {seq}"
+                        )
+                    if row[0] != event_id or (row[1] != text and json.loads(row[1]) != json.loads(text)):
+                        raise JournalConflict(
+                            f"journal {self.path}: seq {seq} is already {row[0]} with different content than"
+                            f" the new {event_id}; the engine did not reproduce its past (or two tables share"
+                            " this journal)"
+                        )
+                    continue
+                try:
+                    db.execute(
+                        "INSERT INTO events (seq, event_id, type, shoe, ts, json, created)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            seq,
+                            event_id,
+                            str(event["type"]),
+                            event.get("shoe"),
+                            str(event["ts"]),
+                            text,
+                            created,
+                        ),
+                    )
+                except sqlite3.IntegrityError:
+                    raise JournalConflict(
+                        f"journal {self.path}: event id {event_id} is already stored under another seq"
+                    ) from None
+                last = seq
+                new.append(event)
+        return new
+
+    @staticmethod
+    def _last_seq(db: sqlite3.Connection) -> int:
+        return int(db.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+
+    @staticmethod
+    def _retired_seq(db: sqlite3.Connection) -> int:
+        row = db.execute("SELECT value FROM meta WHERE key = 'retired_seq'").fetchone()
+        return int(row[0]) if row else 0
+
+    def last_seq(self) -> int:
+        """The highest event seq ever stored (0 for a new journal)."""
+        with self._lock, self._guard("reading events"):
+            return max(self._last_seq(self._db), self._retired_seq(self._db))
+
+    def events_since(self, after_seq: int = 0, *, batch: int = 1000) -> Iterator[PendingEvent]:
+        """Every stored event with seq > ``after_seq``, in order."""
+        last = after_seq
+        while True:
+            with self._lock, self._guard("reading events"):
+                rows = self._db.execute(
+                    "SELECT seq, event_id, json, type FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+                    (last, batch),
+                ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield PendingEvent(int(row[0]), str(row[1]), str(row[2]), str(row[3]))
+            last = int(rows[-1][0])
+
+    # --- delivery -------------------------------------------------------
+
+    def mark(self, output: str) -> int:
+        """The seq up to which ``output`` has delivered everything."""
+        with self._lock, self._guard("reading marks"):
+            return self._mark(self._db, output)
+
+    @staticmethod
+    def _mark(db: sqlite3.Connection, output: str) -> int:
+        row = db.execute("SELECT seq FROM marks WHERE output = ?", (output,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def pending(self, output: str, limit: int = 100) -> list[PendingEvent]:
+        """Up to ``limit`` events after ``output``'s mark, in seq order."""
+        with self._lock, self._guard("reading the outbox"):
+            rows = self._db.execute(
+                "SELECT seq, event_id, json, type FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+                (self._mark(self._db, output), limit),
+            ).fetchall()
+        return [PendingEvent(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+
+    def mark_delivered(self, output: str, seq: int) -> None:
+        """Everything up to ``seq`` reached ``output``. The mark never moves
+        back (an old acknowledgement arriving late changes nothing)."""
+        with self._lock, self._guard("recording a delivery"), self._transaction() as db:
+            db.execute(
+                "INSERT INTO marks (output, seq) VALUES (?, ?)"
+                " ON CONFLICT (output) DO UPDATE SET seq = max(seq, excluded.seq)",
+                (output, seq),
+            )
+
+    def backlog(self, output: str) -> int:
+        """How many stored events ``output`` has not delivered yet."""
+        with self._lock, self._guard("reading the outbox"):
+            return int(
+                self._db.execute(
+                    "SELECT count(*) FROM events WHERE seq > ?", (self._mark(self._db, output),)
+                ).fetchone()[0]
+            )
+
+    def outputs(self) -> dict[str, int]:
+        """Every output that has a mark, with its mark."""
+        with self._lock, self._guard("reading marks"):
+            return {
+                str(o): int(s) for o, s in self._db.execute("SELECT output, seq FROM marks ORDER BY output")
+            }
+
+    # --- meta -----------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock, self._guard("reading meta"):
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock, self._guard("writing meta"), self._transaction() as db:
+            db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    # --- retention ------------------------------------------------------
+
+    def retention(
+        self,
+        days: float,
+        now: float,
+        *,
+        outputs: Iterable[str] | None = None,
+        keep_inputs_from: int | None = None,
+        batch: int = 500,
+        vacuum_pages: int = 256,
+    ) -> RetentionResult:
+        """Delete what is older than ``days`` in small transactions, so the
+        writer never waits long, then give the freed pages back to the file
+        system (incremental vacuum).
+
+        * an event goes only once every output in ``outputs`` (default:
+          every output with a mark) has delivered it;
+        * inputs go only below ``keep_inputs_from`` (the id the daemon's
+          crash rebuild starts from); with ``None`` no input is deleted,
+          because a rebuild re-feeds inputs from the very first one.
+        """
+        cutoff = now - days * 86400.0
+        with self._lock, self._guard("reading marks"):
+            marks = self._db.execute("SELECT output, seq FROM marks").fetchall()
+            last = self._last_seq(self._db)
+        wanted = None if outputs is None else set(outputs)
+        relevant = [int(seq) for name, seq in marks if wanted is None or name in wanted]
+        if wanted is not None:
+            relevant += [0] * len(wanted - {str(name) for name, _ in marks})  # never delivered at all
+        deliverable = min(relevant) if relevant else last
+
+        events_deleted = 0
+        while True:
+            with self._lock, self._guard("pruning events"), self._transaction() as db:
+                rows = db.execute(
+                    "SELECT seq FROM events WHERE seq <= ? AND created < ? ORDER BY seq LIMIT ?",
+                    (deliverable, cutoff, batch),
+                ).fetchall()
+                if rows:
+                    top = int(rows[-1][0])
+                    db.execute("DELETE FROM events WHERE seq <= ? AND seq >= ?", (top, int(rows[0][0])))
+                    db.execute(
+                        "INSERT INTO meta (key, value) VALUES ('retired_seq', ?)"
+                        " ON CONFLICT (key) DO UPDATE"
+                        " SET value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
+                        (str(top),),
+                    )
+            if not rows:
+                break
+            events_deleted += len(rows)
+            if len(rows) < batch:
+                break
+
+        inputs_deleted = 0
+        while keep_inputs_from is not None:
+            with self._lock, self._guard("pruning inputs"), self._transaction() as db:
+                cur = db.execute(
+                    "DELETE FROM inputs WHERE id IN"
+                    " (SELECT id FROM inputs WHERE id < ? AND t < ? ORDER BY id LIMIT ?)",
+                    (keep_inputs_from, cutoff, batch),
+                )
+                n = cur.rowcount
+            inputs_deleted += n
+            if n < batch:
+                break
+
+        pages_freed = 0
+        while True:
+            with self._lock, self._guard("vacuuming"):
+                free = int(self._db.execute("PRAGMA freelist_count").fetchone()[0])
+                if free == 0:
+                    break
+                step = min(free, vacuum_pages)
+                self._db.execute(f"PRAGMA incremental_vacuum({step})").fetchall()
+            pages_freed += step
+        return RetentionResult(events_deleted, inputs_deleted, pages_freed)
+
+
+def _identity(event: dict[str, Any]) -> tuple[int, str, str]:
+    try:
+        seq = event["seq"]
+        event_id = event["event_id"]
+        for key in ("type", "ts"):  # required for the columns
+            event[key]
+    except KeyError as exc:
+        raise ValueError(f"an event needs {exc.args[0]!r}: {event!r:.200}") from None
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        raise ValueError(f"event seq must be a positive integer, not {seq!r}")
+    return seq, str(event_id), dumps(event)
