@@ -1,0 +1,108 @@
+"""Supervisor command parsing (SPEC section 5): strict, and total: any
+payload gives either a valid command or a CommandError, never anything else."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.commands_schema import COMMANDS, CommandError, error_reply, parse_command
+
+
+def cmd(**fields: Any) -> bytes:
+    return json.dumps(fields).encode()
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        (cmd(id="a1", cmd="void", coup=12, reason="dealer error"), {"coup": 12, "reason": "dealer error"}),
+        (cmd(id=7, cmd="enter_card", coup=3, card="10d"), {"coup": 3, "card": "TD"}),
+        (cmd(id="x", cmd="accept", coup=1), {"coup": 1}),
+        (cmd(id="x", cmd="new_shoe"), {}),
+        (cmd(id="x", cmd="end_shoe"), {}),
+    ],
+)
+def test_each_spec_command_parses_to_a_normalised_dict(payload: bytes, expected: dict[str, Any]) -> None:
+    parsed = parse_command(payload)
+    sent = json.loads(payload)
+    assert parsed == {"id": sent["id"], "cmd": sent["cmd"], **expected}
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b"not json", "not valid JSON"),
+        (b"\xff\xfe", "not UTF-8"),
+        (b"[1, 2]", "must be a JSON object"),
+        (cmd(cmd="new_shoe"), "missing 'id'"),
+        (cmd(id=True, cmd="new_shoe"), "'id' must be"),
+        (cmd(id="", cmd="new_shoe"), "'id' must be"),
+        (cmd(id="a"), "missing 'cmd'"),
+        (cmd(id="a", cmd="shuffle"), "unknown cmd 'shuffle'"),
+        (cmd(id="a", cmd="void", coup=1), "void: missing 'reason'"),
+        (cmd(id="a", cmd="void", reason="x"), "void: missing 'coup'"),
+        (cmd(id="a", cmd="accept", coup=0), "'coup' must be a positive integer"),
+        (cmd(id="a", cmd="accept", coup="3"), "'coup' must be a positive integer"),
+        (cmd(id="a", cmd="accept", coup=True), "'coup' must be a positive integer"),
+        (cmd(id="a", cmd="enter_card", coup=1, card="ZZ"), "enter_card: not a card"),
+        (cmd(id="a", cmd="enter_card", coup=1, card=None), "'card' must be a card code"),
+        (cmd(id="a", cmd="new_shoe", coup=1), "new_shoe: unknown field 'coup'"),
+        (b'{"id": "a", "cmd": "new_shoe", "cmd": "end_shoe"}', "duplicate key 'cmd'"),
+        (b'{"id": "a", "cmd": "accept", "coup": NaN}', "NaN is not JSON"),
+        (b" " * 5000, "larger than"),
+    ],
+)
+def test_malformed_commands_are_refused_with_a_reason(payload: bytes, message: str) -> None:
+    with pytest.raises(CommandError, match=message):
+        parse_command(payload)
+
+
+def test_error_reply_echoes_the_id_when_it_can_be_read() -> None:
+    payload = cmd(id="r-9", cmd="teleport")
+    with pytest.raises(CommandError) as info:
+        parse_command(payload)
+    assert error_reply(info.value, payload) == {"id": "r-9", "ok": False, "error": info.value.args[0]}
+
+
+def test_error_reply_has_a_null_id_when_there_is_none() -> None:
+    with pytest.raises(CommandError) as info:
+        parse_command(b"{")
+    assert error_reply(info.value, b"{")["id"] is None
+
+
+@given(st.binary(max_size=300))
+def test_any_bytes_give_a_command_or_a_command_error(payload: bytes) -> None:
+    with contextlib.suppress(CommandError):
+        parse_command(payload)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(
+    st.fixed_dictionaries(
+        {
+            "id": st.one_of(st.text(max_size=5), st.integers(), st.booleans()),
+            "cmd": st.sampled_from([*COMMANDS, "x"]),
+        },
+        optional={"coup": json_values, "card": json_values, "reason": json_values, "extra": json_values},
+    )
+)
+def test_any_json_object_gives_a_command_or_a_command_error(fields: dict[str, Any]) -> None:
+    try:
+        parsed = parse_command(json.dumps(fields).encode())
+    except CommandError:
+        return
+    assert set(parsed) == {"id", "cmd", *COMMANDS[parsed["cmd"]]}
+    if "coup" in parsed:
+        assert isinstance(parsed["coup"], int) and parsed["coup"] >= 1
