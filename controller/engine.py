@@ -174,7 +174,8 @@ class Engine:
 
     def feed(self, frame: Frame) -> list[Event]:
         """Apply one decoded frame; returns the events it caused, in order."""
-        self._out = out = []
+        out: list[Event] = []
+        self._out = out
         self._expire(frame.t)
         if self._fault_waiting == "frame" and not isinstance(frame, (Link, SequenceGap, Hello)):
             self._device_back(frame.t)
@@ -183,14 +184,16 @@ class Engine:
 
     def tick(self, now: float) -> list[Event]:
         """Let time pass with no frame: fires correction deadlines."""
-        self._out = out = []
+        out: list[Event] = []
+        self._out = out
         self._expire(now)
         return out
 
     def command(self, cmd: dict[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
         """Apply a supervisor command (SPEC section 5). Returns the reply and
         the events; a command that cannot apply changes nothing."""
-        self._out = out = []
+        out: list[Event] = []
+        self._out = out
         self._expire(t)
         reply: dict[str, Any] = {"id": cmd.get("id"), "ok": True, "error": None}
         try:
@@ -321,7 +324,9 @@ class Engine:
             return
         for coup in sorted(s.coups.values(), key=lambda c: c.number):
             if not coup.resolved:
-                self._void(t, coup, "SHOE_ENDED", f"{reason} before coup {coup.number} was settled")
+                detail = f"{reason} before coup {coup.number} was settled"
+                self._misdeal(t, coup, "SHOE_ENDED", detail, "void")
+                self._void(t, coup, "SHOE_ENDED", detail)
         s.coups.clear()
         s.current = None
         s.phase = "ended"
@@ -365,9 +370,11 @@ class Engine:
             coup = self._open_coup(s, f.t)
         self._deal(s, coup, f)
 
-    def _take(self, s: Shoe, f: Card, coup: Coup | None) -> bool:
-        """Remove the card from the composition; flags a foreign card or a
-        departure from the shuffler's order. False if the card is foreign."""
+    def _take(self, s: Shoe, f: Card, coup: Coup | None) -> tuple[str, str] | None:
+        """Remove the card from the composition. Returns ``(code, detail)``
+        for a card this shoe cannot hold (FOREIGN_CARD) or one that departs
+        from the shuffler's order (SHUFFLE_MISMATCH), after alerting; the
+        caller decides what it does to the coup."""
         index = s.comp.dealt
         ok = s.comp.take(f.card)
         where = coup.number if coup is not None else None
@@ -378,19 +385,18 @@ class Engine:
                 else f"{f.card} from deck {f.deck}, not in this {self.decks}-deck shoe"
             )
             self._alert(f.t, "FOREIGN_CARD", what, where)
-            if coup is not None:
-                self._misdeal(f.t, coup, "FOREIGN_CARD", what, "void")
-                self._void(f.t, coup, "FOREIGN_CARD", what, card=(f, "extra"))
-                return False
-            return False
-        if s.order is not None and f.card is not None and index < len(s.order) and s.order[index] != f.card:
+            return "FOREIGN_CARD", what
+        if s.order and f.card is not None and index < len(s.order) and s.order[index] != f.card:
             detail = f"card {index + 1} of the shoe differs from the shuffler's order"
             self._alert(f.t, "SHUFFLE_MISMATCH", detail, where)
-            if coup is not None:
-                self._misdeal(f.t, coup, "SHUFFLE_MISMATCH", detail, "void")
-                self._void(f.t, coup, "SHUFFLE_MISMATCH", detail, card=(f, "extra"))
-                return False
-        return True
+            return "SHUFFLE_MISMATCH", detail
+        return None
+
+    def _void_for(self, t: float, coup: Coup, problem: tuple[str, str] | None) -> None:
+        if problem is not None and not coup.resolved:
+            code, detail = problem
+            self._misdeal(t, coup, code, detail, "void")
+            self._void(t, coup, code, detail)
 
     def _card_event(self, f: Card, coup: int | None, position: str) -> None:
         self._emit(
@@ -418,9 +424,7 @@ class Engine:
             self._alert(
                 f.t, "BURN_MISMATCH", f"the device placed a card on {f.hand} during the burn", s.next_coup
             )
-        if not self._take(s, f, None):
-            self._card_event(f, None, "burn")
-            return
+        self._take(s, f, None)  # alerts only: the burn belongs to no coup
         self._card_event(f, None, "burn")
         if s.burn_left is None:
             s.first_card = f.card
@@ -494,7 +498,7 @@ class Engine:
             )
         if coup.void_code is not None:
             # a void coup keeps its cards until its boundary, none settled
-            self._take(s, f, None)
+            self._take(s, f, coup)
             pos = self._next_position(coup)
             if pos is None or pos == UNKNOWN:
                 coup.extras.append(f.card)
@@ -513,11 +517,15 @@ class Engine:
         if pos is None:
             self._extra_card(s, coup, f)
             return
-        if not self._take(s, f, coup):
-            return
+        problem = self._take(s, f, coup)
         coup.positions.append(pos)
         coup.cards.append(f.card)
         self._card_event(f, coup.number, pos)
+        if problem is not None:
+            self._void_for(f.t, coup, problem)
+            if not self.button:
+                self._close_dealing(coup, f.t)
+            return
         if f.card is None:
             coup.had_unread = True
             self._misdeal(f.t, coup, "UNREAD_CARD", f"{pos} passed the reader unread", AWAITING)
@@ -554,11 +562,12 @@ class Engine:
             coup.carry.append(f)
             self._correct(f.t, coup, "EXTRA_CARD", detail + "; it opens the next coup")
             return
-        if not self._take(s, f, coup):
-            return
+        problem = self._take(s, f, coup)
         coup.extras.append(f.card)
         self._card_event(f, coup.number, "extra")
-        if policy == "void":
+        if problem is not None:
+            self._void_for(f.t, coup, problem)
+        elif policy == "void":
             self._misdeal(f.t, coup, "EXTRA_CARD", detail, "void")
             self._void(f.t, coup, "EXTRA_CARD", detail)
         else:
@@ -682,19 +691,15 @@ class Engine:
             },
         )
 
-    def _void(
-        self, t: float, coup: Coup, code: str, detail: str, card: tuple[Card, str] | None = None
-    ) -> None:
+    def _void(self, t: float, coup: Coup, code: str, detail: str) -> None:
         if coup.resolved:
             return
-        if card is not None:
-            f, pos = card
-            coup.extras.append(f.card)
-            self._card_event(f, coup.number, pos)
         coup.void_code = code
         coup.open.clear()
         coup.premature = False
         held, coup.held = coup.held, None
+        if held is not None:
+            self._discard_held(coup, held)
         self._emit(
             "coup.void",
             t,
@@ -705,13 +710,35 @@ class Engine:
         if self._fault_coup == coup.number:
             self._fault_coup = None
             self._fault_waiting = None
-        if held:
-            self._release_frames(coup, held)
         if not coup.dealing:
             s.coups.pop(coup.number, None)
             if s.last_coup is not None and coup.number >= s.last_coup:
                 s.dealing_over = True
             self._maybe_finish_shoe(t)
+
+    def _discard_held(self, coup: Coup, held: list[Frame]) -> None:
+        """A coup voided while its frames were held: its held cards left the
+        shoe but their positions were never known, so they are reported as
+        ``extra``; a held RESULT still closes it. With the automatic boundary
+        nothing tells where the coup ended, so it ends here."""
+        s = self.shoe
+        assert s is not None
+        for f in held:
+            if isinstance(f, Card):
+                self._take(s, f, coup)
+                coup.extras.append(f.card)
+                self._card_event(f, coup.number, "extra")
+            elif isinstance(f, (Button, DeviceResult)):
+                coup.dealing = False
+            else:
+                self._handlers[type(f)](f)
+        if not self.button:
+            coup.dealing = False
+        if not coup.dealing:
+            if s.current is coup:
+                s.current = None
+            if s.last_coup is not None and coup.number >= s.last_coup:
+                s.dealing_over = True
 
     def _after_resolution(self, coup: Coup, t: float) -> None:
         """A misdeal of ``coup`` was resolved: release what it held, settle it
