@@ -236,7 +236,9 @@ def rank_counts(decks: int, removed: Iterable[str] = ()) -> list[int]:
         code = parse_card(text)
         per_card[code] = per_card.get(code, 0) + 1
         if per_card[code] > decks:
-            raise CardError(f"cannot remove {code} {per_card[code]} times: a {decks}-deck shoe has {decks}")
+            raise CardError(
+                f"cannot remove {code} {per_card[code]} times: a shoe of {decks} deck(s) holds {decks}"
+            )
     counts = [4 * decks] * 13
     for code, n in per_card.items():
         counts[RANKS.index(code[0])] -= n

@@ -336,8 +336,8 @@ def test_shoe_too_short_to_finish_every_coup(cards: int) -> None:
     """With fewer than six cards some coups cannot be completed: the odds
     are those of completing with that result, and they fall short of 1."""
     counts = [0] * 13
-    for r in (0, 4, 9, 5, 2)[:cards]:
-        counts[r] += 1
+    for rank in (0, 4, 9, 5, 2)[:cards]:
+        counts[rank] += 1
     dist = brute_force(to_values(counts))
     bets, tab = profile_bets("ez_baccarat")
     r = odds_for(counts, bets, tab, exact=True)
@@ -579,7 +579,7 @@ def test_rank_counts() -> None:
     assert value_counts(c) == [14, 4, 4, 4, 4, 4, 4, 2, 4, 4]
     with pytest.raises(CardError, match="not a card"):
         rank_counts(8, ["1H"])
-    with pytest.raises(CardError, match="cannot remove 7H 2 times"):
+    with pytest.raises(CardError, match="cannot remove 7H 2 times: a shoe of 1 deck"):
         rank_counts(1, ["7H", "7H"])
     with pytest.raises(ValueError):
         rank_counts(0)
@@ -599,3 +599,58 @@ def test_unmatched_bet_loses() -> None:
     only_ties: BetTable = {"tie_only": [(Condition.of(winner="tie"), Fraction(8))]}
     r = odds_for(rank_counts(8), only_ties, STANDARD_TABLEAU, exact=True)
     assert r.bets["tie_only"].lose == 1 - r.outcomes["tie"]
+
+
+# --- the `odds` command -----------------------------------------------------------------------
+
+
+def test_odds_command_json(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from controller.cli import main
+
+    assert main(["odds", "--json", "--profile", "ez_baccarat", "--remove", "7H, 7S,kd"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc) == {"decks", "profile", "cards_left", "outcomes", "bets", "exact"}
+    assert (doc["decks"], doc["profile"], doc["cards_left"]) == (8, "ez_baccarat", 413)
+    assert set(doc["bets"]) == {"player", "banker", "tie", "dragon7", "panda8"}
+    bets, tab = profile_bets("ez_baccarat")
+    want = odds_for(rank_counts(8, ["7H", "7S", "KD"]), bets, tab, exact=True)
+    for name, b in doc["bets"].items():
+        assert set(b) == {"win", "push", "lose", "ev", "house_edge"}
+        exact = doc["exact"]["bets"][name]
+        assert Fraction(exact["ev"]) == want.bets[name].ev
+        assert Fraction(exact["house_edge"]) == -want.bets[name].ev
+        assert b["win"] == float(Fraction(exact["win"]))
+    for who, p in doc["outcomes"].items():
+        assert Fraction(doc["exact"]["outcomes"][who]) == want.outcomes[who]
+        assert p == float(want.outcomes[who])
+
+
+def test_odds_command_table(capsys: pytest.CaptureFixture[str]) -> None:
+    from controller.cli import main
+
+    assert main(["odds", "--decks", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "416 cards left" in out
+    assert "1.0579%" in out  # Banker's house edge
+    assert "14.3596%" in out  # Tie's
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--remove", "1H"], "--remove: not a card: '1H'"),
+        (["--decks", "1", "--remove", "AS,AS"], "cannot remove AS 2 times"),
+        (["--decks", "13"], "--decks must be 1..12"),
+        (["--profile", "no_such_game"], "no_such_game"),
+    ],
+)
+def test_odds_command_usage_errors(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    from controller.cli import main
+
+    assert main(["odds", *argv]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert "Traceback" not in captured.err
+    assert captured.out == ""
