@@ -50,7 +50,7 @@ def hand_total(cards: list[str]) -> int:
 class ShoeComposition:
     """How many copies of each card remain in a shoe of ``decks`` decks."""
 
-    __slots__ = ("decks", "remaining", "dealt")
+    __slots__ = ("dealt", "decks", "remaining")
 
     def __init__(self, decks: int) -> None:
         self.decks = decks

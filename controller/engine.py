@@ -261,7 +261,8 @@ class Engine:
     def _misdeal(self, t: float, coup: Coup, code: str, detail: str, action: str) -> None:
         deadline = None
         if action == AWAITING:
-            dl = t + self.deadline_s
+            # a second error of the same kind does not push the deadline back
+            dl = min(coup.open.get(code) or t + self.deadline_s, t + self.deadline_s)
             coup.open[code] = dl
             deadline = format_ts(dl)
         self._emit(

@@ -1,0 +1,288 @@
+"""Builds the regression captures in this folder from readable scripts.
+
+Run on purpose only (``python -m tests.captures.build``); the ``.shoelog``
+files it writes are checked in, and ``tests/test_captures.py`` replays them
+against the checked-in ``*.expected.jsonl`` (regenerated only with
+``SHOE_REGEN_CAPTURES=1``, after reading the diff).
+
+Script steps (one per line):
+  HELLO                     device (re)start: sequence restarts at 0
+  CARD <c> [F] [deck]       a card (XX = unread, F = face up)
+  BTN <name> | CUT | STAT <code>
+  SHUF <cards...>           shuffler commitment + order for the given cards
+  GAP <n>                   skip n sequence numbers (frames lost on the line)
+  BADCK <step>              the step's frame with a wrong checksum (its
+                            sequence number is used, so the next frame shows a gap)
+  SPLIT <k> <step>          the step's frame as k chunks of raw bytes
+  GARBAGE <text>            raw bytes on the line outside any frame
+  WAIT <seconds>            let time pass
+  COUP <cards...>           the cards then BTN RESULT
+
+Angel Eye captures (``protocol=angel-eye/2``) write each message three
+times, as the shoe does, and add:
+  CARD <c> <hand>           the shoe's own placement (P1..B3, burn, first)
+  RESULT <winner> [pp] [bp] the shoe's own result (G message)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from firmware_protocols import angel_eye
+from firmware_protocols.frames import (
+    Button,
+    Card,
+    CutCard,
+    DeviceResult,
+    Frame,
+    Hello,
+    ShuffleCommit,
+    ShuffleOrder,
+    Status,
+)
+from firmware_protocols.shoe_ascii import Encoder
+
+HERE = Path(__file__).parent
+T0 = 1_763_800_000.0
+
+HEADER = "START"  # HELLO, NEWSHOE, first card 3S then 3 burned
+
+
+def _expand(script: str) -> list[str]:
+    steps: list[str] = []
+    for raw in script.strip().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line == "START":
+            steps += ["HELLO", "BTN NEWSHOE", "CARD 3S", "CARD 4C", "CARD 5D", "CARD 6H"]
+        elif line.startswith("COUP "):
+            steps += [f"CARD {c}" for c in line.split()[1:]] + ["BTN RESULT"]
+        else:
+            steps.append(line)
+    return steps
+
+
+class _Writer:
+    def __init__(self, meta: dict[str, str]) -> None:
+        self.lines = ["# " + " ".join(f"{k}={v}" for k, v in meta.items())]
+        self.t = T0
+        self.seq = 0
+        self.enc = Encoder()
+        self.angel = meta.get("protocol") == "angel-eye/2"
+        self.angel_enc = angel_eye.Encoder()
+
+    def frame(self, step: str) -> Frame:
+        w = step.split()
+        kind = w[0]
+        t, seq = self.t, self.seq
+        if kind == "HELLO":
+            self.seq = seq = 0
+            return Hello(t, 0, "FAKE-1", "1.0", "000001")
+        if kind == "CARD":
+            card = None if w[1] == "XX" else w[1]
+            if self.angel:
+                return Card(t, seq, card, hand=w[2])
+            face_up = len(w) > 2 and w[2] == "F"
+            deck = int(w[-1]) if len(w) > 2 and w[-1].isdigit() else None
+            return Card(t, seq, card, face_up=face_up, deck=deck)
+        if kind == "RESULT":
+            return DeviceResult(t, seq, w[1], "pp" in w[2:], "bp" in w[2:])
+        if kind == "BTN":
+            return Button(t, seq, w[1])
+        if kind == "CUT":
+            return CutCard(t, seq)
+        if kind == "STAT":
+            return Status(t, seq, w[1])
+        raise ValueError(step)
+
+    def step(self, step: str) -> None:
+        w = step.split()
+        kind = w[0]
+        if kind == "WAIT":
+            self.t += float(w[1])
+            return
+        if kind == "GAP":
+            self.seq += int(w[1])
+            return
+        if kind == "GARBAGE":
+            self.t += 0.1
+            self.lines.append(f"{self.t:.3f} < hex:{' '.join(w[1:]).encode().hex()}")
+            return
+        if kind == "SHUF":
+            cards = w[1:]
+            digest = hashlib.sha256(",".join(cards).encode()).hexdigest()
+            self._emit(ShuffleCommit(self.t, self.seq, "SHOE-1", len(cards), digest))
+            for i in range(0, len(cards), 16):
+                self._emit(ShuffleOrder(self.t, self.seq, i, tuple(cards[i : i + 16])))
+            return
+        if kind == "BADCK":
+            data = self.enc.encode(self.frame(" ".join(w[1:])))
+            star = data.rindex(b"*")
+            bad = b"00" if data[star + 1 : star + 3] != b"00" else b"11"
+            data = data[: star + 1] + bad + b"\r\n"
+            self.lines.append(f"{self.t:.3f} < hex:{data.hex()}")
+            self._advance()
+            return
+        if kind == "SPLIT":
+            k = int(w[1])
+            data = self.enc.encode(self.frame(" ".join(w[2:])))
+            size = -(-len(data) // k)
+            for i in range(0, len(data), size):
+                self.lines.append(f"{self.t:.3f} < hex:{data[i : i + size].hex()}")
+                self.t += 0.01
+            self._advance()
+            return
+        self._emit(self.frame(step))
+
+    def _emit(self, frame: Frame) -> None:
+        frame = type(frame)(*([self.t, self.seq] + [getattr(frame, f) for f in frame.__slots__[2:]]))  # type: ignore[attr-defined]
+        if self.angel:
+            data = self.angel_enc.encode_repeated(frame, 3)
+            self.lines.append(f"{self.t:.3f} < hex:{data.hex()}")
+            self.t += 1.0
+            self.seq = (self.seq + 1) % 256
+            return
+        data = self.enc.encode(frame)
+        self.lines.append(f"{self.t:.3f} < {data[:-2].decode('ascii')}")
+        self._advance()
+
+    def _advance(self) -> None:
+        self.t += 1.0
+        self.seq = (self.seq + 1) % 65536
+
+
+SCENARIOS: dict[str, tuple[dict[str, str], str]] = {
+    # --- the shoe procedure ---
+    "burn_first_card": (
+        {},
+        "HELLO\nBTN NEWSHOE\nCARD KD\n"
+        + "\n".join(f"CARD {r}C" for r in "23456789TJ")
+        + "\nCOUP 9S 2C KH 3D",
+    ),
+    "burn_decks": (
+        {"decks": "6", "burn": "decks"},
+        "HELLO\nBTN NEWSHOE\nCARD 9H\n" + "\n".join(f"CARD {r}C" for r in "234567") + "\nCOUP 9S 2C KH 3D",
+    ),
+    "cut_card_one_more": (
+        {},
+        "START\nCOUP 9S 2C KH 3D\nCUT\nCOUP 6S 7C KH QD\nCOUP 9D 2D KD 3H\nBTN NEWSHOE",
+    ),
+    "cut_card_last": ({"after_cut": "last"}, "START\nCARD 6S\nCARD 7C\nCUT\nCARD KH\nCARD QD\nBTN RESULT"),
+    "demo_coups": ({"demo_coups": "2"}, "START\nCOUP 9S 2C KH 3D\nCOUP 6S 7C KH QD\nCOUP TS 7C KH QD 4H"),
+    "face_up_card": ({}, "START\nCARD 9S F\nCARD 2C\nCARD KH\nCARD 3D\nBTN RESULT"),
+    "coded_decks": ({}, "START\nCARD 9S - 1\nCARD 2C - 8\nCARD KH - 3\nCARD 3D - 2\nBTN RESULT"),
+    # --- profiles ---
+    "profile_punto_banco": (
+        {"profile": "punto_banco"},
+        "START\nCOUP 9S 2C KH 3D\nCOUP 6S 7C KH QD\nCOUP TS AS AC AD QH KD\nCOUP 4S 4C 3S 3C",
+    ),
+    "profile_ez_baccarat": (
+        {"profile": "ez_baccarat"},
+        "START\nCOUP TS 3C KH AD 5C 3H\nCOUP 2S 6C 3S KC 3D\nCOUP 6S 7C KH QD",
+    ),
+    "profile_baccarat_27": (
+        {"profile": "baccarat_27"},
+        "START\nCOUP TS AS AC AD QH KD\nCOUP 6S 3C KS 4C\nCOUP 5S 5C 5D 5H KS KC",
+    ),
+    "auto_boundary": (
+        {"coup_boundary": "auto"},
+        "START\nCARD 9S\nCARD 2C\nCARD KH\nCARD 3D\nCARD 6S\nCARD 7C\nCARD KH\nCARD QD",
+    ),
+    # --- Article X, one per code (codes needing a shoe that assigns hands are
+    #     in the angel-eye captures) ---
+    "x_extra_card": ({}, "START\nCARD 9S\nCARD 2C\nCARD KH\nCARD 3D\nCARD 5D\nBTN RESULT\nCOUP 6S 7C KH QD"),
+    "x_premature_result_corrected": ({}, "START\nCARD TS\nCARD 7C\nCARD KH\nCARD QD\nBTN RESULT\nCARD 4H"),
+    "x_premature_result_void": (
+        {},
+        "START\nCARD TS\nCARD 7C\nCARD KH\nCARD QD\nBTN RESULT\nWAIT 130\nSTAT OK",
+    ),
+    "x_unread_card": (
+        {},
+        "START\nCARD XX\nCARD 7C\nCARD KH\nCARD QD\nCARD 4H\nBTN RESULT\nWAIT 130\nSTAT OK\nCOUP 9S 2C KH 3D",
+    ),
+    "x_sequence_gap": (
+        {},
+        "START\nCARD 6S\nCARD 7C\nGAP 1\nCARD QD\nBTN RESULT\nWAIT 130\nSTAT OK\nCOUP 9S 2C KH 3D",
+    ),
+    "x_foreign_card": (
+        {"decks": "1"},
+        "START\nCARD 6S\nCARD 7C\nCARD 6S\nCARD QD\nBTN RESULT\nCOUP 9S 2C KH 3D",
+    ),
+    "x_foreign_deck": ({"decks": "6"}, "START\nCARD 6S - 7\nCARD 7C\nCARD KH\nCARD QD\nBTN RESULT"),
+    "x_shuffle_mismatch": (
+        {"decks": "1"},
+        "HELLO\nSHUF "
+        + " ".join(r + s for s in "SHDC" for r in "A23456789TJQK")
+        + "\nBTN NEWSHOE\nCARD AS\nCARD 2S\nCARD 3S\nCARD 5S\n"
+        "CARD 4S\nCARD 6S\nBTN RESULT",
+    ),
+    "x_shoe_exhausted": ({}, "START\nCARD 6S\nCARD 7C\nSTAT EMPTY"),
+    "x_cut_card_overrun": ({"after_cut": "last"}, "START\nCUT\nCOUP 9S 2C KH 3D\nCOUP 6S 7C KH QD"),
+    "x_burn_mismatch": (
+        {},
+        "HELLO\nBTN NEWSHOE\nCARD 5S\nCARD 2C\nBTN RESULT\nCARD 3C\nCARD 4C\nCARD 6C\nCARD 7C\n"
+        "COUP 9S 2C KH 3D",
+    ),
+    "x_device_fault_jam": ({}, "START\nCARD 6S\nCARD 7C\nSTAT JAM\nSTAT OK\nCARD KH\nCARD QD\nBTN RESULT"),
+    "x_device_fault_void": ({}, "START\nCARD 6S\nCARD 7C\nSTAT READER_FAULT\nWAIT 130\nSTAT OK"),
+    "x_device_restart_mid_coup": (
+        {},
+        "START\nCARD 6S\nCARD 7C\nHELLO\nCARD KH\nCARD QD\nBTN RESULT\nWAIT 130\nSTAT OK",
+    ),
+    # --- Angel Eye: the shoe places cards and announces results itself ---
+    "angel_eye_coup": (
+        {"protocol": "angel-eye/2"},
+        "HELLO\nCARD 3S first\nCARD 4C burn\nCARD 5D burn\n"
+        "CARD 6H burn\nCARD 9S P1\nCARD 2C B1\nCARD KH P2\nCARD 3D B2\nRESULT player\n"
+        "CARD 6S P1\nCARD 6C B1\nCARD KH P2\nCARD QD B2\nRESULT tie",
+    ),
+    "x_wrong_hand": (
+        {"protocol": "angel-eye/2"},
+        "HELLO\nCARD 3S first\nCARD 4C burn\nCARD 5D burn\n"
+        "CARD 6H burn\nCARD 9S P1\nCARD 2C P2\nCARD KH B1\nCARD 3D B2\nRESULT player\nWAIT 130\n"
+        "CARD 6S P1\nCARD 7C B1\nCARD KH P2\nCARD QD B2\nRESULT banker",
+    ),
+    "x_shoe_disagrees": (
+        {"protocol": "angel-eye/2"},
+        "HELLO\nCARD 3S first\nCARD 4C burn\nCARD 5D burn\n"
+        "CARD 6H burn\nCARD 9S P1\nCARD 2C B1\nCARD KH P2\nCARD 3D B2\nRESULT banker\n"
+        "CARD 6S P1\nCARD 7C B1\nCARD KH P2\nCARD QD B2\nRESULT banker",
+    ),
+    # --- the line: garbage, split frames, bad checksums ---
+    "line_garbage": (
+        {},
+        "GARBAGE noise before\nSTART\nGARBAGE \x01\x02junk\nCARD 9S\nGARBAGE $SH,zz\nCARD 2C\n"
+        "CARD KH\nGARBAGE ********\nCARD 3D\nBTN RESULT",
+    ),
+    "line_split_frames": (
+        {},
+        "START\nSPLIT 2 CARD 9S\nSPLIT 5 CARD 2C\nSPLIT 40 CARD KH\nCARD 3D\nSPLIT 3 BTN RESULT",
+    ),
+    "line_bad_checksum": (
+        {},
+        "START\nCARD 6S\nBADCK CARD 7C\nCARD KH\nCARD QD\nBTN RESULT\nWAIT 130\nSTAT OK",
+    ),
+}
+
+
+def build(name: str) -> str:
+    meta, script = SCENARIOS[name]
+    w = _Writer({"protocol": "shoe-ascii/1", "table": "T01", **meta})
+    if w.angel:
+        w.lines[0] = "# " + " ".join(f"{k}={v}" for k, v in {"table": "T01", **meta}.items())
+    w.lines.insert(1, f"# scenario: {name}")
+    for step in _expand(script):
+        w.step(step)
+    return "\n".join(w.lines) + "\n"
+
+
+def main() -> None:
+    for name in SCENARIOS:
+        (HERE / f"{name}.shoelog").write_text(build(name), encoding="utf-8")
+    print(f"wrote {len(SCENARIOS)} captures to {HERE}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""Replay: whole shoes, any chunking of the bytes, the command line."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from controller.events import dumps
+from controller.replay import replay_events
+from controller.shoelog import ShoelogWriter
+from drivers.fake import FakeShoe
+
+
+def _write(path: Path, chunks: list[tuple[float, bytes]]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        w = ShoelogWriter(fh, {"protocol": "shoe-ascii/1", "table": "T07"})
+        for t, data in chunks:
+            w.write(t, "<", data)
+
+
+def _rechunk(chunks: list[tuple[float, bytes]], rng: random.Random) -> list[tuple[float, bytes]]:
+    """The same bytes cut at random places; each piece keeps the time of
+    the chunk its last byte came from."""
+    stream = b"".join(d for _, d in chunks)
+    owner: list[float] = []
+    for t, d in chunks:
+        owner.extend([t] * len(d))
+    out = []
+    i = 0
+    while i < len(stream):
+        n = rng.randint(1, 40)
+        out.append((owner[min(i + n, len(stream)) - 1], stream[i : i + n]))
+        i += n
+    return out
+
+
+def test_whole_8_deck_shoe_in_random_chunks_gives_the_same_events(tmp_path: Path) -> None:
+    fake = FakeShoe(seed=7, decks=8, shoes=1, cards_per_second=4)
+    chunks = list(fake.stream())
+    whole = tmp_path / "whole.shoelog"
+    _write(whole, chunks)
+    want = [dumps(e) for e in replay_events(whole)]
+    results = [e for e in map(eval_json, want) if e["type"] == "coup.result"]
+    assert len(results) == len(fake.coups) > 60
+    for seed in range(3):
+        split = tmp_path / f"split{seed}.shoelog"
+        _write(split, _rechunk(chunks, random.Random(seed)))
+        assert [dumps(e) for e in replay_events(split)] == want
+
+
+def eval_json(line: str) -> dict:  # type: ignore[type-arg]
+    import json
+
+    return json.loads(line)  # type: ignore[no-any-return]
+
+
+def test_fake_shoes_record_matches_the_engines_results(tmp_path: Path) -> None:
+    fake = FakeShoe(seed=11, decks=8, shoes=2, cards_per_second=2)
+    path = tmp_path / "two.shoelog"
+    _write(path, list(fake.stream()))
+    results = [e for e in replay_events(path) if e["type"] == "coup.result"]
+    assert [(r["player"]["cards"], r["banker"]["cards"], r["winner"]) for r in results] == [
+        (c["player"], c["banker"], c["winner"]) for c in fake.coups
+    ]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_replay_prints_json_lines_and_is_byte_identical(tmp_path: Path) -> None:
+    capture = Path(__file__).parent / "captures" / "profile_ez_baccarat.shoelog"
+    a = _cli("replay", str(capture))
+    b = _cli("replay", str(capture))
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout and a.stdout.count("\n") > 10
+    assert "\r" not in a.stderr, "no progress bar when stderr is not a terminal"
+
+
+def test_cli_replay_flags_override_the_capture_header(tmp_path: Path) -> None:
+    capture = Path(__file__).parent / "captures" / "profile_ez_baccarat.shoelog"
+    out = _cli("replay", str(capture), "--profile", "punto_banco", "--table", "T99").stdout
+    assert '"profile":"punto_banco"' in out and '"table":"T99"' in out
+
+
+def test_cli_replay_errors_are_messages_with_exit_codes(tmp_path: Path) -> None:
+    r = _cli("replay", str(tmp_path / "missing.shoelog"))
+    assert r.returncode == 2 and "no such file" in r.stderr and "Traceback" not in r.stderr
+    bad = tmp_path / "bad.shoelog"
+    bad.write_text("1.0 < $SH,0,HELLO,a,b,c*00\nnot a record\n")
+    r = _cli("replay", str(bad))
+    assert r.returncode == 2 and "bad.shoelog:2" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("replay", str(bad), "--profile", "baccarat_99")
+    assert r.returncode == 2 and "baccarat_99" in r.stderr
+    r = _cli("replay", str(bad), "--decks", "13")
+    assert r.returncode == 2 and "decks" in r.stderr
