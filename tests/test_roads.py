@@ -179,3 +179,122 @@ def test_svg_is_well_formed_and_draws_every_cell() -> None:
 def test_svg_of_an_empty_shoe() -> None:
     root = ET.fromstring(render_svg(build_roads([])))
     assert root.tag.endswith("svg")
+
+
+# --- the `roads` command ------------------------------------------------------------------------
+
+# Four-card naturals with known results (cards in dealing order P1 B1 P2 B2).
+NATURAL = {
+    "B": ["2H", "4S", "3D", "5C"],  # Player 5, Banker 9
+    "P": ["4H", "2S", "5D", "3C"],  # Player 9, Banker 5
+    "T": ["4H", "3S", "4D", "5C"],  # 8 - 8
+    "Ppp": ["4H", "2S", "4D", "3C"],  # Player 8 with a pair of 4s, Banker 5
+}
+
+
+def write_capture(path: Any, shoes: list[list[str]], header: str = "") -> None:
+    """A shoe-ascii/1 capture: each shoe starts with NEWSHOE, a 3 exposed
+    and three burned cards, then the coups, each closed by RESULT."""
+    from firmware_protocols.frames import Button, Card, Frame, Hello
+    from firmware_protocols.shoe_ascii import Encoder
+
+    enc = Encoder()
+    lines = [f"# protocol=shoe-ascii/1 table=T01 {header}".rstrip()]
+    t = 1_763_800_000.0
+    seq = 0
+
+    def emit(make: Any, *fields: Any) -> None:
+        nonlocal t, seq
+        frame: Frame = make(t, seq, *fields)
+        lines.append(f"{t:.3f} < {enc.encode(frame).decode('ascii').rstrip()}")
+        t += 0.5
+        seq += 1
+
+    emit(Hello, "FAKE-1", "1.0", "000001")
+    for coups in shoes:
+        t += 60  # shoe ids are the start time to the second
+        emit(Button, "NEWSHOE")
+        for card in ("3S", "4C", "5D", "6H"):
+            emit(Card, card)
+        for result in coups:
+            for card in NATURAL[result]:
+                emit(Card, card)
+            emit(Button, "RESULT")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_roads_command_uses_the_last_shoe(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from controller.cli import main
+
+    cap = tmp_path / "two.shoelog"
+    write_capture(cap, [["P", "P", "P"], ["B", "B", "T", "Ppp", "B"]])
+    assert main(["roads", str(cap)]) == 0
+    roads = json.loads(capsys.readouterr().out)
+    assert set(roads) == {"bead_plate", "big_road", "big_eye_boy", "small_road", "cockroach_pig"}
+    # only the second shoe: B B T P(pair) B
+    assert [winners(c) for c in roads["bead_plate"]] == ["BBTPB"]
+    assert roads["big_road"] == [
+        [{"w": "B", "ties": 0, "pp": False, "bp": False}, {"w": "B", "ties": 1, "pp": False, "bp": False}],
+        [{"w": "P", "ties": 0, "pp": True, "bp": False}],
+        [{"w": "B", "ties": 0, "pp": False, "bp": False}],
+    ]
+    # (3,1): len(col 2)=1 vs len(col 1)=2 -> blue; nothing else has its columns yet
+    assert roads["big_eye_boy"] == [["blue"]]
+
+
+def test_roads_command_leaves_demo_coups_out(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from controller.cli import main
+
+    cap = tmp_path / "demo.shoelog"
+    write_capture(cap, [["P", "B", "B"]], header="demo_coups=1")
+    assert main(["roads", str(cap)]) == 0
+    roads = json.loads(capsys.readouterr().out)
+    assert [winners(c) for c in roads["bead_plate"]] == ["BB"]
+
+
+def test_roads_command_svg(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from controller.cli import main
+
+    cap = tmp_path / "one.shoelog"
+    write_capture(cap, [["B", "P", "T"]])
+    out = tmp_path / "roads.svg"
+    assert main(["roads", str(cap), "--svg", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "3 coups" in captured.err
+    root = ET.fromstring(out.read_text(encoding="utf-8"))
+    assert root.tag.endswith("svg")
+
+
+def test_roads_command_errors(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from controller.cli import main
+
+    assert main(["roads", str(tmp_path / "missing.shoelog")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    empty = tmp_path / "empty.shoelog"
+    empty.write_text("# protocol=shoe-ascii/1\n", encoding="utf-8")
+    assert main(["roads", str(empty)]) == 1
+    assert "no shoe was started" in capsys.readouterr().err
+
+
+def test_last_shoe_coups_drops_voided_and_other_shoes() -> None:
+    from controller.commands.roads import last_shoe_coups
+
+    events: list[dict[str, Any]] = [
+        {"type": "shoe.started", "shoe": "S1"},
+        {"type": "coup.result", "shoe": "S1", "coup": 1, "winner": "player", "demo": False},
+        {"type": "shoe.started", "shoe": "S2"},
+        {"type": "coup.result", "shoe": "S2", "coup": 2, "winner": "banker", "demo": False},
+        {"type": "coup.result", "shoe": "S2", "coup": 1, "winner": "tie", "demo": False},
+        {"type": "coup.result", "shoe": "S2", "coup": 3, "winner": "player", "demo": False},
+        {"type": "coup.void", "shoe": "S2", "coup": 3},
+        {"type": "coup.result", "shoe": "S1", "coup": 9, "winner": "player", "demo": False},
+    ]
+    shoe, coups = last_shoe_coups(events)
+    assert shoe == "S2"
+    assert [c["winner"] for c in coups] == ["tie", "banker"]  # in coup order
+    assert last_shoe_coups([]) == (None, [])
