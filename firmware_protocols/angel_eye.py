@@ -1,0 +1,542 @@
+"""``angel-eye/2``: Angel Eye II-EX compatible card-reading shoes (RS-232C,
+4800 8N1). Sans-IO: bytes in, frames out.
+
+VERIFY AGAINST THE VENDOR'S MANUAL BEFORE PRODUCTION. No vendor document
+was at hand: every fact below comes from two independent public
+integrations (a C# bridge and a TypeScript parser), as summarised in SPEC
+section 1c. Each such fact in this module carries the comment "verify
+against the vendor's manual before production"; where the integrations say
+nothing, the choice made here is marked "assumption" as well.
+
+Shoe -> host message (verify against the vendor's manual before production)::
+
+    ENQ(05) seq(1 byte) data... ETX(03) BCC(2 ASCII upper-case hex)
+
+BCC = XOR of every byte after ENQ up to and including ETX. Every message is
+sent three times with the same seq; the repeats are dropped (``duplicate``).
+The seq is one byte, +1 per message, wrapping 255 -> 0; ``S`` (start of
+communication, a reset) restarts it.
+
+The data bytes are binary and can equal ETX (a Player card at index 3 has
+target byte 0x03), so a message is delimited by its command's known length,
+never by searching for ETX.
+
+==== ============ =========================================================
+data frame        notes
+==== ============ =========================================================
+S    Hello        model "ANGEL-EYE", firmware and serial empty
+P    Button       ``STANDBY`` (between coups)
+C    CutCard
+D    Card         target byte + card byte; ``hand`` from the target
+d    Card         as D, ``game=False`` (drawn while locked/in error/settings)
+R    Button       ``REDEAL``
+G    DeviceResult result byte
+E    Status       ``ERROR``, text = the reason in words
+e    Status       ``OK``, text = ``error cleared: <reason>``
+L    Status       ``LOCKED`` / ``UNLOCKED`` (bit0)
+M    Status       ``PRESET``, text = ``<addr>=<value>`` (2 + 4 ASCII)
+==== ============ =========================================================
+
+Host -> shoe: ``STX(02) 'O' 'P' type(2 ASCII) data(2 ASCII digits) ETX BCC``
+(BCC over the bytes after STX through ETX), decoded as :class:`HostRequest`
+(``what`` = type + data, e.g. ``LK02``) so a capture's ``>`` lines decode
+too; the shoe answers ``ACK(06)`` or ``NAK(15)`` + code, decoded as
+:class:`Ack`. Host frames and answers carry no seq and do not touch the
+sequence.
+
+``Decoder.stats`` reasons: ``garbage`` (bytes outside any message, counted
+in bytes; bytes a bad message claimed are not garbage), ``bad_checksum``,
+``malformed``, ``duplicate`` (a repeat of the last message), ``conflicting_duplicate``
+(same seq as the last message, different content: one copy was corrupted
+in a way the XOR check missed; the first one stands), ``unknown_message``
+(a checksummed message with a command this module does not know: it
+advances the sequence, since it was not lost, but yields nothing),
+``truncated`` (partial message dropped by :meth:`Decoder.reset`),
+``sequence_gap`` and ``frames``. A checksummed message with a known command
+but impossible content is ``malformed`` and does not advance the sequence,
+so its loss shows as a :class:`SequenceGap`.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from collections.abc import Callable
+from functools import reduce
+from operator import xor
+
+from controller.cards import RANKS
+from firmware_protocols.frames import (
+    Ack,
+    Button,
+    Card,
+    CutCard,
+    DeviceResult,
+    Frame,
+    Hello,
+    HostRequest,
+    Status,
+)
+from firmware_protocols.shoe_ascii import SequenceTracker
+
+NAME = "angel-eye/2"
+SEQ_MODULUS = 256
+
+# Control bytes. Verify against the vendor's manual before production.
+STX = 0x02
+ETX = 0x03
+ENQ = 0x05
+ACK = 0x06
+NAK = 0x15
+_START = re.compile(b"[\x02\x05\x06\x15]")
+
+HELLO_MODEL = "ANGEL-EYE"
+
+# Data bytes after the command letter, per command. Verify against the
+# vendor's manual before production.
+DATA_LEN: dict[int, int] = {
+    ord("S"): 0,
+    ord("P"): 0,
+    ord("C"): 0,
+    ord("R"): 0,
+    ord("D"): 2,
+    ord("d"): 2,
+    ord("G"): 1,
+    ord("E"): 1,
+    ord("e"): 1,
+    ord("L"): 1,
+    ord("M"): 6,
+}
+# Assumption: an unknown command is found by its ETX + verifying BCC within
+# this many bytes from ENQ. Verify against the vendor's manual before production.
+MAX_UNKNOWN_MESSAGE = 24
+HOST_FRAME_LEN = 10  # STX O P t t d d ETX B B
+NAK_LEN = 3  # assumption: NAK + 2 ASCII characters. Verify against the vendor's manual before production.
+
+# Target byte bits 6-4: the hand; bits 3-0: index within it (1-3).
+# Verify against the vendor's manual before production.
+_HAND_GROUPS = {0: "P", 1: "B"}
+_OTHER_GROUPS = {2: "burn", 4: "first", 5: "burn_count"}
+_TARGET_OF_HAND: dict[str, int] = {f"{p}{i}": g << 4 | i for g, p in _HAND_GROUPS.items() for i in (1, 2, 3)}
+# Assumption: the index nibble of burn / first / burn_count targets carries
+# nothing we keep; it is accepted whatever it is and written as 1.
+_TARGET_OF_HAND.update({name: g << 4 | 1 for g, name in _OTHER_GROUPS.items()})
+
+# Card byte bits 6-4: suit 1 D, 2 C, 3 S, 4 H; bits 3-0: rank 1-13.
+# Verify against the vendor's manual before production.
+_SUIT_OF_BITS = {1: "D", 2: "C", 3: "S", 4: "H"}
+CARD_OF_BYTE: dict[int, str] = {
+    s << 4 | r: RANKS[r - 1] + suit for s, suit in _SUIT_OF_BITS.items() for r in range(1, 14)
+}
+_BYTE_OF_CARD = {c: b for b, c in CARD_OF_BYTE.items()}
+
+# Result byte bits 6-4 (winner); bit0 Player pair, bit1 Banker pair.
+# Verify against the vendor's manual before production.
+WINNERS = {1: "player", 2: "tie", 4: "banker", 7: "quit"}
+_WINNER_BITS = {w: b for b, w in WINNERS.items()}
+
+# Error byte bits 5-0 (reason); bit 6: the shoe is in error mode.
+# Verify against the vendor's manual before production.
+ERROR_REASONS = {
+    1: "unreadable card",
+    2: "over-draw",
+    3: "button mishandled",
+    4: "card pulled back at exit",
+    5: "card pulled back midway",
+    6: "card code error",
+    7: "draw timeout",
+}
+_REASON_CODE = {v: k for k, v in ERROR_REASONS.items()}
+_ERROR_MODE = " (in error mode)"
+CLEARED = "error cleared: "
+
+# Host command types and their data. Verify against the vendor's manual before production.
+HOST_COMMANDS = frozenset({"LK", "EC", "GP"})
+
+_LETTERS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_BCC_VALUE: dict[bytes, int] = {f"{i:02X}".encode(): i for i in range(256)}
+
+
+class _Malformed(Exception):
+    """A checksummed message whose content breaks the protocol."""
+
+
+def _error_text(b: int) -> str:
+    code = b & 0x3F
+    reason = ERROR_REASONS.get(code, f"error code {code}")
+    return reason + (_ERROR_MODE if b & 0x40 else "")
+
+
+def _error_byte(text: str) -> int:
+    mode = 0
+    if text.endswith(_ERROR_MODE):
+        text, mode = text[: -len(_ERROR_MODE)], 0x40
+    code = _REASON_CODE.get(text)
+    if code is None and text.startswith("error code ") and text[11:].isdigit():
+        code = int(text[11:])
+    if code is None or not 0 <= code <= 0x3F:
+        raise ValueError(f"{NAME}: not an error text this protocol can carry: {text!r}")
+    return mode | code
+
+
+def _parse_card(t: float, seq: int, cmd: int, data: bytes) -> Frame:
+    target, cb = data[0], data[1]
+    group, index = target >> 4, target & 0x0F  # bit 7 set: group > 7, refused
+    prefix = _HAND_GROUPS.get(group)
+    if prefix is not None:
+        if not 1 <= index <= 3:
+            raise _Malformed
+        hand = f"{prefix}{index}"
+    else:
+        other = _OTHER_GROUPS.get(group)
+        if other is None:
+            raise _Malformed
+        hand = other
+    card = CARD_OF_BYTE.get(cb)
+    if card is None:
+        raise _Malformed
+    return Card(t=t, seq=seq, card=card, hand=hand, game=cmd == 0x44)  # "D"; "d" is not a game card
+
+
+def _parse_result(t: float, seq: int, cmd: int, data: bytes) -> Frame:
+    b = data[0]
+    winner = WINNERS.get((b >> 4) & 0x07)
+    if winner is None:
+        raise _Malformed
+    return DeviceResult(t=t, seq=seq, winner=winner, player_pair=bool(b & 1), banker_pair=bool(b & 2))
+
+
+def _parse_error(t: float, seq: int, cmd: int, data: bytes) -> Frame:
+    return Status(t=t, seq=seq, code="ERROR", text=_error_text(data[0]))
+
+
+def _parse_error_cleared(t: float, seq: int, cmd: int, data: bytes) -> Frame:
+    return Status(t=t, seq=seq, code="OK", text=CLEARED + _error_text(data[0]))
+
+
+def _parse_lock(t: float, seq: int, cmd: int, data: bytes) -> Frame:
+    return Status(t=t, seq=seq, code="LOCKED" if data[0] & 1 else "UNLOCKED")
+
+
+def _parse_preset(t: float, seq: int, cmd: int, data: bytes) -> Frame:
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError:
+        raise _Malformed from None
+    if not text.isprintable():
+        raise _Malformed
+    return Status(t=t, seq=seq, code="PRESET", text=f"{text[:2]}={text[2:]}")
+
+
+_PARSERS: dict[int, Callable[[float, int, int, bytes], Frame]] = {
+    ord("S"): lambda t, seq, c, d: Hello(t=t, seq=seq, model=HELLO_MODEL, firmware="", serial=""),
+    ord("P"): lambda t, seq, c, d: Button(t=t, seq=seq, name="STANDBY"),
+    ord("C"): lambda t, seq, c, d: CutCard(t=t, seq=seq),
+    ord("R"): lambda t, seq, c, d: Button(t=t, seq=seq, name="REDEAL"),
+    ord("D"): _parse_card,
+    ord("d"): _parse_card,
+    ord("G"): _parse_result,
+    ord("E"): _parse_error,
+    ord("e"): _parse_error_cleared,
+    ord("L"): _parse_lock,
+    ord("M"): _parse_preset,
+}
+
+
+def _host_command(raw: bytes) -> str | None:
+    """``what`` of a host frame (its 10 bytes, BCC verified), or None if it
+    is not a command this protocol has."""
+    what = raw[3:7].decode("latin-1")
+    if raw[1:3] != b"OP" or what[:2] not in HOST_COMMANDS or not (what[2:].isdigit() and what[2:].isascii()):
+        return None
+    return what
+
+
+class Decoder:
+    """Bytes in, frames out; resynchronises on the next ENQ / STX / ACK /
+    NAK after anything it cannot use, and counts what it dropped in
+    :attr:`stats`."""
+
+    def __init__(self) -> None:
+        self.stats: collections.Counter[str] = collections.Counter()
+        self._seq = SequenceTracker(SEQ_MODULUS)
+        self._last_raw = b""
+        self._buf = b""
+        # Bytes still claimed by the last bad message: skipped while
+        # resynchronising, not garbage, and a lone ACK/NAK among them is
+        # not believed.
+        self._claimed = 0
+
+    def reset(self) -> None:
+        """Forget the partial message and the sequence (a new connection)."""
+        if self._buf:
+            self.stats["truncated"] += 1
+        self._buf = b""
+        self._claimed = 0
+        self._seq.reset()
+        self._last_raw = b""
+
+    def _skip(self, nbytes: int) -> None:
+        claimed = min(self._claimed, nbytes)
+        self._claimed -= claimed
+        if nbytes > claimed:
+            self.stats["garbage"] += nbytes - claimed
+
+    def _bad(self, reason: str, claimed: int) -> None:
+        self.stats[reason] += 1
+        self._claimed = max(self._claimed, claimed)
+
+    def feed(self, t: float, data: bytes) -> list[Frame]:
+        """Decode a chunk read at ``t``; returns the frames it completed,
+        each stamped with ``t``."""
+        out: list[Frame] = []
+        buf = self._buf + data if self._buf else bytes(data)
+        n = len(buf)
+        pos = 0
+        stats = self.stats
+        search = _START.search
+        while True:
+            m = search(buf, pos)
+            if m is None:
+                self._skip(n - pos)
+                pos = n
+                break
+            start = m.start()
+            if start > pos:
+                self._skip(start - pos)
+            pos = start
+            lead = buf[start]
+            if lead == ENQ:
+                if n - start < 3:
+                    break
+                cmd = buf[start + 2]
+                nbytes = DATA_LEN.get(cmd)
+                if nbytes is None:
+                    after = self._unknown(t, buf, start, n, out)
+                    if after is None:
+                        break
+                    pos = after
+                    continue
+                end = start + 6 + nbytes
+                if end > n:
+                    break
+                etx = end - 3
+                bcc = _BCC_VALUE.get(buf[etx + 1 : end])
+                if buf[etx] != ETX or bcc is None:
+                    self._bad("malformed", end - start - 1)
+                    pos = start + 1
+                    continue
+                if reduce(xor, buf[start + 1 : etx + 1], 0) != bcc:
+                    self._bad("bad_checksum", end - start - 1)
+                    pos = start + 1
+                    continue
+                self._claimed = 0
+                pos = end
+                seq = buf[start + 1]
+                try:
+                    frame = _PARSERS[cmd](t, seq, cmd, buf[start + 3 : etx])
+                except _Malformed:
+                    stats["malformed"] += 1
+                    continue
+                self._accept(t, seq, buf[start:end], frame, out)
+            elif lead == STX:
+                end = start + HOST_FRAME_LEN
+                if end > n:
+                    break
+                bcc = _BCC_VALUE.get(buf[end - 2 : end])
+                if buf[end - 3] != ETX or bcc is None:
+                    self._bad("malformed", HOST_FRAME_LEN - 1)
+                    pos = start + 1
+                    continue
+                if reduce(xor, buf[start + 1 : end - 2], 0) != bcc:
+                    self._bad("bad_checksum", HOST_FRAME_LEN - 1)
+                    pos = start + 1
+                    continue
+                self._claimed = 0
+                pos = end
+                what = _host_command(buf[start:end])
+                if what is None:
+                    stats["malformed"] += 1
+                    continue
+                stats["frames"] += 1
+                out.append(HostRequest(t=t, seq=None, what=what))
+            elif self._claimed:
+                # A lone answer byte inside what a bad message claimed is
+                # more likely a byte of that message than an answer.
+                self._skip(1)
+                pos = start + 1
+            elif lead == ACK:
+                stats["frames"] += 1
+                out.append(Ack(t=t, seq=None, ok=True))
+                pos = start + 1
+            else:  # NAK + code
+                end = start + NAK_LEN
+                if end > n:
+                    break
+                code = buf[start + 1 : end]
+                if not code.isalnum():
+                    self._bad("malformed", NAK_LEN - 1)
+                    pos = start + 1
+                    continue
+                stats["frames"] += 1
+                out.append(Ack(t=t, seq=None, ok=False, code=code.decode("ascii")))
+                pos = end
+        self._buf = buf[pos:] if pos < n else b""
+        return out
+
+    def _unknown(self, t: float, buf: bytes, start: int, n: int, out: list[Frame]) -> int | None:
+        """An ENQ message with a command this module does not know: find its
+        end by an ETX followed by a verifying BCC. Returns where to go on,
+        or None to wait for more bytes.
+
+        Only a letter is taken for a command, and never inside the bytes a
+        bad message claimed: there, a chance ETX + matching BCC among its
+        bytes would otherwise pass for a message and move the sequence,
+        which would let the next repeat of a real message through twice."""
+        if self._claimed or buf[start + 2] not in _LETTERS:
+            self._bad("malformed", 2)
+            return start + 1
+        limit = min(n, start + MAX_UNKNOWN_MESSAGE)
+        bcc = 0
+        for etx in range(start + 1, limit):
+            bcc ^= buf[etx]
+            if buf[etx] == ETX and etx >= start + 3:
+                if etx + 3 > n:
+                    return None
+                if _BCC_VALUE.get(buf[etx + 1 : etx + 3]) == bcc:
+                    self._claimed = 0
+                    seq = buf[start + 1]
+                    raw = buf[start : etx + 3]
+                    if seq == self._seq.last:
+                        self.stats["duplicate" if raw == self._last_raw else "conflicting_duplicate"] += 1
+                    else:
+                        # Not lost: it advances the sequence, but means
+                        # nothing to us. Verify against the vendor's manual
+                        # before production.
+                        self.stats["unknown_message"] += 1
+                        self._last_raw = raw
+                        gap = self._seq.advance(t, seq)
+                        if gap is not None:
+                            self.stats["sequence_gap"] += 1
+                            out.append(gap)
+                    return etx + 3
+        if n < start + MAX_UNKNOWN_MESSAGE:
+            return None
+        self._bad("malformed", 2)
+        return start + 1
+
+    def _accept(self, t: float, seq: int, raw: bytes, frame: Frame, out: list[Frame]) -> None:
+        tracker = self._seq
+        stats = self.stats
+        if seq == tracker.last:
+            if raw == self._last_raw:
+                stats["duplicate"] += 1
+                return
+            if type(frame) is not Hello:
+                stats["conflicting_duplicate"] += 1
+                return
+        self._last_raw = raw
+        gap = tracker.advance(t, seq, restart=type(frame) is Hello)
+        if gap is not None:
+            stats["sequence_gap"] += 1
+            out.append(gap)
+        stats["frames"] += 1
+        out.append(frame)
+
+
+def _bcc(body: bytes) -> bytes:
+    return b"%02X" % reduce(xor, body, 0)
+
+
+def _device(seq: int | None, data: bytes) -> bytes:
+    if seq is None:
+        raise ValueError(f"{NAME}: shoe messages carry a seq byte; frame.seq is None")
+    body = bytes([seq & 0xFF]) + data + b"\x03"
+    return b"\x05" + body + _bcc(body)
+
+
+class Encoder:
+    """Frame in, bytes out. Stateless: a shoe message carries
+    ``frame.seq & 0xFF`` and is emitted once (see :meth:`encode_repeated`
+    for the shoe's triple send).
+
+    Fields the wire has no room for are refused (ValueError) when they
+    change what a frame means (an unread, face-up or deck-coded card, a card
+    without a hand, an unknown status), and left out when descriptive only:
+    ``Hello`` model, firmware and serial (the message is a bare ``S``).
+    """
+
+    def encode(self, frame: Frame) -> bytes:
+        if isinstance(frame, Hello):
+            return _device(frame.seq, b"S")
+        if isinstance(frame, Button):
+            letter = {"STANDBY": b"P", "REDEAL": b"R"}.get(frame.name)
+            if letter is None:
+                raise ValueError(f"{NAME} has no button {frame.name!r} (only STANDBY, REDEAL)")
+            return _device(frame.seq, letter)
+        if isinstance(frame, CutCard):
+            return _device(frame.seq, b"C")
+        if isinstance(frame, Card):
+            return _device(frame.seq, self._card(frame))
+        if isinstance(frame, DeviceResult):
+            bits = _WINNER_BITS.get(frame.winner)
+            if bits is None:
+                raise ValueError(
+                    f"{NAME}: winner must be one of {sorted(_WINNER_BITS)}, not {frame.winner!r}"
+                )
+            return _device(frame.seq, b"G" + bytes([bits << 4 | frame.player_pair | frame.banker_pair << 1]))
+        if isinstance(frame, Status):
+            return _device(frame.seq, self._status(frame))
+        if isinstance(frame, HostRequest):
+            what = frame.what
+            if (
+                len(what) != 4
+                or what[:2] not in HOST_COMMANDS
+                or not (what[2:].isdigit() and what[2:].isascii())
+            ):
+                raise ValueError(f"{NAME}: host command is LKnn, ECnn or GPnn, not {what!r}")
+            body = b"OP" + what.encode("ascii") + b"\x03"
+            return b"\x02" + body + _bcc(body)
+        if isinstance(frame, Ack):
+            if frame.ok:
+                return b"\x06"
+            code = frame.code.encode("ascii", "replace")
+            if len(code) != NAK_LEN - 1 or not code.isalnum():
+                raise ValueError(f"{NAME}: NAK code is 2 ASCII letters or digits, not {frame.code!r}")
+            return b"\x15" + code
+        raise ValueError(f"{NAME} cannot carry {type(frame).__name__} frames")
+
+    def encode_repeated(self, frame: Frame, times: int = 3) -> bytes:
+        """The message as the shoe sends it: ``times`` identical copies
+        (three, per the public integrations; verify against the vendor's
+        manual before production)."""
+        return self.encode(frame) * times
+
+    @staticmethod
+    def _card(frame: Card) -> bytes:
+        if frame.card is None or frame.face_up or frame.deck is not None:
+            raise ValueError(f"{NAME} cannot carry an unread, face-up or deck-coded card: {frame!r}")
+        if frame.hand is None:
+            raise ValueError(f"{NAME}: the shoe places every card on a hand; this card has none: {frame!r}")
+        target = _TARGET_OF_HAND.get(frame.hand)
+        cb = _BYTE_OF_CARD.get(frame.card)
+        if target is None or cb is None:
+            raise ValueError(f"{NAME}: cannot carry hand {frame.hand!r} / card {frame.card!r}")
+        return (b"D" if frame.game else b"d") + bytes([target, cb])
+
+    @staticmethod
+    def _status(frame: Status) -> bytes:
+        if frame.code == "ERROR":
+            return b"E" + bytes([_error_byte(frame.text)])
+        if frame.code == "OK":
+            if not frame.text.startswith(CLEARED):
+                raise ValueError(f"{NAME}: OK is only sent as {CLEARED!r}<reason>, not {frame.text!r}")
+            return b"e" + bytes([_error_byte(frame.text[len(CLEARED) :])])
+        if frame.code in ("LOCKED", "UNLOCKED"):
+            return b"L" + (b"\x01" if frame.code == "LOCKED" else b"\x00")
+        if frame.code == "PRESET":
+            text = frame.text
+            if len(text) != 7 or text[2] != "=" or not text.isascii() or not text.isprintable():
+                raise ValueError(f"{NAME}: PRESET text is <2 chars>=<4 chars>, not {text!r}")
+            return b"M" + (text[:2] + text[3:]).encode("ascii")
+        raise ValueError(f"{NAME} has no status {frame.code!r}")
