@@ -76,6 +76,7 @@ __all__ = [
     "from_profile",
     "odds_for",
     "rank_counts",
+    "value_counts",
 ]
 
 CONDITION_KEYS = frozenset(
@@ -527,6 +528,11 @@ class OddsCalculator:
                 nets = [_net(bets[name], {"player_pair": pp, "banker_pair": bp}) for pp, bp in _PAIR_CELLS]
             self._plans[name] = _BetPlan(kind, nets)
 
+    @classmethod
+    def for_profile(cls, profile: Profile) -> OddsCalculator:
+        """The calculator of a ``controller.rules.Profile``'s bets and tableau."""
+        return cls(*from_profile(profile))
+
     @property
     def lanes(self) -> int:
         """How many atoms one update counts (for the curious and the benchmark)."""
@@ -576,8 +582,10 @@ class OddsCalculator:
         # per lane: (numerator, denominator) pairs to sum
         parts: list[list[tuple[int, int]]] = [[] for _ in range(nl)]
         if total >= 6:
-            s = self._count_lifted(c)
             den = _falling(total, 6)
+            if den >> _LANE_BITS:
+                raise ValueError(f"{total} cards: too many for exact odds (at most 1600)")
+            s = self._count_lifted(c)
             for i in range(nl):
                 parts[i].append(((s >> (i * _LANE_BITS)) & _LANE_MASK, den))
         elif total >= 4:

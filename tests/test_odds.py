@@ -561,12 +561,22 @@ def test_counts_as_mapping_or_list() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [{"Z": 3}, {"A": -1}, [4] * 12, [4] * 12 + [-1]],
+    [{"Z": 3}, {"A": -1}, [4] * 12, [4] * 12 + [-1], [200] * 13],
 )
 def test_bad_counts(bad: Any) -> None:
     bets, tab = profile_bets("punto_banco")
     with pytest.raises(ValueError):
         odds_for(bad, bets, tab)
+
+
+def test_calculator_for_profile() -> None:
+    profile = load_profile("baccarat_27")
+    calc = OddsCalculator.for_profile(profile)
+    assert calc.bet_names == profile.bet_names
+    assert calc.lanes == 5  # player, tie, banker with 2, banker with 7, other banker wins
+    r = calc.compute(rank_counts(8))
+    assert r.bets["banker"].win == r.outcomes["banker"]  # every Banker win pays something in Baccarat 27
+    assert 0 < r.bets["b27"].win < r.outcomes["banker"]
 
 
 def test_rank_counts() -> None:
