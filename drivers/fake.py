@@ -429,7 +429,9 @@ class FakeShoe:
         self.shoes.append(record)
         self._write_log("shoe", record)
 
-    def _draw(self, shoe: _Shoe, hand: str, coup_number: int) -> Generator[Chunk, None, str | None]:
+    def _draw(
+        self, shoe: _Shoe, hand: str, coup_number: int, report_as: str | None = None
+    ) -> Generator[Chunk, None, str | None]:
         """Take the next card from the shoe and send it (a generator whose
         return value is the card, ``None`` once the shoe is empty)."""
         if shoe.next == shoe.cut_index and not shoe.cut_out:
@@ -445,20 +447,32 @@ class FakeShoe:
         card = shoe.order[shoe.next]
         shoe.next += 1
         shoe.dealt[card] = shoe.dealt.get(card, 0) + 1
-        yield from self._send_card(card, hand)
+        yield from self._send_card(card, hand, report_as=report_as)
         return card
 
     def _send_card(
-        self, card: str, hand: str, deck: int | None = None, *, foreign: bool = False
+        self,
+        card: str,
+        hand: str,
+        deck: int | None = None,
+        *,
+        foreign: bool = False,
+        report_as: str | None = None,
     ) -> Generator[Chunk, None, None]:
         code: str | None = card
         face_up = False
-        reported = hand if self.protocol == ANGEL else None
+        # Only Angel Eye places cards on hands itself.
+        reported = (report_as or hand) if self.protocol == ANGEL else None
         if self._coup is not None and hand[0] in "PB":
             # A foreign card is always read, or it would not show.
             if not foreign and self._roll("unread"):
                 code = None
                 self._fault("unread", position=hand, card=card)
+                if self.protocol == ANGEL:
+                    # No unread-card code on this wire: the shoe reports the
+                    # error instead of the card.
+                    yield from self._device_error("unreadable card")
+                    return
             if self.protocol != ANGEL and self._roll("faceup"):
                 face_up = True
                 self._fault("faceup", position=hand, card=card)
@@ -501,8 +515,11 @@ class FakeShoe:
             count += 1
             if count == jam_after:
                 self._fault("jam", after=hand)
-                yield from self._send(Status(0.0, None, "JAM", "card jam"))
-                yield from self._send(Status(0.0, None, "OK"))
+                if self.protocol == ANGEL:
+                    yield from self._device_error("card pulled back midway")
+                else:
+                    yield from self._send(Status(0.0, None, "JAM"))
+                    yield from self._send(Status(0.0, None, "OK"))
             if count == disconnect_after:
                 lost = self._fault_rng.randint(0, 2)
                 self._fault("disconnect", after=hand, lost=lost)
@@ -539,7 +556,9 @@ class FakeShoe:
                         return (yield from self._abandon(coup))
             coup["winner"] = _winner(player, banker)
             if self._roll("extra"):
-                extra = yield from self._draw(shoe, "extra", number)
+                # An Angel Eye puts the card on the next free slot it has.
+                slot = "P3" if len(player) < 3 else "B3" if len(banker) < 3 else "burn"
+                extra = yield from self._draw(shoe, "extra", number, report_as=slot)
                 if extra is not None:
                     coup["extra"].append(extra)
                     self._fault("extra", card=extra)
@@ -554,10 +573,18 @@ class FakeShoe:
     def _abandon(self, coup: dict[str, Any]) -> Generator[Chunk, None, bool]:
         """The shoe ran out mid-coup: the device reports EMPTY."""
         self._fault("exhausted")
-        yield from self._send(Status(0.0, None, "EMPTY", "shoe empty"))
+        if self.protocol == ANGEL:
+            yield from self._send(Status(0.0, None, "ERROR", "draw timeout"))
+        else:
+            yield from self._send(Status(0.0, None, "EMPTY"))
         self.coups.append(coup)
         self._write_log("coup", coup)
         return False
+
+    def _device_error(self, reason: str) -> Generator[Chunk, None, None]:
+        """Angel Eye: an ``E`` error message, then ``e`` error cleared."""
+        yield from self._send(Status(0.0, None, "ERROR", reason))
+        yield from self._send(Status(0.0, None, "OK", f"error cleared: {reason}"))
 
     def _deal_foreign(self, shoe: _Shoe, hand: str) -> Generator[Chunk, None, str]:
         """A card the shoe does not hold leaves it (not taken from the order).
@@ -723,44 +750,80 @@ def default_pty_link() -> str:
 
 
 class _Pty:
-    """A raw pseudo-terminal whose slave is reachable at a stable symlink."""
+    """A raw pseudo-terminal whose slave is reachable at a stable symlink.
 
-    def __init__(self, link: str) -> None:
+    The server holds only the master: the kernel then reports POLLHUP on it
+    while no reader has the slave open, which is how the fake knows to wait
+    for its reader (a real serial reader such as pyserial flushes the input
+    queue when it opens the port, so bytes written before would be lost).
+    """
+
+    def __init__(self, link: str, settle: float) -> None:
         self.link = link
+        self.settle = settle
         self.master = -1
-        self.slave = -1
+        self.slave_name = ""
+        self._poll = select.poll()
+        self._attached_at: float | None = None
         self.create()
 
     def create(self) -> None:
-        self.master, self.slave = os.openpty()
-        tty.setraw(self.slave, termios.TCSANOW)
+        self.master, slave = os.openpty()
+        try:
+            tty.setraw(slave, termios.TCSANOW)  # kept by the line for later opens
+            self.slave_name = os.ttyname(slave)
+        finally:
+            os.close(slave)
         os.set_blocking(self.master, False)
-        # Keeping our own slave fd open keeps the line alive while no reader
-        # is attached, so bytes wait in the buffer instead of being lost.
+        self._poll = select.poll()
+        self._poll.register(self.master, select.POLLIN | select.POLLHUP)
+        self._attached_at = None
         tmp = f"{self.link}.tmp"
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        os.symlink(os.ttyname(self.slave), tmp)
-        os.replace(tmp, self.link)
+        os.symlink(self.slave_name, tmp)
+        os.replace(tmp, self.link)  # atomic: a reader never sees no link
+
+    def attached(self) -> bool:
+        """Whether a reader has the slave open."""
+        hung_up = any(ev & select.POLLHUP for _, ev in self._poll.poll(0))
+        if hung_up:
+            self._attached_at = None
+        elif self._attached_at is None:
+            self._attached_at = time.monotonic()  # first seen now: it opened at or before
+        return not hung_up
+
+    def settling(self) -> float:
+        """Seconds until the attached reader is surely done opening (0: it
+        is), or ``inf`` with no reader."""
+        if not self.attached() or self._attached_at is None:
+            return float("inf")
+        return max(0.0, self._attached_at + self.settle - time.monotonic())
 
     def unread(self) -> int:
-        """Bytes written but not yet read on the slave side."""
-        buf = fcntl.ioctl(self.slave, termios.FIONREAD, b"\0\0\0\0")
+        """Bytes written but not yet taken by the reader."""
+        try:
+            fd = os.open(self.slave_name, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            return 0
+        try:
+            buf = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+        finally:
+            os.close(fd)
         n: int = struct.unpack("i", buf)[0]
         return n
 
     def drain_input(self) -> None:
         """Discard host commands the reader wrote (the fake does not answer)."""
-        with contextlib.suppress(BlockingIOError, OSError):
+        with contextlib.suppress(OSError):
             while os.read(self.master, 4096):
                 pass
 
     def close(self) -> None:
-        for fd in (self.master, self.slave):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        self.master = self.slave = -1
+        if self.master >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.master)
+        self.master = -1
 
     def remove_link(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -780,18 +843,22 @@ def serve_pty(
     link: str | None = None,
     stop: threading.Event | None = None,
     reconnect_delay: float = 0.5,
+    settle: float = 0.2,
 ) -> None:
     """Serve the fake shoe on a pseudo-terminal until its shoes are dealt or
     ``stop`` is set.
 
     ``on_ready`` gets the stable path to open (a symlink to the current pty
-    slave) before any byte is written. A ``disconnect`` fault closes the pty
-    (once the reader has taken what was sent) and, ``reconnect_delay`` s
-    later, creates a new one at the same symlink. Writes are paced at
-    ``cards_per_second``; at 0 they go as fast as the reader takes them.
+    slave) before any byte is written. Bytes are written only while a reader
+    has the port open (``settle`` s after it opened it, so that its opening
+    flush is done): the stream pauses, losing nothing, while there is none.
+    A ``disconnect`` fault waits until the reader has taken what was sent,
+    closes the pty and, ``reconnect_delay`` s later, creates a new one at the
+    same symlink. Writes are paced at ``cards_per_second``; at 0 they go as
+    fast as the reader takes them.
     """
     path = link or default_pty_link()
-    pty = _Pty(path)
+    pty = _Pty(path, settle)
     last_t: float | None = None
     try:
         on_ready(path)
@@ -802,12 +869,17 @@ def serve_pty(
             last_t = t
             if isinstance(item, Disconnect):
                 _wait_until_read(pty, stop, limit=5.0)
+                # The link goes first: once closed, the pts number may be
+                # handed to another program, which the reader must not open.
+                pty.remove_link()
                 pty.close()
                 _wait(None, reconnect_delay, stop)
                 pty.create()
                 last_t = t + item.downtime
                 continue
             _write_all(pty, item[1], stop)
+        # Let the reader take the tail before the pty goes away.
+        _wait_until_read(pty, stop, limit=5.0)
     except _Stopped:
         pass
     finally:
@@ -821,36 +893,58 @@ def _check(stop: threading.Event | None) -> None:
 
 
 def _wait(pty: _Pty | None, seconds: float, stop: threading.Event | None) -> None:
-    """Sleep ``seconds`` in select, discarding anything the reader writes."""
+    """Sleep ``seconds``, discarding anything the reader writes meanwhile."""
     deadline = time.monotonic() + seconds
     while True:
         _check(stop)
         left = deadline - time.monotonic()
         if left <= 0:
             return
-        step = min(left, 0.2) if stop is not None else left
-        if pty is None:
-            time.sleep(step)
+        step = min(left, 0.2)
+        if pty is None or not pty.attached():
+            # No reader: the master polls as hung up, so select would not block.
+            time.sleep(min(step, 0.05))
             continue
         ready, _, _ = select.select([pty.master], [], [], step)
         if ready:
             pty.drain_input()
 
 
+def _wait_for_reader(pty: _Pty, stop: threading.Event | None) -> None:
+    while True:
+        left = pty.settling()
+        if left == 0.0:
+            return
+        _check(stop)
+        if left == float("inf"):
+            time.sleep(0.05)
+        else:
+            _wait(pty, left, stop)
+
+
 def _wait_until_read(pty: _Pty, stop: threading.Event | None, limit: float) -> None:
+    """Wait (at most ``limit`` s) until the reader has taken every byte.
+
+    Bytes written to the master reach the slave's queue through a kernel
+    work queue, so an empty queue counts only when seen empty twice, 20 ms
+    apart, the first time 50 ms after the last write."""
     deadline = time.monotonic() + limit
-    while pty.unread() > 0 and time.monotonic() < deadline:
-        _wait(pty, 0.01, stop)
+    _wait(pty, 0.05, stop)
+    empty = 0
+    while empty < 2 and pty.attached() and time.monotonic() < deadline:
+        empty = empty + 1 if pty.unread() == 0 else 0
+        _wait(pty, 0.02, stop)
 
 
 def _write_all(pty: _Pty, data: bytes, stop: threading.Event | None) -> None:
     view = memoryview(data)
     while view:
         _check(stop)
+        _wait_for_reader(pty, stop)
         ready_r, ready_w, _ = select.select([pty.master], [pty.master], [], 0.2)
         if ready_r:
             pty.drain_input()
-        if ready_w:
+        if ready_w and pty.attached():
             try:
                 n = os.write(pty.master, view)
             except BlockingIOError:

@@ -79,7 +79,7 @@ class SerialDriver:
         try:
             self._serial = self._open_port()
         except (serial.SerialException, OSError) as exc:
-            self._go_down(f"cannot open {self.port}: {exc}", initial=True)
+            self._go_down(f"cannot open {self.port}: {exc}")
 
     def close(self) -> None:
         self._closed = True
@@ -145,10 +145,11 @@ class SerialDriver:
             with contextlib.suppress(serial.SerialException, OSError):
                 port.close()
 
-    def _go_down(self, detail: str, *, initial: bool = False) -> None:
+    def _go_down(self, detail: str) -> None:
         self._drop_port()
-        self._backoff = self.backoff_initial
-        self._next_attempt = time.monotonic() + (0.0 if initial else self._backoff)
+        # First retry after backoff_initial, then twice as long each time.
+        self._next_attempt = time.monotonic() + self.backoff_initial
+        self._backoff = min(self.backoff_initial * 2.0, self.backoff_max)
         self._events.append(LinkEvent(self._clock(), False, detail))
 
     def _wait_for_device(self, timeout: float) -> LinkEvent | None:
@@ -162,7 +163,6 @@ class SerialDriver:
                     self._next_attempt = now + self._backoff
                     self._backoff = min(self._backoff * 2.0, self.backoff_max)
                 else:
-                    self._backoff = self.backoff_initial
                     self.reconnects += 1
                     return LinkEvent(self._clock(), True, f"{self.port} reopened")
             now = time.monotonic()
