@@ -195,7 +195,7 @@ def _parse_card(t: float, seq: int, cmd: int, data: bytes) -> Frame:
     card = CARD_OF_BYTE.get(cb)
     if card is None:
         raise _Malformed
-    return Card(t=t, seq=seq, card=card, hand=hand, game=cmd == 0x44)  # "D"; "d" is not a game card
+    return Card(t, seq, card, False, None, hand, cmd == 0x44)  # "D"; "d" is not a game card
 
 
 def _parse_result(t: float, seq: int, cmd: int, data: bytes) -> Frame:
@@ -333,12 +333,16 @@ class Decoder:
                 self._claimed = 0
                 pos = end
                 seq = buf[start + 1]
+                raw = buf[start:end]
+                if seq == self._seq.last and raw == self._last_raw:
+                    stats["duplicate"] += 1  # the usual 2nd and 3rd copy: no need to parse it
+                    continue
                 try:
                     frame = _PARSERS[cmd](t, seq, cmd, buf[start + 3 : etx])
                 except _Malformed:
                     stats["malformed"] += 1
                     continue
-                self._accept(t, seq, buf[start:end], frame, out)
+                self._accept(t, seq, raw, frame, out)
             elif lead == STX:
                 end = start + HOST_FRAME_LEN
                 if end > n:
@@ -428,13 +432,10 @@ class Decoder:
     def _accept(self, t: float, seq: int, raw: bytes, frame: Frame, out: list[Frame]) -> None:
         tracker = self._seq
         stats = self.stats
-        if seq == tracker.last:
-            if raw == self._last_raw:
-                stats["duplicate"] += 1
-                return
-            if type(frame) is not Hello:
-                stats["conflicting_duplicate"] += 1
-                return
+        if seq == tracker.last and type(frame) is not Hello:
+            # Identical copies were dropped before parsing: this one differs.
+            stats["conflicting_duplicate"] += 1
+            return
         self._last_raw = raw
         gap = tracker.advance(t, seq, restart=type(frame) is Hello)
         if gap is not None:

@@ -50,6 +50,7 @@ capture's ``>`` lines are decoded) pass through without touching it.
 from __future__ import annotations
 
 import collections
+import re
 from collections.abc import Callable
 from functools import reduce
 from operator import xor
@@ -82,14 +83,19 @@ _HEX_LOWER = frozenset("0123456789abcdef")
 # The checksum digits, strictly upper case: int(x, 16) would also take " f" or "+F".
 _CK_VALUE: dict[bytes, int] = {f"{i:02X}".encode(): i for i in range(256)}
 _FORBIDDEN = frozenset(",*$\r\n")
+# A frame with nothing wrong in its framing: printable ASCII but "$" and "*"
+# between them, at most 120 bytes. Anything else takes the careful path,
+# which classifies what is wrong; both reach the same verdict on this form.
+_CLEAN_FRAME = re.compile(rb"\$([\x20-\x23\x25-\x29\x2b-\x7e]{0,114})\*([0-9A-F]{2})\r\n")
 
 
 class SequenceTracker:
     """The device frame sequence shared by the codecs: +1 per frame, wrapping
     at ``modulus``; a restart (HELLO) accepts any number.
 
-    :meth:`check` says whether a frame is a duplicate of the previous one and,
-    if numbers were skipped, returns the :class:`SequenceGap` to emit before it.
+    ``last`` is the previous frame's number (a frame carrying it again is a
+    duplicate); :meth:`advance` returns the :class:`SequenceGap` to emit
+    before a frame whose number skips some.
     """
 
     __slots__ = ("last", "modulus")
@@ -100,9 +106,6 @@ class SequenceTracker:
 
     def reset(self) -> None:
         self.last = None
-
-    def is_duplicate(self, seq: int) -> bool:
-        return seq == self.last
 
     def advance(self, t: float, seq: int, restart: bool = False) -> SequenceGap | None:
         """Record ``seq`` as received; returns the gap it reveals, if any."""
@@ -121,8 +124,9 @@ class _Malformed(Exception):
 
 
 def _uint(text: str, maximum: int) -> int:
-    # Canonical decimal only: "07", "+7", " 7" and "7_0" are all refused.
-    if not text or not text.isdigit() or not text.isascii() or (len(text) > 1 and text[0] == "0"):
+    # Canonical decimal only: "07", "+7", " 7" and "7_0" are all refused
+    # (text is ASCII already, so isdigit means 0-9).
+    if not text.isdigit() or (text[0] == "0" and len(text) > 1):
         raise _Malformed
     value = int(text)
     if value > maximum:
@@ -145,24 +149,25 @@ def _parse_hello(t: float, seq: int, f: list[str]) -> Frame:
 
 
 def _parse_card(t: float, seq: int, f: list[str]) -> Frame:
-    if not 1 <= len(f) <= 3:
+    if len(f) == 1:  # the common case: positional construction is the cheapest
+        return Card(t, seq, _card(f[0]))
+    if not 2 <= len(f) <= 3:
         raise _Malformed
     card = _card(f[0])
     face_up = False
     deck = None
-    if len(f) >= 2:
-        # Only "F" is defined; an unknown flag might mean something about
-        # this very card, so it is refused rather than ignored. An empty
-        # flags field is only canonical when a deck follows.
-        if f[1] == "F":
-            face_up = True
-        elif f[1] != "" or len(f) == 2:
-            raise _Malformed
+    # Only "F" is defined; an unknown flag might mean something about this
+    # very card, so it is refused rather than ignored. An empty flags field
+    # is only canonical when a deck follows.
+    if f[1] == "F":
+        face_up = True
+    elif f[1] != "" or len(f) == 2:
+        raise _Malformed
     if len(f) == 3:
         deck = _uint(f[2], 12)
         if deck == 0:
             raise _Malformed
-    return Card(t=t, seq=seq, card=card, face_up=face_up, deck=deck)
+    return Card(t, seq, card, face_up, deck)
 
 
 def _parse_button(t: float, seq: int, f: list[str]) -> Frame:
@@ -243,6 +248,7 @@ class Decoder:
         n = len(buf)
         pos = 0
         stats = self.stats
+        match_clean = _CLEAN_FRAME.match
         if self._skipping:
             stop = _first_of(buf, 0, n)
             if stop < 0:
@@ -259,6 +265,11 @@ class Decoder:
                     break
                 stats["garbage"] += start - pos
                 pos = start
+            m = match_clean(buf, pos)
+            if m is not None:  # the common case, in one regex step
+                self._decode_body(t, m.group(1), _CK_VALUE[m.group(2)], out)
+                pos = m.end()
+                continue
             window = min(n, pos + MAX_FRAME)
             lf = buf.find(b"\n", pos + 1, window)
             nxt = buf.find(b"$", pos + 1, lf if lf >= 0 else window)
@@ -289,10 +300,14 @@ class Decoder:
             stats["malformed"] += 1
             return
         ck = _CK_VALUE.get(raw[-4:-2])
-        body = raw[1:-5]
         if ck is None:
             stats["malformed"] += 1
             return
+        self._decode_body(t, raw[1:-5], ck, out)
+
+    def _decode_body(self, t: float, body: bytes, ck: int, out: list[Frame]) -> None:
+        """The part between ``$`` and ``*`` of a structurally sound frame."""
+        stats = self.stats
         if reduce(xor, body, 0) != ck:
             stats["bad_checksum"] += 1
             return
@@ -314,7 +329,7 @@ class Decoder:
         if type(frame) is not HostRequest:
             tracker = self._seq
             is_hello = type(frame) is Hello
-            if not is_hello and tracker.is_duplicate(seq):
+            if seq == tracker.last and not is_hello:
                 stats["duplicate"] += 1
                 return
             gap = tracker.advance(t, seq, restart=is_hello)

@@ -118,6 +118,10 @@ def _header_possible(length: int, ftype: int) -> bool:
     return minimum is not None and length >= minimum
 
 
+# The same, as a table indexed by ``type << 8 | len`` for the hot loop.
+_HEADER_OK = bytes(_header_possible(i & 0xFF, i >> 8) for i in range(65536))
+
+
 class _Malformed(Exception):
     """A frame whose CRC verified but whose content breaks the protocol."""
 
@@ -150,7 +154,7 @@ def _parse_card(t: float, seq: int, p: bytes) -> Frame:
     flags, deck = p[1], p[2]
     if flags > 1 or deck > 12:  # reserved flag bits must be clear in version 1
         raise _Malformed
-    return Card(t=t, seq=seq, card=_card(p[0]), face_up=flags == 1, deck=deck or None)
+    return Card(t, seq, _card(p[0]), flags == 1, deck or None)  # positional: the hot path
 
 
 def _parse_button(t: float, seq: int, p: bytes) -> Frame:
@@ -226,6 +230,7 @@ class Decoder:
         n = len(buf)
         pos = 0
         stats = self.stats
+        header_ok = _HEADER_OK
         while True:
             start = buf.find(MARKER, pos)
             if start < 0:
@@ -241,7 +246,7 @@ class Decoder:
                 break  # wait for the length and type
             length = buf[start + 2]
             ftype = buf[start + 3]
-            if not _header_possible(length, ftype):
+            if not header_ok[ftype << 8 | length]:
                 stats["malformed"] += 1
                 self._claimed = length + OVERHEAD - 2
                 pos = start + 2
@@ -277,7 +282,7 @@ class Decoder:
             pos = end
             tracker = self._seq
             is_hello = ftype == T_HELLO
-            if not is_hello and tracker.is_duplicate(seq):
+            if seq == tracker.last and not is_hello:
                 stats["duplicate"] += 1
                 continue
             gap = tracker.advance(t, seq, restart=is_hello)
