@@ -80,7 +80,7 @@ from firmware_protocols.frames import (
 from firmware_protocols.shoe_ascii import SequenceTracker
 
 NAME = "angel-eye/2"
-SEQ_MODULUS = 256
+SEQ_MODULUS = 256  # one-byte seq, 255 -> 0; verify against the vendor's manual before production
 
 # Control bytes. Verify against the vendor's manual before production.
 STX = 0x02
@@ -90,6 +90,8 @@ ACK = 0x06
 NAK = 0x15
 _START = re.compile(b"[\x02\x05\x06\x15]")
 
+# "S" (start of communication) is the shoe's reset: it restarts the seq;
+# verify against the vendor's manual before production.
 HELLO_MODEL = "ANGEL-EYE"
 
 # Data bytes after the command letter, per command. Verify against the
@@ -162,6 +164,7 @@ class _Malformed(Exception):
 
 
 def _error_text(b: int) -> str:
+    # bit 6 = error mode, bits 5-0 = reason; verify against the vendor's manual before production
     code = b & 0x3F
     reason = ERROR_REASONS.get(code, f"error code {code}")
     return reason + (_ERROR_MODE if b & 0x40 else "")
@@ -180,6 +183,7 @@ def _error_byte(text: str) -> int:
 
 
 def _parse_card(t: float, seq: int, cmd: int, data: bytes) -> Frame:
+    # D/d + target byte + card byte; verify against the vendor's manual before production
     target, cb = data[0], data[1]
     group, index = target >> 4, target & 0x0F  # bit 7 set: group > 7, refused
     prefix = _HAND_GROUPS.get(group)
@@ -199,6 +203,7 @@ def _parse_card(t: float, seq: int, cmd: int, data: bytes) -> Frame:
 
 
 def _parse_result(t: float, seq: int, cmd: int, data: bytes) -> Frame:
+    # bits 6-4 winner, bit0 Player pair, bit1 Banker pair; verify against the vendor's manual before production
     b = data[0]
     winner = WINNERS.get((b >> 4) & 0x07)
     if winner is None:
@@ -215,10 +220,12 @@ def _parse_error_cleared(t: float, seq: int, cmd: int, data: bytes) -> Frame:
 
 
 def _parse_lock(t: float, seq: int, cmd: int, data: bytes) -> Frame:
+    # bit0 = locked; the other bits are unknown and ignored; verify against the vendor's manual before production
     return Status(t=t, seq=seq, code="LOCKED" if data[0] & 1 else "UNLOCKED")
 
 
 def _parse_preset(t: float, seq: int, cmd: int, data: bytes) -> Frame:
+    # 2 ASCII address + 4 ASCII value; verify against the vendor's manual before production
     try:
         text = data.decode("ascii")
     except UnicodeDecodeError:
@@ -228,6 +235,7 @@ def _parse_preset(t: float, seq: int, cmd: int, data: bytes) -> Frame:
     return Status(t=t, seq=seq, code="PRESET", text=f"{text[:2]}={text[2:]}")
 
 
+# What each command letter means; verify against the vendor's manual before production.
 _PARSERS: dict[int, Callable[[float, int, int, bytes], Frame]] = {
     ord("S"): lambda t, seq, c, d: Hello(t=t, seq=seq, model=HELLO_MODEL, firmware="", serial=""),
     ord("P"): lambda t, seq, c, d: Button(t=t, seq=seq, name="STANDBY"),
@@ -326,6 +334,7 @@ class Decoder:
                     self._bad("malformed", end - start - 1)
                     pos = start + 1
                     continue
+                # BCC: XOR of seq through ETX; verify against the vendor's manual before production
                 if reduce(xor, buf[start + 1 : etx + 1], 0) != bcc:
                     self._bad("bad_checksum", end - start - 1)
                     pos = start + 1
@@ -343,7 +352,9 @@ class Decoder:
                     stats["malformed"] += 1
                     continue
                 self._accept(t, seq, raw, frame, out)
-            elif lead == STX:
+            elif (
+                lead == STX
+            ):  # host command: STX O P tt dd ETX BCC; verify against the vendor's manual before production
                 end = start + HOST_FRAME_LEN
                 if end > n:
                     break
@@ -369,7 +380,9 @@ class Decoder:
                 # more likely a byte of that message than an answer.
                 self._skip(1)
                 pos = start + 1
-            elif lead == ACK:
+            elif (
+                lead == ACK
+            ):  # the shoe's answers: ACK, NAK + code; verify against the vendor's manual before production
                 stats["frames"] += 1
                 out.append(Ack(t=t, seq=None, ok=True))
                 pos = start + 1
@@ -430,6 +443,7 @@ class Decoder:
         return start + 1
 
     def _accept(self, t: float, seq: int, raw: bytes, frame: Frame, out: list[Frame]) -> None:
+        # Every message comes three times with one seq; verify against the vendor's manual before production.
         tracker = self._seq
         stats = self.stats
         if seq == tracker.last and type(frame) is not Hello:
