@@ -203,7 +203,8 @@ def _parse_card(t: float, seq: int, cmd: int, data: bytes) -> Frame:
 
 
 def _parse_result(t: float, seq: int, cmd: int, data: bytes) -> Frame:
-    # bits 6-4 winner, bit0 Player pair, bit1 Banker pair; verify against the vendor's manual before production
+    # bits 6-4 winner, bit0 Player pair, bit1 Banker pair;
+    # verify against the vendor's manual before production
     b = data[0]
     winner = WINNERS.get((b >> 4) & 0x07)
     if winner is None:
@@ -220,7 +221,8 @@ def _parse_error_cleared(t: float, seq: int, cmd: int, data: bytes) -> Frame:
 
 
 def _parse_lock(t: float, seq: int, cmd: int, data: bytes) -> Frame:
-    # bit0 = locked; the other bits are unknown and ignored; verify against the vendor's manual before production
+    # bit0 = locked; the other bits are unknown and ignored;
+    # verify against the vendor's manual before production
     return Status(t=t, seq=seq, code="LOCKED" if data[0] & 1 else "UNLOCKED")
 
 
