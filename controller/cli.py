@@ -33,6 +33,7 @@ def _build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--protocol", help="override the capture's protocol")
     rp.add_argument("--realtime", action="store_true", help="pace the replay by the file's timestamps")
     rp.add_argument("--odds", action="store_true", help="emit odds.update events")
+    rp.add_argument("--roads", action="store_true", help="emit roads events after every coup")
     rp.add_argument("--out", choices=["jsonl", "mqtt"], default="jsonl")
     rp.add_argument("-c", "--config", help="config YAML (for --out mqtt)")
     rp.add_argument("--no-progress", action="store_true", help="never draw a progress bar")

@@ -56,6 +56,14 @@ BURN_HANDS = frozenset(("burn", "first", "burn_count"))
 FAULT_CODES = frozenset(("JAM", "READER_FAULT", "ERROR"))
 
 
+def _copy_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **stats,
+        "tags": dict(sorted(stats["tags"].items())),
+        "misdeals": dict(sorted(stats["misdeals"].items())),
+    }
+
+
 class CommandError(ValueError):
     """A supervisor command that cannot be applied; nothing changed."""
 
@@ -116,6 +124,20 @@ class Shoe:
     last_coup: int | None = None
     coups_count: int = 0
     tally: dict[str, int] = field(default_factory=lambda: {"player": 0, "banker": 0, "tie": 0})
+    #: face-down burned cards: what a counter cannot see
+    burned_cards: list[str] = field(default_factory=list)
+    #: settled, non-demo coups in order, for the scoreboard roads
+    results: list[dict[str, Any]] = field(default_factory=list)
+    stats: dict[str, Any] = field(
+        default_factory=lambda: {
+            "naturals": 0,
+            "player_pairs": 0,
+            "banker_pairs": 0,
+            "tags": {},
+            "void_coups": 0,
+            "misdeals": {},
+        }
+    )
     ended_emitted: bool = False
     dealing_over: bool = False  # the last permitted coup has finished dealing
 
@@ -132,13 +154,30 @@ class _Commit:
 class Engine:
     """One table's game. Feed it frames, commands and ticks; read events."""
 
-    def __init__(self, table: str, profile: Profile, decks: int, *, odds: bool = False) -> None:
+    def __init__(
+        self,
+        table: str,
+        profile: Profile,
+        decks: int,
+        *,
+        odds: bool = False,
+        roads: bool = False,
+        advantage_threshold: float = 0.0,
+    ) -> None:
         if not 1 <= decks <= 12:
             raise ValueError(f"decks must be 1..12, not {decks}")
         self.table = table
         self.profile = profile
         self.decks = decks
         self.odds = odds
+        self.roads = roads
+        self.advantage_threshold = advantage_threshold
+        self._calc: Any = None
+        if odds:
+            from controller.odds import OddsCalculator  # tables built once per profile
+
+            self._calc = OddsCalculator.for_profile(profile)
+        self._advantage: set[str] = set()
         self.rules = profile.rules
         self.tab = profile.tableau
         self.deadline_s = float(self.rules["correction_deadline_s"])
@@ -229,6 +268,7 @@ class Engine:
             "cards_left": s.comp.cards_left,
             "last_coup": s.last_coup,
             "tally": dict(s.tally),
+            "stats": _copy_stats(s.stats),
             "open_misdeals": [
                 {"coup": n, "code": code}
                 for n, code in sorted((c.number, code) for c in s.coups.values() for code in c.open)
@@ -259,6 +299,9 @@ class Engine:
         self._emit("security.alert", t, {"code": code, "detail": detail, "coup": coup})
 
     def _misdeal(self, t: float, coup: Coup, code: str, detail: str, action: str) -> None:
+        if self.shoe is not None:
+            counts = self.shoe.stats["misdeals"]
+            counts[code] = counts.get(code, 0) + (action != "corrected")
         deadline = None
         if action == AWAITING:
             # a second error of the same kind does not push the deadline back
@@ -335,7 +378,13 @@ class Engine:
         self._emit(
             "shoe.ended",
             t,
-            {"coups": s.coups_count, "cards_dealt": s.comp.dealt, "tally": dict(s.tally), "reason": reason},
+            {
+                "coups": s.coups_count,
+                "cards_dealt": s.comp.dealt,
+                "tally": dict(s.tally),
+                "reason": reason,
+                "stats": _copy_stats(s.stats),
+            },
         )
 
     def _maybe_finish_shoe(self, t: float) -> None:
@@ -444,12 +493,15 @@ class Engine:
         else:
             s.burned += 1
             s.burn_left -= 1
+            if f.card is not None:
+                s.burned_cards.append(f.card)
         if s.burn_left == 0:
             self._finish_burn(s, f.t)
 
     def _finish_burn(self, s: Shoe, t: float) -> None:
         s.phase = "deal"
         self._emit("shoe.burn", t, {"first_card": s.first_card, "burned": s.burned})
+        self._publish_odds(t)
 
     def _open_coup(self, s: Shoe, t: float) -> Coup:
         n = s.next_coup
@@ -630,6 +682,8 @@ class Engine:
             s.dealing_over = True
         if coup.void_code is None and not coup.open and coup.held is None:
             self._settle(coup, t)
+        elif coup.void_code is not None:
+            self._publish_odds(t)
         if coup.resolved:
             s.coups.pop(coup.number, None)
         self._maybe_finish_shoe(t)
@@ -671,9 +725,17 @@ class Engine:
                 coup.corrections.append("SHOE_DISAGREES")
         coup.settled = True
         settlement = None
+        tags = tags_of(outcome)
         if not coup.demo:
             s.tally[outcome["winner"]] += 1
             settlement = {k: net(v) for k, v in self.profile.settle(outcome).items()}
+            st = s.stats
+            st["naturals"] += natural
+            st["player_pairs"] += ppair
+            st["banker_pairs"] += bpair
+            for tag in tags:
+                st["tags"][tag] = st["tags"].get(tag, 0) + 1
+            s.results.append({"winner": outcome["winner"], "player_pair": ppair, "banker_pair": bpair})
         self._emit(
             "coup.result",
             t,
@@ -686,11 +748,16 @@ class Engine:
                 "natural": natural,
                 "player_pair": ppair,
                 "banker_pair": bpair,
-                "tags": tags_of(outcome),
+                "tags": tags,
                 "settlement": settlement,
                 "corrections": list(coup.corrections),
             },
         )
+        if not coup.demo and self.roads:
+            from controller.roads import build_roads
+
+            self._emit("roads", t, dict(build_roads(s.results)))
+        self._publish_odds(t)
 
     def _void(self, t: float, coup: Coup, code: str, detail: str) -> None:
         if coup.resolved:
@@ -708,6 +775,7 @@ class Engine:
         )
         s = self.shoe
         assert s is not None
+        s.stats["void_coups"] += 1
         if self._fault_coup == coup.number:
             self._fault_coup = None
             self._fault_waiting = None
@@ -716,6 +784,7 @@ class Engine:
             if s.last_coup is not None and coup.number >= s.last_coup:
                 s.dealing_over = True
             self._maybe_finish_shoe(t)
+            self._publish_odds(t)
 
     def _discard_held(self, coup: Coup, held: list[Frame]) -> None:
         """A coup voided while its frames were held: its held cards left the
@@ -979,6 +1048,64 @@ class Engine:
 
     def _ignore(self, f: Frame) -> None:
         return None
+
+    # ----------------------------------------------------------------- odds
+
+    def _publish_odds(self, t: float) -> None:
+        """Exact odds of every bet for the next coup, in two views: the
+        cards truly left (``shoe``) and what a counter can know (``counter``:
+        the face-down burned cards still unknown); plus ADVANTAGE alerts when
+        a bet's counter-view expectation crosses the threshold."""
+        s = self.shoe
+        if self._calc is None or s is None or s.ended_emitted or s.dealing_over:
+            return
+        if s.last_coup is not None and s.next_coup > s.last_coup:
+            return
+        shoe_counts = s.comp.rank_counts()
+        counter_counts = dict(shoe_counts)
+        for card in s.burned_cards:
+            counter_counts[card[0]] += 1
+        coup_no = s.next_coup
+        for view, counts in (("shoe", shoe_counts), ("counter", counter_counts)):
+            res = self._calc.compute(counts)
+            bets = {
+                name: {
+                    "win": round(b.win, 12),
+                    "push": round(b.push, 12),
+                    "lose": round(b.lose, 12),
+                    "ev": round(b.ev, 12),
+                }
+                for name, b in res.bets.items()
+            }
+            self._emit(
+                "odds.update",
+                t,
+                {"coup": coup_no, "cards_left": s.comp.cards_left, "view": view, "bets": bets},
+            )
+            if view == "counter":
+                self._check_advantage(t, coup_no, bets)
+
+    def _check_advantage(self, t: float, coup_no: int, bets: dict[str, dict[str, float]]) -> None:
+        for name, b in bets.items():
+            above = b["ev"] > self.advantage_threshold
+            if above and name not in self._advantage:
+                self._advantage.add(name)
+                self._alert(
+                    t,
+                    "ADVANTAGE",
+                    f"{name}: a counter's expectation for coup {coup_no} is {b['ev']:+.5f} per unit, "
+                    f"above {self.advantage_threshold:+g}",
+                    coup_no,
+                )
+            elif not above and name in self._advantage:
+                self._advantage.discard(name)
+                self._alert(
+                    t,
+                    "ADVANTAGE",
+                    f"{name}: back to {b['ev']:+.5f} per unit for coup {coup_no}, "
+                    f"at or below {self.advantage_threshold:+g}",
+                    coup_no,
+                )
 
     # ------------------------------------------------------------ deadlines
 

@@ -30,6 +30,7 @@ class ReplayOptions:
     table: str | None = None
     protocol: str | None = None
     odds: bool = False
+    roads: bool = False
     rules: dict[str, Any] = field(default_factory=dict)
 
 
@@ -97,7 +98,7 @@ def replay_events(
         decoder = make_decoder(st["protocol"])
     except ValueError as exc:
         raise UsageError(f"{path}: {exc}") from None
-    engine = Engine(st["table"], profile, st["decks"], odds=opts.odds)
+    engine = Engine(st["table"], profile, st["decks"], odds=opts.odds, roads=opts.roads)
     stats = stats if stats is not None else ReplayStats()
     feed = engine.feed
     for rec in read_shoelog(path):

@@ -17,7 +17,12 @@ def run(args: argparse.Namespace) -> int:
     if args.out == "mqtt":
         raise UsageError("--out mqtt is not available yet: replay to JSON lines (the default)")
     opts = ReplayOptions(
-        profile=args.profile, decks=args.decks, table=args.table, protocol=args.protocol, odds=args.odds
+        profile=args.profile,
+        decks=args.decks,
+        table=args.table,
+        protocol=args.protocol,
+        odds=args.odds,
+        roads=args.roads,
     )
     for path in args.files:
         if not os.path.isfile(path):
