@@ -194,7 +194,10 @@ class Engine:
         self._shoe_dup = 1
         self._out: list[Event] = []
         self.counters: dict[str, int] = {}
-        self._handlers: dict[type, Any] = {
+        self._handlers = self._make_handlers()
+
+    def _make_handlers(self) -> dict[type, Any]:
+        return {
             Card: self._on_card,
             Button: self._on_button,
             CutCard: self._on_cut,
@@ -253,6 +256,33 @@ class Engine:
             reply = {"id": cmd.get("id"), "ok": False, "error": str(exc)}
             out.clear()
         return reply, out
+
+    def next_deadline(self) -> float | None:
+        """The earliest correction deadline still open, if any: the daemon
+        ticks the engine when it passes."""
+        s = self.shoe
+        if s is None:
+            return None
+        deadlines = [
+            dl for c in s.coups.values() if not c.resolved for dl in c.open.values() if dl is not None
+        ]
+        return min(deadlines) if deadlines else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A checkpoint: everything but the odds tables (rebuilt on load)."""
+        state = dict(self.__dict__)
+        state["_calc"] = None
+        state["_out"] = []
+        state.pop("_handlers")
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.odds:
+            from controller.odds import OddsCalculator
+
+            self._calc = OddsCalculator.for_profile(self.profile)
+        self._handlers = self._make_handlers()
 
     def snapshot(self) -> dict[str, Any]:
         """The current shoe's state, for the retained ``shoe/state`` topic."""

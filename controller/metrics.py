@@ -1,0 +1,50 @@
+"""Optional Prometheus endpoint (``metrics: host:port``): cards, frames
+dropped by reason, coups, misdeals by code, journal backlog, broker link."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+
+class Metrics:
+    def __init__(self, addr: tuple[str, int]) -> None:
+        self.registry = reg = CollectorRegistry()
+        self.cards = Counter("shoe_cards_total", "Cards read from the shoe", registry=reg)
+        self.coups = Counter("shoe_coups_total", "Coups finished, by outcome", ["outcome"], registry=reg)
+        self.misdeals = Counter(
+            "shoe_misdeals_total", "Dealing errors detected, by code", ["code"], registry=reg
+        )
+        self.dropped = Gauge(
+            "shoe_frames_dropped",
+            "Bytes or frames dropped by the decoder, by reason",
+            ["reason"],
+            registry=reg,
+        )
+        self.backlog = Gauge(
+            "shoe_journal_backlog", "Journalled events not yet delivered, by output", ["output"], registry=reg
+        )
+        self.broker = Gauge("shoe_broker_connected", "1 when the MQTT broker connection is up", registry=reg)
+        start_http_server(addr[1], addr=addr[0], registry=reg)
+
+    def observe(self, events: list[dict[str, Any]], decoder: Any, daemon: Any) -> None:
+        for e in events:
+            t = e["type"]
+            if t == "card":
+                self.cards.inc()
+            elif t == "coup.result":
+                self.coups.labels("settled").inc()
+            elif t == "coup.void":
+                self.coups.labels("void").inc()
+            elif t == "misdeal" and e["action"] != "corrected":
+                self.misdeals.labels(e["code"]).inc()
+        for reason, n in getattr(decoder, "stats", {}).items():
+            if reason != "frames":
+                self.dropped.labels(reason).set(n)
+
+    def journal_backlog(self, journal: Any, mqtt: Any) -> None:
+        for name in journal.outputs():
+            self.backlog.labels(name).set(journal.backlog(name))
+        if mqtt is not None:
+            self.broker.set(1 if mqtt.connected else 0)
