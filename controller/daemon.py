@@ -119,6 +119,12 @@ class Daemon:
         self.mqtt: Any = None
         self.metrics: Any = None
         self._inputs_since_checkpoint = 0
+        # For a replayed capture the engine's clock is the file's: commands
+        # and ticks are stamped on it (paced: the last chunk's time plus the
+        # wall time since; unpaced: no ticks at all, time only from frames).
+        self._data_clock: tuple[float, float] | None = None
+        self._replay = cfg.device.driver == "replay"
+        self._paced = not self._replay or bool(getattr(cfg.device, "realtime", False))
         self._last_state = 0.0
         self._state_sig = ""
 
@@ -316,18 +322,20 @@ class Daemon:
                 self._input(item.t, "link", flag + item.detail.encode())
             else:
                 t, data = item
+                if self._replay:
+                    self._data_clock = (t, time.monotonic())
                 self._input(t, "rx", data)
             while True:
                 try:
                     cmd = self._commands.get_nowait()
                 except queue.Empty:
                     break
-                self._input(time.time(), "cmd", json.dumps(cmd, separators=(",", ":")).encode())
+                self._input(self._now(), "cmd", json.dumps(cmd, separators=(",", ":")).encode())
             engine = self.engine
             assert engine is not None
-            now = time.time()
+            now = self._now()
             dl = engine.next_deadline()
-            if dl is not None and now >= dl:
+            if self._paced and dl is not None and now >= dl:
                 self._input(now, "tick", b"")
             if self._reopen.is_set():
                 self._reopen.clear()
@@ -339,10 +347,18 @@ class Daemon:
             self.notifier.watchdog()
             if time.monotonic() - last_retention > 3600:
                 last_retention = time.monotonic()
-                journal.retention(cfg.journal_retention_days, now=time.time())
+                journal.retention(cfg.journal_retention_days, now=time.time())  # wall time: disk age
         self.notifier.send("STOPPING=1\nSTATUS=draining outputs")
         self._pump()
         return 0
+
+    def _now(self) -> float:
+        if self._replay:
+            if self._data_clock is None:
+                return 0.0
+            t, mono = self._data_clock
+            return t + (time.monotonic() - mono if self._paced else 0.0)
+        return time.time()
 
     def _input(self, t: float, kind: str, data: bytes) -> None:
         journal = self.journal
