@@ -481,6 +481,7 @@ def noisy_triple_sends(draw: st.DrawFn) -> bytes:
 
 @given(noisy_triple_sends())
 def test_a_message_is_never_yielded_twice_whatever_happens_to_its_copies(data: bytes) -> None:
-    frames = [f for f in decode(data)[0] if not isinstance(f, SequenceGap)]
-    seen = [f.seq for f in frames if not isinstance(f, Hello)]
+    # (a copy with a corrupted ENQ leaves its data bytes loose: a 06 among them
+    # reads as an unchecked ACK, which carries no seq and is not counted here)
+    seen = [f.seq for f in decode(data)[0] if f.seq is not None and not isinstance(f, SequenceGap | Hello)]
     assert len(seen) == len(set(seen))
