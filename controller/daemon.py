@@ -38,12 +38,11 @@ import structlog
 
 from controller.config import Config
 from controller.engine import Engine
-from controller.errors import RuntimeFailure
 from controller.events import Event
 from controller.journal import Journal, JournalError
 from controller.rules import load_profile
 from drivers.base import Driver, LinkEvent
-from firmware_protocols.detect import make_decoder
+from firmware_protocols.detect import AutoDecoder, make_decoder
 from firmware_protocols.frames import Frame, Link
 
 log = structlog.get_logger("shoe-controller")
@@ -148,11 +147,13 @@ class Daemon:
             from controller.shoelog import read_header
 
             proto = read_header(dev.file).get("protocol", "shoe-ascii/1")
-        if proto == "auto":
-            raise RuntimeFailure(
-                "device.protocol: auto is decided on the first bytes; set the protocol explicitly for now"
-            )
         return str(proto or "shoe-ascii/1")
+
+    def _make_decoder(self) -> Any:
+        proto = self._protocol()
+        if proto == "auto":
+            return AutoDecoder()
+        return make_decoder(proto)
 
     def _open_driver(self) -> Driver:
         if self._driver is not None:
@@ -188,7 +189,7 @@ class Daemon:
         """A fresh engine, or the latest checkpoint, brought up to date by
         re-feeding the journal's inputs recorded after it."""
         self.engine = self._new_engine()
-        self.decoder = make_decoder(self._protocol())
+        self.decoder = self._make_decoder()
         after = 0
         blob = journal.get_meta(CHECKPOINT_KEY)
         if blob:
@@ -199,7 +200,7 @@ class Daemon:
                 log.warning("ignoring unreadable engine checkpoint", error=str(exc))
                 after = 0
                 self.engine = self._new_engine()
-                self.decoder = make_decoder(self._protocol())
+                self.decoder = self._make_decoder()
         replayed = stored = 0
         for rec in journal.inputs_since(after):
             events = self._apply_input(rec.t, rec.kind, rec.data)
@@ -214,7 +215,10 @@ class Daemon:
         assert engine is not None
         if kind == "rx":
             out: list[Event] = []
+            undecided = isinstance(self.decoder, AutoDecoder) and self.decoder.protocol is None
             frames: list[Frame] = self.decoder.feed(t, data)
+            if undecided and self._live:
+                self._report_detection()
             self.stats.frames += len(frames)
             for frame in frames:
                 out.extend(engine.feed(frame))
@@ -232,6 +236,23 @@ class Daemon:
         if kind == "tick":
             return engine.tick(t)
         return []  # 'tx': bytes we sent; the device's answer tells
+
+    def _report_detection(self) -> None:
+        dec = self.decoder
+        if dec.protocol is not None:
+            log.info("protocol detected", protocol=dec.protocol)
+            self.notifier.send(f"STATUS=device speaks {dec.protocol}")
+        elif dec.held >= 512 and dec.held // 512 != getattr(self, "_warned_at", 0):
+            self._warned_at = dec.held // 512
+            sample = b"".join(d for _, d in dec._pending)[-48:]
+            log.error(
+                "protocol: auto: no known protocol in the bytes read so far "
+                "(shoe-ascii/1, shoe-bin/1, angel-eye/2); check the device, its baud rate, "
+                "or set device.protocol",
+                bytes_held=dec.held,
+                last_bytes=sample.hex(" "),
+            )
+            self.notifier.send("STATUS=waiting: no known protocol detected on the device")
 
     _live = False
     last_reply: dict[str, Any] | None = None

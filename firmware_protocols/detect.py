@@ -76,3 +76,54 @@ def detect(data: bytes) -> str | None:
         if any(not isinstance(f, _UNPROVEN) for f in frames):
             found.append(name)
     return found[0] if len(found) == 1 else None
+
+
+class AutoDecoder:
+    """``protocol: auto``: holds the first reads until :func:`detect` names
+    exactly one protocol, then decodes them, and everything after, with that
+    protocol's decoder. Sans-IO and deterministic like every codec, so a
+    journal re-fed after a crash detects the same protocol at the same read.
+
+    While nothing matches, at most ``limit`` bytes are held (the oldest are
+    dropped and counted as ``undetected``); :attr:`protocol` stays None and
+    :attr:`held` says how many bytes are waiting, for the daemon's message.
+    """
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self.protocol: str | None = None
+        self._inner: FrameDecoder | None = None
+        self._pending: list[tuple[float, bytes]] = []
+        self.held = 0
+        self._own: collections.Counter[str] = collections.Counter()
+
+    @property
+    def stats(self) -> collections.Counter[str]:
+        if self._inner is None:
+            return self._own
+        return self._inner.stats + self._own
+
+    def feed(self, t: float, data: bytes) -> list[Frame]:
+        if self._inner is not None:
+            return self._inner.feed(t, data)
+        self._pending.append((t, bytes(data)))
+        self.held += len(data)
+        name = detect(b"".join(d for _, d in self._pending))
+        if name is None:
+            while self.held > self.limit and len(self._pending) > 1:
+                _, old = self._pending.pop(0)
+                self.held -= len(old)
+                self._own["undetected"] += len(old)
+            return []
+        self.protocol = name
+        self._inner = make_decoder(name)
+        out: list[Frame] = []
+        for t0, chunk in self._pending:
+            out.extend(self._inner.feed(t0, chunk))
+        self._pending = []
+        self.held = 0
+        return out
+
+    def reset(self) -> None:
+        if self._inner is not None:
+            self._inner.reset()

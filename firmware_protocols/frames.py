@@ -97,7 +97,8 @@ class ShuffleOrder:
     cards: tuple[str | None, ...]
 
     def __repr__(self) -> str:  # never leak the order into logs by accident
-        return f"ShuffleOrder(t={self.t!r}, seq={self.seq!r}, index={self.index}, cards=<{len(self.cards)} hidden>)"
+        hidden = f"<{len(self.cards)} hidden>"
+        return f"ShuffleOrder(t={self.t!r}, seq={self.seq!r}, index={self.index}, cards={hidden})"
 
 
 @dataclass(frozen=True, slots=True)
