@@ -21,4 +21,6 @@ def event_schema(event_type: str) -> dict[str, Any]:
 
 def event_types() -> list[str]:
     root = resources.files("controller").joinpath("schemas")
-    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".json") and p.name != "command.json")
+    return sorted(
+        p.name[:-5] for p in root.iterdir() if p.name.endswith(".json") and p.name != "command.json"
+    )

@@ -154,7 +154,7 @@ def test_sequence_gap_holds_cards_until_supervisor_enters_the_lost_ones_and_acce
     assert out[0]["code"] == "SEQUENCE_GAP" and out[0]["action"] == "awaiting_supervisor"
     assert tb.card("QD") == [], "after a gap no card is placed by guesswork"
     tb.result()
-    reply, evs = tb.command(cmd="enter_card", coup=1, card="KH")
+    reply, _ = tb.command(cmd="enter_card", coup=1, card="KH")
     assert reply["ok"]
     res = tb.last("coup.result")
     assert res["player"]["cards"] == ["6S", "KH"] and res["banker"]["cards"] == ["7C", "QD"]

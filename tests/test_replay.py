@@ -44,6 +44,7 @@ def test_whole_8_deck_shoe_in_random_chunks_gives_the_same_events(tmp_path: Path
     want = [dumps(e) for e in replay_events(whole)]
     results = [e for e in map(eval_json, want) if e["type"] == "coup.result"]
     assert len(results) == len(fake.coups) > 60
+
     # A frame is stamped with the read time of the chunk that completed it,
     # so cutting the bytes elsewhere legitimately moves ``ts``; everything
     # else, ids included, must be identical.
