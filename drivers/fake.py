@@ -22,6 +22,45 @@ Three ways to run it:
   real time (the daemon's embedded default device);
 - :func:`serve_pty`: the bytes on a pseudo-terminal, for the real serial
   driver to read (``shoe-controller fake --pty``).
+
+What it sends: ``HELLO`` once (seq 0), then per shoe ``BTN NEWSHOE``, the
+shuffler's ``SHUF`` + ``ORD`` frames if enabled, the exposed first card and
+the burned cards (as many as its value, 10/J/Q/K counting 10), then coups:
+``P1 B1 P2 B2 [P3] [B3]`` and ``BTN RESULT``. ``CUT`` comes just before the
+card at the cut position; the coup that card belongs to is finished and one
+more is dealt, then the next shoe starts. On ``angel-eye/2`` the device is
+an Angel Eye: ``S`` once instead of HELLO, no NEWSHOE/SHUF, every card a
+``D`` placed on its hand (``first``, ``burn``, ``P1``..``B3``), ``G`` with
+the winner and pairs instead of RESULT, every message sent three times.
+
+Faults (probability per frame, per card or per coup; injected only while a
+coup is being dealt, so each is recorded in that coup's ``faults``):
+
+- ``garbage`` (per frame): 1-16 random bytes before the frame, never a
+  frame-start byte, so no good frame is lost;
+- ``badck`` (per frame): the frame's checksum is wrong, so it is lost and
+  the next good frame shows a sequence gap;
+- ``gap`` (per frame): the frame is not sent, its sequence number skipped;
+- ``unread`` (per card): ``CARD XX`` (Angel Eye: error ``unreadable card``
+  then its clearing, no ``D``);
+- ``faceup`` (per card; not on Angel Eye, which cannot say it): flag ``F``;
+- ``wronghand`` (per card; Angel Eye only): the card is placed on the
+  other hand (``P2`` reported as ``B2``);
+- ``extra`` (per coup): one more card from the shoe once the tableau is
+  complete, before RESULT (Angel Eye: on the next free slot, P3, B3 or burn);
+- ``premature`` (per coup that draws): RESULT before the first due third
+  card; the due card(s) follow, then RESULT again;
+- ``jam`` (per coup): ``STAT JAM`` then ``STAT OK`` after the 1st-3rd card
+  (Angel Eye: error ``card pulled back midway`` and its clearing);
+- ``disconnect`` (per coup): the line drops after the 1st-3rd card for two
+  synthetic seconds; 0-2 of the frames that follow are lost;
+- ``foreign`` (per coup): one of the first four cards is not from the shoe:
+  a copy of a card whose every copy is already out if there is one, else a
+  card from deck ``decks + 1`` where the protocol carries the deck, else an
+  extra copy (``how`` in the record says which).
+
+A shoe that runs out mid-coup (only possible with many extra cards) sends
+``STAT EMPTY`` (Angel Eye: error ``draw timeout``) and ends.
 """
 
 from __future__ import annotations
@@ -367,7 +406,8 @@ class FakeShoe:
         one = self._encoder.encode(frame)
         if corrupt:
             one = _corrupt_checksum(self.protocol, one)
-        # Angel Eye sends every message three times with the same sequence.
+        # Angel Eye sends every message three times with the same sequence
+        # (angel_eye.Encoder.encode_repeated, done here so badck hits all three).
         return one * 3 if self.protocol == ANGEL else one
 
     def _garbage(self) -> bytes:

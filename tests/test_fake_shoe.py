@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from drivers.base import LinkEvent
+from drivers.base import Driver, LinkEvent
 from drivers.fake import FAULT_KINDS, Disconnect, FakeDriver, FakeShoe, parse_faults
 from firmware_protocols.frames import (
     Button,
@@ -439,6 +439,7 @@ def test_fake_driver_hands_out_the_stream_with_link_events_for_disconnects() -> 
     opts: dict[str, Any] = {"seed": 2, "shoes": 1, "decks": 1, "cut_card_min": 12, "faults": "disconnect:0.5"}
     expected = [d for _, d in FakeShoe(**opts).stream()]
     driver = FakeDriver(FakeShoe(**opts), cards_per_second=0, synthetic_time=True)
+    assert isinstance(driver, Driver)
     driver.open()
     got: list[bytes] = []
     links: list[bool] = []
