@@ -177,7 +177,7 @@ class Daemon:
             baud = dev.baudrate or (4800 if dev.protocol == "angel-eye/2" else 9600)
             return SerialDriver(dev.port, baud)
         if dev.driver == "usb":
-            from drivers.usb import UsbDriver  # type: ignore[import-not-found,unused-ignore]
+            from drivers.usb import UsbDriver
 
             driver: Driver = UsbDriver(dev.vendor_id, dev.product_id, serial_number=dev.serial_number)
             return driver

@@ -961,6 +961,11 @@ class Engine:
             payload["detail"] = f.text
         self._emit("device.status", f.t, payload)
         coup = self._coup_in_play()
+        if code == "ERROR" and f.text.startswith("unreadable card") and coup is not None:
+            # A shoe that reports an unread card only as an error (Angel Eye
+            # sends no card message for it) still dealt that card: it takes
+            # the next position, so the cards after it stay where they are.
+            self._on_card(Card(f.t, f.seq, None))
         if code in FAULT_CODES:
             if coup is not None:
                 self._fault_coup = coup.number

@@ -516,3 +516,20 @@ def test_new_shoe_and_end_shoe_commands() -> None:
     assert types(out) == ["misdeal", "coup.void", "shoe.ended"]
     reply, out = tb.command(cmd="new_shoe")
     assert types(out) == ["shoe.started"]
+
+
+def test_an_unreadable_card_error_mid_coup_takes_the_next_position_as_unread() -> None:
+    tb = started()
+    tb.cards("6S", "7C")
+    tb.t += 1
+    from firmware_protocols.frames import Status
+
+    tb.feed(Status(tb.t, None, "ERROR", "unreadable card"))
+    assert (tb.last("card")["position"], tb.last("card")["card"]) == ("P2", None)
+    tb.feed(Status(tb.t + 1, None, "OK", "error cleared: unreadable card"))
+    tb.cards("QD")
+    tb.result()
+    tb.command(cmd="enter_card", coup=1, card="KH")
+    res = tb.last("coup.result")
+    assert res["player"]["cards"] == ["6S", "KH"] and res["banker"]["cards"] == ["7C", "QD"]
+    assert res["corrections"] == ["DEVICE_FAULT", "UNREAD_CARD"]
