@@ -332,12 +332,14 @@ class Journal:
         row = db.execute("SELECT seq FROM marks WHERE output = ?", (output,)).fetchone()
         return int(row[0]) if row else 0
 
-    def pending(self, output: str, limit: int = 100) -> list[PendingEvent]:
-        """Up to ``limit`` events after ``output``'s mark, in seq order."""
+    def pending(self, output: str, limit: int = 100, *, after: int = 0) -> list[PendingEvent]:
+        """Up to ``limit`` events after ``output``'s mark (and after seq
+        ``after``: an output with messages in flight asks for what follows
+        them), in seq order."""
         with self._lock, self._guard("reading the outbox"):
             rows = self._db.execute(
                 "SELECT seq, event_id, json, type FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
-                (self._mark(self._db, output), limit),
+                (max(self._mark(self._db, output), after), limit),
             ).fetchall()
         return [PendingEvent(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
 
