@@ -1,0 +1,409 @@
+"""The MQTT connection (SPEC section 5): the one place that talks to the
+broker, after zigbee2mqtt's ``lib/mqtt.ts``.
+
+Owns the paho-mqtt client and everything about it: the Last Will
+(``<prefix>/<table>/status`` = ``offline``, retained) and the retained
+``online`` on every connect, reconnection with capped backoff, TLS and
+password authentication, the event topics, the retained ``shoe/state``,
+``roads`` and ``odds`` topics, and the command topic with its replies.
+
+Delivery is driven by the journal, not by the caller: a sender thread reads
+the outbox after this output's mark and keeps at most ``window`` events in
+flight (QoS 1, never retained). An event counts as delivered only on its
+PUBACK; the mark advances over the contiguous acknowledged prefix, so after
+a crash nothing unacknowledged is skipped (some acknowledged events may go
+out twice: consumers de-duplicate on ``event_id``). While the broker is
+away nothing blocks: events wait in the journal and go out in order when it
+returns.
+
+Ordering across a reconnect: paho re-sends its unacknowledged messages
+after CONNACK, in their original order; new events are held back until
+those are acknowledged, so nothing published after the reconnect can
+overtake them.
+
+Threads: paho's network thread runs the callbacks, which only record facts
+(acks, connection state) and wake the sender; the sender thread alone
+publishes events and touches the bookkeeping. paho calls ``on_publish``
+with its own message lock held, so a callback must never wait on a lock
+the sender holds while it calls ``publish``; this design has none.
+
+Commands arriving on ``<prefix>/<table>/cmd`` are parsed strictly
+(``controller.commands_schema``); a bad one gets an error reply at once and
+changes nothing, a valid one goes to ``on_command`` (called on the network
+thread: it should only enqueue), whose owner later calls ``reply``.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
+from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
+
+from controller.commands_schema import CommandError, error_reply, parse_command
+from controller.config import MqttConfig
+from controller.journal import Journal, JournalError
+
+log = logging.getLogger(__name__)
+
+CommandHandler = Callable[[dict[str, Any]], None]
+
+
+def event_topic(prefix: str, table: str, event_type: str) -> str:
+    """``coup.result`` -> ``baccarat/T01/coup/result``."""
+    return f"{prefix}/{table}/{event_type.replace('.', '/')}"
+
+
+class MqttOutput:
+    """Publishes the journal's events to an MQTT broker and takes supervisor
+    commands from it. ``start()`` connects in the background and returns at
+    once; the broker may come and go at any time."""
+
+    def __init__(
+        self,
+        cfg: MqttConfig,
+        table: str,
+        journal: Journal,
+        *,
+        on_command: CommandHandler | None = None,
+        name: str = "mqtt",
+        window: int = 20,
+        poll_interval: float = 0.5,
+        reconnect_delay: tuple[float, float] = (1.0, 30.0),
+        retry_delay: float = 5.0,
+        keepalive: int = 30,
+    ) -> None:
+        self.name = name
+        self.table = table
+        self._cfg = cfg
+        self._journal = journal
+        self._on_command = on_command
+        self._window = window
+        self._poll = poll_interval
+        self._retry_delay = retry_delay
+        prefix = cfg.topic_prefix
+        self.topic_status = f"{prefix}/{table}/status"
+        self.topic_state = f"{prefix}/{table}/shoe/state"
+        self.topic_roads = f"{prefix}/{table}/roads"
+        self.topic_odds = f"{prefix}/{table}/odds"
+        self.topic_cmd = f"{prefix}/{table}/cmd"
+        self.topic_reply = f"{prefix}/{table}/cmd/reply"
+
+        # Written by callbacks (network thread), read by the sender.
+        self._acks: collections.deque[tuple[int, bool, str]] = collections.deque()
+        self._wake = threading.Event()
+        self._connected = threading.Event()
+        self._subscribed = threading.Event()  # the broker confirmed the cmd subscription
+        self._reconnected = False
+        self._stopping = False
+        self._draining = False
+
+        # Sender-thread bookkeeping.
+        self._inflight: collections.OrderedDict[int, int] = collections.OrderedDict()  # seq -> mid
+        self._mid_seq: dict[int, int] = {}
+        self._acked: set[int] = set()
+        self._sent_through = 0
+        self._mark = journal.mark(name)
+        self._hold_until = 0.0  # after a refused publish: pause, then resend from the mark
+        self._state: dict[str, Any] | None = None
+        self._state_dirty = False
+        self._state_lock = threading.Lock()
+        self._last_error = ""
+
+        self._client = self._make_client(keepalive)
+        self._client.reconnect_delay_set(
+            min_delay=max(1, round(reconnect_delay[0])), max_delay=round(reconnect_delay[1])
+        )
+        self._sender: threading.Thread | None = None
+        self._keepalive = keepalive
+
+    # --- set-up ---------------------------------------------------------
+
+    def _make_client(self, keepalive: int) -> mqtt.Client:
+        cfg = self._cfg
+        v5 = cfg.protocol == "5"
+        client = mqtt.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2,
+            client_id=cfg.client_id or f"shoe-{self.table}",
+            protocol=mqtt.MQTTv5 if v5 else mqtt.MQTTv311,
+            # A clean session: a command sent while we were away must not be
+            # acted on minutes later; the supervisor sees no reply and retries.
+            clean_session=None if v5 else True,
+        )
+        client.will_set(self.topic_status, "offline", qos=1, retain=True)
+        if cfg.username is not None:
+            client.username_pw_set(cfg.username, cfg.password())
+        if cfg.tls is not None:
+            client.tls_set(ca_certs=cfg.tls.ca_file, certfile=cfg.tls.cert_file, keyfile=cfg.tls.key_file)
+        # The window on events is ours (``window``); paho's own limit would
+        # also count status, state and replies and could hold an event back.
+        client.max_inflight_messages_set(0)
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_publish = self._on_publish
+        client.on_message = self._on_message
+        client.on_connect_fail = self._on_connect_fail
+        client.on_subscribe = self._on_subscribe
+        return client
+
+    def start(self) -> None:
+        """Connect in the background (retrying with backoff) and start the
+        sender. Never blocks on the broker."""
+        cfg = self._cfg
+        if cfg.protocol == "5":
+            self._client.connect_async(cfg.host, cfg.port, keepalive=self._keepalive, clean_start=True)
+        else:
+            self._client.connect_async(cfg.host, cfg.port, keepalive=self._keepalive)
+        self._client.loop_start()
+        self._sender = threading.Thread(target=self._send_loop, name=f"mqtt-sender-{self.table}", daemon=True)
+        self._sender.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop sending, give what is in flight up to ``timeout`` to be
+        acknowledged (so the next start does not send it again), say
+        ``offline`` (retained) and disconnect. Anything unacknowledged stays
+        undelivered in the journal for the next start."""
+        self._draining = True
+        deadline = time.monotonic() + timeout
+        while self._inflight and self._connected.is_set() and time.monotonic() < deadline:
+            self._wake.set()
+            time.sleep(0.02)
+        self._stopping = True
+        self._wake.set()
+        if self._sender is not None:
+            self._sender.join(timeout)
+            self._settle_acks()  # the sender is gone: record the last acks here
+        if self._connected.is_set():
+            info = self._client.publish(self.topic_status, "offline", qos=1, retain=True)
+            try:
+                info.wait_for_publish(timeout)
+            except (RuntimeError, ValueError) as exc:
+                log.warning("mqtt: could not say offline before stopping: %s", exc)
+        self._client.disconnect()
+        self._client.loop_stop()
+
+    close = stop
+
+    # --- what the daemon calls ------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    @property
+    def ready(self) -> bool:
+        """Connected, and the broker has confirmed the command subscription."""
+        return self._connected.is_set() and self._subscribed.is_set()
+
+    @property
+    def last_error(self) -> str:
+        """The latest connection problem, for status and metrics."""
+        return self._last_error
+
+    def notify(self) -> None:
+        """New events are in the journal: send them now rather than at the
+        next poll."""
+        self._wake.set()
+
+    def pump(self) -> int:
+        """The sender thread delivers on its own; pumping only wakes it."""
+        self._wake.set()
+        return 0
+
+    def backlog(self) -> int:
+        return self._journal.backlog(self.name)
+
+    def publish_state(self, snapshot: dict[str, Any]) -> None:
+        """Set the retained ``shoe/state``; only the latest snapshot is sent,
+        and it is sent again after every reconnect."""
+        with self._state_lock:
+            self._state = snapshot
+            self._state_dirty = True
+        self._wake.set()
+
+    def reply(self, reply: dict[str, Any]) -> None:
+        """Answer a command on ``cmd/reply`` (QoS 1). Replies are not
+        journalled: a supervisor who gets none asks again."""
+        self._client.publish(self.topic_reply, json.dumps(reply, separators=(",", ":")), qos=1)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Until every journalled event is acknowledged (for replay and
+        tests); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._journal.backlog(self.name) == 0:
+                return True
+            self._wake.set()
+            time.sleep(0.05)
+        return False
+
+    # --- paho callbacks (network thread: record and wake, nothing more) ---
+
+    def _on_connect(
+        self, client: mqtt.Client, userdata: Any, flags: Any, rc: ReasonCode, properties: Properties | None
+    ) -> None:
+        if rc.is_failure:
+            self._last_error = f"broker refused the connection: {rc}"
+            log.error("mqtt %s:%s: %s", self._cfg.host, self._cfg.port, self._last_error)
+            return
+        self._last_error = ""
+        log.info("mqtt: connected to %s:%s", self._cfg.host, self._cfg.port)
+        client.subscribe(self.topic_cmd, qos=1)
+        client.publish(self.topic_status, "online", qos=1, retain=True)
+        with self._state_lock:
+            self._state_dirty = self._state is not None
+        self._connected.set()
+        self._wake.set()
+
+    def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
+        self._last_error = f"cannot connect to {self._cfg.host}:{self._cfg.port}"
+        log.warning("mqtt: %s; retrying with backoff", self._last_error)
+
+    def _on_disconnect(
+        self, client: mqtt.Client, userdata: Any, flags: Any, rc: ReasonCode, properties: Properties | None
+    ) -> None:
+        self._connected.clear()
+        self._subscribed.clear()
+        self._reconnected = True
+        if not self._stopping:
+            self._last_error = f"disconnected: {rc}"
+            log.warning("mqtt: %s; events wait in the journal", self._last_error)
+
+    def _on_subscribe(
+        self,
+        client: mqtt.Client,
+        userdata: Any,
+        mid: int,
+        rcs: list[ReasonCode],
+        properties: Properties | None,
+    ) -> None:
+        if any(rc.is_failure for rc in rcs):
+            self._last_error = f"broker refused the subscription to {self.topic_cmd}: {rcs[0]}"
+            log.error("mqtt: %s; no commands will arrive", self._last_error)
+        else:
+            self._subscribed.set()
+
+    def _on_publish(
+        self, client: mqtt.Client, userdata: Any, mid: int, rc: ReasonCode, properties: Properties | None
+    ) -> None:
+        self._acks.append((mid, not rc.is_failure, str(rc)))
+        self._wake.set()
+
+    def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        if message.topic != self.topic_cmd:
+            return
+        payload = bytes(message.payload)
+        if message.retain:
+            # A retained command would be re-run on every reconnect.
+            self.reply(
+                {"id": None, "ok": False, "error": "retained commands are refused; publish without retain"}
+            )
+            return
+        try:
+            cmd = parse_command(payload)
+        except CommandError as exc:
+            log.warning("mqtt: refused command: %s", exc)
+            self.reply(error_reply(exc, payload))
+            return
+        if self._on_command is None:
+            self.reply({"id": cmd["id"], "ok": False, "error": "this controller takes no commands"})
+            return
+        self._on_command(cmd)
+
+    # --- the sender thread ----------------------------------------------
+
+    def _send_loop(self) -> None:
+        while not self._stopping:
+            self._wake.wait(self._poll)
+            self._wake.clear()
+            if self._stopping:
+                break
+            try:
+                self._settle_acks()
+                if self._connected.is_set():
+                    self._send_state()
+                    self._fill()
+            except JournalError as exc:
+                log.error("mqtt: %s", exc)
+                time.sleep(self._poll)
+            except Exception:  # keep delivering whatever one bad event did
+                log.exception("mqtt: sender error")
+                time.sleep(self._poll)
+
+    def _settle_acks(self) -> None:
+        refused = False
+        while self._acks:
+            mid, ok, why = self._acks.popleft()
+            seq = self._mid_seq.pop(mid, None)
+            if seq is None:
+                continue  # status, state, replies: not tracked
+            if ok:
+                self._acked.add(seq)
+            else:
+                refused = True
+                log.error("mqtt: broker refused event seq %s (%s); resending from the mark later", seq, why)
+                self._inflight.pop(seq, None)
+        mark = self._mark
+        while self._inflight:
+            seq = next(iter(self._inflight))
+            if seq not in self._acked:
+                break
+            self._inflight.popitem(last=False)
+            self._acked.discard(seq)
+            mark = seq
+        if mark > self._mark:
+            self._journal.mark_delivered(self.name, mark)
+            self._mark = mark
+        if refused:
+            self._hold_until = time.monotonic() + self._retry_delay
+        if not self._inflight:
+            self._reconnected = False
+            if self._hold_until:
+                # Everything sent is settled: start again after the mark.
+                self._sent_through = self._mark
+                self._acked.clear()
+
+    def _fill(self) -> None:
+        if self._draining:
+            return
+        if self._hold_until:
+            if time.monotonic() < self._hold_until or self._inflight:
+                return
+            self._hold_until = 0.0
+        if self._reconnected and self._inflight:
+            return  # paho is re-sending older events; let them land first
+        room = self._window - len(self._inflight)
+        if room <= 0:
+            return
+        prefix = self._cfg.topic_prefix
+        for p in self._journal.pending(self.name, room, after=self._sent_through):
+            # `roads` has the same topic as its retained copy: one retained
+            # publish serves as both, rather than every subscriber getting it twice.
+            retain = p.type == "roads"
+            info = self._client.publish(event_topic(prefix, self.table, p.type), p.json, qos=1, retain=retain)
+            if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
+                log.warning(
+                    "mqtt: publish of seq %s not queued (%s); retrying", p.seq, mqtt.error_string(info.rc)
+                )
+                return
+            self._inflight[p.seq] = info.mid
+            self._mid_seq[info.mid] = p.seq
+            self._sent_through = p.seq
+            if p.type == "odds.update":
+                self._client.publish(self.topic_odds, p.json, qos=1, retain=True)
+
+    def _send_state(self) -> None:
+        with self._state_lock:
+            if not self._state_dirty or self._state is None:
+                return
+            state = self._state
+            self._state_dirty = False
+        self._client.publish(self.topic_state, json.dumps(state, separators=(",", ":")), qos=1, retain=True)

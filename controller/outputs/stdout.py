@@ -1,0 +1,38 @@
+"""JSON lines on standard output: one event per line, exactly as stored in
+the journal, flushed after every batch."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from controller.journal import Journal
+
+
+class StdoutOutput:
+    """Writes the journal's outbox to a text stream (standard output by
+    default); an event counts as delivered once the stream is flushed."""
+
+    def __init__(
+        self, journal: Journal, *, stream: TextIO | None = None, name: str = "stdout", batch: int = 500
+    ) -> None:
+        self.name = name
+        self._journal = journal
+        self._stream = stream if stream is not None else sys.stdout
+        self._batch = batch
+
+    def pump(self) -> int:
+        """Write everything pending; returns how many events were written.
+        A broken pipe propagates: the reader has gone and the caller decides."""
+        written = 0
+        while True:
+            pending = self._journal.pending(self.name, self._batch)
+            if not pending:
+                return written
+            self._stream.write("".join(p.json + "\n" for p in pending))
+            self._stream.flush()
+            self._journal.mark_delivered(self.name, pending[-1].seq)
+            written += len(pending)
+
+    def close(self) -> None:
+        self._stream.flush()

@@ -1,0 +1,323 @@
+"""Shared fixtures: a real mosquitto broker per test that needs one (on a
+free loopback port, with its own config, nothing from the machine's own
+broker), an MQTT subscriber that records what it receives, and throwaway
+TLS certificates made with the ``openssl`` command.
+
+Without the mosquitto binary the MQTT tests are skipped on a developer's
+machine and fail in CI (``CI`` set), where a skipped broker test would hide
+a broken outbox.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.reasoncodes import ReasonCode
+
+
+def need_tool(name: str, *extra_paths: str) -> str:
+    """The path of a command-line tool the tests need; skip (or, in CI,
+    fail) when it is missing."""
+    for candidate in extra_paths:
+        if os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which(name)
+    if found:
+        return found
+    message = f"{name} is not installed (make deps-system installs it)"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message}; CI must run every test", pytrace=False)
+    pytest.skip(message)
+
+
+def eventually(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
+    """Poll ``predicate`` until it holds (True) or ``timeout`` passes (False).
+    Tests assert outcomes, never how long they took."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Broker:
+    """A mosquitto process on 127.0.0.1:``port``; ``stop()`` and ``start()``
+    take it away and bring it back on the same port (outage tests)."""
+
+    binary: str
+    directory: Path
+    port: int
+    config: Path
+    host: str = "127.0.0.1"
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log(self) -> str:
+        path = self.directory / "mosquitto.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def start(self) -> None:
+        assert self.proc is None, "broker already running"
+        out = open(self.directory / "mosquitto.stdout", "ab")  # noqa: SIM115 - owned by the process
+        self.proc = subprocess.Popen(
+            [self.binary, "-c", str(self.config)], stdout=out, stderr=subprocess.STDOUT
+        )
+        out.close()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                stdout = (self.directory / "mosquitto.stdout").read_text(errors="replace")
+                self.proc = None
+                raise RuntimeError(f"mosquitto exited at start:\n{stdout}\n{self.log}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"mosquitto did not listen on {self.port}:\n{self.log}")
+
+    def stop(self) -> None:
+        """Graceful stop (SIGTERM): mosquitto saves its persistence file."""
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+BrokerFactory = Callable[..., Broker]
+
+
+@pytest.fixture(scope="session")
+def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerFactory]:
+    """Factory: ``mosquitto()`` starts a fresh broker and returns it.
+
+    Keyword options: ``persistence`` (keep sessions and retained messages
+    across ``stop()``/``start()``), ``config`` (a whole config text instead
+    of the default anonymous listener; ``@PORT@`` and ``@DIR@`` are
+    replaced). Every broker is killed at the end of the session.
+    """
+    binary = need_tool("mosquitto", "/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto")
+    brokers: list[Broker] = []
+
+    def make(*, persistence: bool = False, config: str | None = None) -> Broker:
+        directory = tmp_path_factory.mktemp("mosquitto")
+        port = free_port()
+        if config is None:
+            config = "listener @PORT@ 127.0.0.1\nallow_anonymous true\n"
+        lines = [
+            config.replace("@PORT@", str(port)).replace("@DIR@", str(directory)),
+            f"persistence {'true' if persistence else 'false'}",
+            f"persistence_location {directory}/",
+            f"log_dest file {directory}/mosquitto.log",
+            "log_type all",
+            # mosquitto started as root drops to the 'mosquitto' user unless
+            # told otherwise, and that user cannot read pytest's temp dirs.
+            f"user {getpass.getuser()}",
+        ]
+        path = directory / "mosquitto.conf"
+        path.write_text("\n".join(lines) + "\n")
+        broker = Broker(binary=binary, directory=directory, port=port, config=path)
+        brokers.append(broker)
+        broker.start()
+        return broker
+
+    yield make
+    for broker in brokers:
+        broker.kill()
+
+
+@dataclass
+class Received:
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool
+
+    @property
+    def text(self) -> str:
+        return self.payload.decode()
+
+
+@dataclass
+class Subscriber:
+    """An MQTT client that records every message on its subscriptions."""
+
+    client: mqtt.Client
+    messages: list[Received] = field(default_factory=list)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def on(self, topic: str) -> list[Received]:
+        with self.lock:
+            return [m for m in self.messages if m.topic == topic]
+
+    def wait_for(self, predicate: Callable[[list[Received]], bool], timeout: float = 15.0) -> bool:
+        def check() -> bool:
+            with self.lock:
+                return predicate(list(self.messages))
+
+        return eventually(check, timeout)
+
+    def publish(self, topic: str, payload: str | bytes, qos: int = 1, retain: bool = False) -> None:
+        self.client.publish(topic, payload, qos=qos, retain=retain).wait_for_publish(10)
+
+    def stop(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def mqtt_client(
+    broker: Broker,
+    *,
+    client_id: str = "",
+    clean: bool = True,
+    username: str | None = None,
+    password: str | None = None,
+    ca_file: str | None = None,
+    host: str | None = None,
+) -> tuple[mqtt.Client, ReasonCode | None]:
+    """A connected, looping paho client; returns it with the CONNACK reason
+    (a refused client is returned not connected)."""
+    client = mqtt.Client(
+        callback_api_version=CallbackAPIVersion.VERSION2,
+        client_id=client_id,
+        clean_session=clean,
+        protocol=mqtt.MQTTv311,
+    )
+    if username is not None:
+        client.username_pw_set(username, password)
+    if ca_file is not None:
+        client.tls_set(ca_certs=ca_file)
+    connack: list[Any] = []
+    done = threading.Event()
+
+    def on_connect(c: mqtt.Client, u: Any, flags: Any, rc: ReasonCode, props: Any) -> None:
+        connack.append(rc)
+        done.set()
+
+    client.on_connect = on_connect
+    client.connect(host or broker.host, broker.port, keepalive=30)
+    client.loop_start()
+    if not done.wait(10):
+        client.loop_stop()
+        raise RuntimeError("no CONNACK from the broker")
+    if connack[0].is_failure:
+        client.loop_stop()
+        client.disconnect()
+    return client, connack[0]
+
+
+@pytest.fixture
+def subscriber() -> Iterator[Callable[..., Subscriber]]:
+    """Factory: ``subscriber(broker, ["baccarat/T01/#"], **client_options)``
+    returns once the broker has acknowledged the subscriptions (QoS 1)."""
+    made: list[Subscriber] = []
+
+    def make(broker: Broker, topics: list[str], **options: Any) -> Subscriber:
+        client, rc = mqtt_client(broker, **options)
+        if rc is not None and rc.is_failure:
+            raise RuntimeError(f"subscriber refused: {rc}")
+        sub = Subscriber(client)
+        subscribed = threading.Event()
+
+        def on_message(c: mqtt.Client, u: Any, msg: mqtt.MQTTMessage) -> None:
+            with sub.lock:
+                sub.messages.append(Received(msg.topic, bytes(msg.payload), msg.qos, bool(msg.retain)))
+
+        def on_subscribe(c: mqtt.Client, u: Any, mid: int, codes: Any, props: Any) -> None:
+            subscribed.set()
+
+        def on_connect(c: mqtt.Client, u: Any, flags: Any, rc: ReasonCode, props: Any) -> None:
+            # After a broker restart: subscribe again (harmless with a kept session).
+            c.subscribe([(t, 1) for t in topics])
+
+        client.on_message = on_message
+        client.on_subscribe = on_subscribe
+        client.on_connect = on_connect
+        client.reconnect_delay_set(1, 2)
+        client.subscribe([(t, 1) for t in topics])
+        if not subscribed.wait(10):
+            raise RuntimeError("no SUBACK from the broker")
+        made.append(sub)
+        return sub
+
+    yield make
+    for sub in made:
+        sub.stop()
+
+
+@dataclass
+class Certs:
+    """A throwaway CA, a server certificate for localhost/127.0.0.1 and a
+    client certificate, all signed by the CA; keys are mode 0600."""
+
+    directory: Path
+
+    def path(self, name: str) -> str:
+        return str(self.directory / name)
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    openssl = need_tool("openssl")
+    d = tmp_path_factory.mktemp("certs")
+
+    def run(*args: str) -> None:
+        subprocess.run([openssl, *args], cwd=d, check=True, capture_output=True)
+
+    key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run(
+        "req",
+        "-x509",
+        *key,
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=shoe-controller test CA",
+    )
+    (d / "server.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    for name, cn in (("server", "localhost"), ("client", "shoe-T01")):
+        run("req", *key, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}")
+        extra = ["-extfile", "server.ext"] if name == "server" else []
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{name}.crt", "-days", "2", *extra)  # fmt: skip
+    for k in ("ca.key", "server.key", "client.key"):
+        (d / k).chmod(0o600)
+    return Certs(d)

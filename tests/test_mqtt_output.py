@@ -1,0 +1,610 @@
+"""The MQTT contract (SPEC section 5) against a real mosquitto: topics,
+QoS 1, retained status / state / roads / odds, the Last Will, delivery only
+on PUBACK with nothing lost or reordered across a broker outage, commands
+and their replies, TLS, and the shipped broker config's ACL."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.config import MqttConfig
+from controller.journal import Journal
+from controller.outputs.mqtt import MqttOutput, event_topic
+from tests.conftest import (
+    Broker,
+    BrokerFactory,
+    Certs,
+    Received,
+    Subscriber,
+    eventually,
+    mqtt_client,
+    need_tool,
+)
+
+pytestmark = pytest.mark.mqtt
+
+REPO = Path(__file__).resolve().parent.parent
+TABLE = "T01"
+PREFIX = "baccarat/T01"
+SubscriberFactory = Callable[..., Subscriber]
+
+
+def event(seq: int, type_: str = "card", **payload: Any) -> dict[str, Any]:
+    ev: dict[str, Any] = {
+        "v": 1,
+        "type": type_,
+        "event_id": f"T01/20261122T065611Z/{seq}",
+        "table": TABLE,
+        "shoe": "20261122T065611Z",
+        "seq": seq,
+        "ts": "2026-11-22T06:56:11.125Z",
+    }
+    ev.update(payload)
+    return ev
+
+
+def cards(first: int, last: int) -> list[dict[str, Any]]:
+    return [event(seq, "card", coup=1, position="P1", card="QS") for seq in range(first, last + 1)]
+
+
+def seqs_of(messages: list[Received]) -> list[int]:
+    """Event seqs in arrival order (status, state and retained copies excluded)."""
+    out = []
+    for m in messages:
+        if m.topic.endswith(("/status", "/shoe/state", "/odds")) or "/cmd" in m.topic:
+            continue
+        out.append(json.loads(m.payload)["seq"])
+    return out
+
+
+def first_seen(values: list[int]) -> list[int]:
+    """Values in order of first arrival (at-least-once: a resend may repeat one)."""
+    return list(dict.fromkeys(values))
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> Journal:
+    return Journal(tmp_path / "journal.sqlite3")
+
+
+@pytest.fixture
+def start_output(journal: Journal) -> Iterator[Callable[..., MqttOutput]]:
+    """Factory: an MqttOutput on ``broker``, started; stopped after the test."""
+    started: list[MqttOutput] = []
+
+    def start(broker: Broker, *, on_command: Any = None, **cfg: Any) -> MqttOutput:
+        config = MqttConfig.model_validate({"host": broker.host, "port": broker.port, **cfg})
+        out = MqttOutput(config, TABLE, journal, on_command=on_command, poll_interval=0.1)
+        out.start()
+        started.append(out)
+        return out
+
+    yield start
+    for out in started:
+        out.stop(timeout=2)
+
+
+def wait_delivered(out: MqttOutput) -> None:
+    assert out.wait_idle(20), f"backlog {out.backlog()} not delivered"
+
+
+# --- events ------------------------------------------------------------------
+
+
+def test_events_go_out_in_order_with_qos_1_unretained_on_their_type_topics(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+) -> None:
+    broker = mosquitto()
+    sub = subscriber(broker, [f"{PREFIX}/#"])
+    journal.append_events(
+        [
+            event(1, "shoe.started", decks=8, profile="punto_banco", shuffle_commit=None),
+            *cards(2, 5),
+            event(6, "coup.result", coup=1, winner="banker"),
+            event(7, "security.alert", code="FOREIGN_CARD", detail="", coup=1),
+        ]
+    )
+    out = start_output(broker)
+    wait_delivered(out)
+    assert sub.wait_for(lambda ms: len(seqs_of(ms)) >= 7)
+    events = [m for m in sub.messages if m.topic != f"{PREFIX}/status"]
+    assert [m.topic for m in events] == [
+        f"{PREFIX}/shoe/started",
+        *[f"{PREFIX}/card"] * 4,
+        f"{PREFIX}/coup/result",
+        f"{PREFIX}/security/alert",
+    ]
+    assert seqs_of(events) == list(range(1, 8))
+    assert all(m.qos == 1 and not m.retain for m in events)
+    assert json.loads(events[5].payload) == event(6, "coup.result", coup=1, winner="banker")
+    assert journal.mark("mqtt") == 7
+
+
+def test_event_topic_replaces_dots_with_levels() -> None:
+    assert event_topic("baccarat", "T01", "coup.result") == "baccarat/T01/coup/result"
+    assert event_topic("casino/floor2", "T9", "card") == "casino/floor2/T9/card"
+
+
+def test_events_appended_while_running_are_sent_after_the_earlier_ones(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+) -> None:
+    broker = mosquitto()
+    sub = subscriber(broker, [f"{PREFIX}/card"])
+    out = start_output(broker)
+    for first in range(1, 200, 20):  # more than the in-flight window
+        journal.append_events(cards(first, first + 19))
+        out.notify()
+    wait_delivered(out)
+    assert sub.wait_for(lambda ms: len(first_seen(seqs_of(ms))) >= 200)
+    assert first_seen(seqs_of(sub.messages)) == list(range(1, 201))
+
+
+def test_a_restarted_output_resumes_after_its_mark_without_resending(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+) -> None:
+    broker = mosquitto()
+    journal.append_events(cards(1, 5))
+    first = start_output(broker)
+    wait_delivered(first)
+    first.stop()
+    sub = subscriber(broker, [f"{PREFIX}/card"])
+    journal.append_events(cards(6, 8))
+    wait_delivered(start_output(broker))
+    assert sub.wait_for(lambda ms: len(ms) >= 3)
+    assert seqs_of(sub.messages) == [6, 7, 8]
+
+
+def test_events_wait_in_the_journal_while_the_broker_is_away_and_none_are_lost(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+) -> None:
+    # The broker keeps the subscriber's session across its restart, so what
+    # the subscriber receives is exactly what the publisher delivered.
+    broker = mosquitto(persistence=True)
+    sub = subscriber(broker, [f"{PREFIX}/card"], client_id="outage-watcher", clean=False)
+    out = start_output(broker)
+    journal.append_events(cards(1, 10))
+    wait_delivered(out)
+
+    broker.stop()
+    journal.append_events(cards(11, 60))  # dealing goes on: nothing blocks
+    out.notify()
+    assert out.backlog() > 0 and journal.last_seq() == 60
+
+    broker.start()
+    wait_delivered(out)
+    assert sub.wait_for(lambda ms: set(seqs_of(ms)) >= set(range(1, 61)), timeout=30)
+    assert first_seen(seqs_of(sub.messages)) == list(range(1, 61))
+    assert journal.mark("mqtt") == 60
+
+
+# --- retained topics and availability -----------------------------------------
+
+
+def test_status_is_retained_online_and_the_last_will_says_offline_when_the_publisher_is_killed(
+    mosquitto: BrokerFactory, subscriber: SubscriberFactory, tmp_path: Path
+) -> None:
+    broker = mosquitto()
+    cfg = json.dumps({"host": broker.host, "port": broker.port})
+    publisher = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "tests" / "support" / "mqtt_publisher.py"),
+            str(tmp_path / "j.sqlite3"),
+            TABLE,
+            cfg,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert publisher.stdout is not None and publisher.stdout.readline().strip() == "connected"
+        late = subscriber(broker, [f"{PREFIX}/status"])
+        assert late.wait_for(lambda ms: any(m.text == "online" for m in ms))
+        assert [(m.text, m.retain, m.qos) for m in late.messages] == [("online", True, 1)]
+
+        publisher.send_signal(signal.SIGKILL)
+        publisher.wait()
+        assert late.wait_for(lambda ms: any(m.text == "offline" for m in ms))
+        later = subscriber(broker, [f"{PREFIX}/status"])
+        assert later.wait_for(lambda ms: len(ms) > 0)
+        assert [(m.text, m.retain) for m in later.messages] == [("offline", True)]
+    finally:
+        publisher.kill()
+        publisher.wait()
+
+
+def test_clean_stop_leaves_status_offline(
+    mosquitto: BrokerFactory, subscriber: SubscriberFactory, start_output: Callable[..., MqttOutput]
+) -> None:
+    broker = mosquitto()
+    out = start_output(broker)
+    sub = subscriber(broker, [f"{PREFIX}/status"])
+    assert sub.wait_for(lambda ms: any(m.text == "online" for m in ms))
+    out.stop()
+    assert sub.wait_for(lambda ms: ms[-1].text == "offline")
+
+
+def test_shoe_state_is_retained_and_only_the_latest_counts(
+    mosquitto: BrokerFactory, subscriber: SubscriberFactory, start_output: Callable[..., MqttOutput]
+) -> None:
+    broker = mosquitto()
+    out = start_output(broker)
+    watcher = subscriber(broker, [f"{PREFIX}/shoe/state"])
+    out.publish_state({"table": TABLE, "shoe": "S1", "coup": 1, "cards_left": 410})
+    assert watcher.wait_for(lambda ms: len(ms) >= 1)
+    out.publish_state({"table": TABLE, "shoe": "S1", "coup": 2, "cards_left": 405})
+    assert watcher.wait_for(lambda ms: any(json.loads(m.payload)["coup"] == 2 for m in ms))
+    late = subscriber(broker, [f"{PREFIX}/shoe/state"])
+    assert late.wait_for(lambda ms: len(ms) >= 1)
+    assert [(json.loads(m.payload)["coup"], m.retain) for m in late.messages] == [(2, True)]
+
+
+def test_roads_and_odds_are_retained_and_also_sent_as_events(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+) -> None:
+    broker = mosquitto()
+    live = subscriber(broker, [f"{PREFIX}/#"])
+    roads = event(
+        1, "roads", bead_plate=[["B"]], big_road=[["B"]], big_eye_boy=[], small_road=[], cockroach_pig=[]
+    )
+    odds = event(2, "odds.update", coup=2, cards_left=410, bets={}, view="shoe")
+    journal.append_events([roads, odds])
+    wait_delivered(start_output(broker))
+    assert live.wait_for(
+        lambda ms: {m.topic for m in ms} >= {f"{PREFIX}/roads", f"{PREFIX}/odds/update", f"{PREFIX}/odds"}
+    )
+    # roads' event topic is its retained topic: one message, not two.
+    assert len(live.on(f"{PREFIX}/roads")) == 1
+    assert [json.loads(m.payload) for m in live.on(f"{PREFIX}/odds/update")] == [odds]
+
+    late = subscriber(broker, [f"{PREFIX}/roads", f"{PREFIX}/odds", f"{PREFIX}/odds/update"])
+    assert late.wait_for(lambda ms: len(ms) >= 2)
+    retained = {m.topic: json.loads(m.payload) for m in late.messages if m.retain}
+    assert retained == {f"{PREFIX}/roads": roads, f"{PREFIX}/odds": odds}
+    assert late.on(f"{PREFIX}/odds/update") == []  # the event itself is not retained
+
+
+# --- commands ------------------------------------------------------------------
+
+
+def replies(sub: Subscriber) -> list[dict[str, Any]]:
+    return [json.loads(m.payload) for m in sub.on(f"{PREFIX}/cmd/reply")]
+
+
+def test_a_valid_command_reaches_the_handler_and_its_reply_goes_to_cmd_reply(
+    mosquitto: BrokerFactory, subscriber: SubscriberFactory, start_output: Callable[..., MqttOutput]
+) -> None:
+    broker = mosquitto()
+    received: list[dict[str, Any]] = []
+    holder: list[MqttOutput] = []
+
+    def handler(cmd: dict[str, Any]) -> None:
+        received.append(cmd)
+        holder[0].reply({"id": cmd["id"], "ok": True, "error": None})
+
+    holder.append(start_output(broker, on_command=handler))
+    supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
+    assert eventually(lambda: holder[0].ready)
+    supervisor.publish(
+        f"{PREFIX}/cmd", json.dumps({"id": "c1", "cmd": "void", "coup": 4, "reason": "dealer error"})
+    )
+    assert supervisor.wait_for(lambda ms: len(ms) >= 1)
+    assert received == [{"id": "c1", "cmd": "void", "coup": 4, "reason": "dealer error"}]
+    assert replies(supervisor) == [{"id": "c1", "ok": True, "error": None}]
+
+
+@pytest.mark.parametrize(
+    ("payload", "error"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b'{"id": "c2", "cmd": "shuffle"}', "unknown cmd 'shuffle'"),
+        (b'{"id": "c3", "cmd": "enter_card", "coup": 2}', "enter_card: missing 'card'"),
+    ],
+)
+def test_a_malformed_command_gets_an_error_reply_and_changes_nothing(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    start_output: Callable[..., MqttOutput],
+    payload: bytes,
+    error: str,
+) -> None:
+    broker = mosquitto()
+    received: list[dict[str, Any]] = []
+    out = start_output(broker, on_command=received.append)
+    assert eventually(lambda: out.ready)
+    supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
+    supervisor.publish(f"{PREFIX}/cmd", payload)
+    assert supervisor.wait_for(lambda ms: len(ms) >= 1)
+    (reply,) = replies(supervisor)
+    assert reply["ok"] is False and error in reply["error"]
+    assert reply["id"] == (None if payload.startswith(b"{not") else json.loads(payload)["id"])
+    assert received == []
+
+
+def test_a_retained_command_is_refused(
+    mosquitto: BrokerFactory, subscriber: SubscriberFactory, start_output: Callable[..., MqttOutput]
+) -> None:
+    broker = mosquitto()
+    supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
+    supervisor.publish(f"{PREFIX}/cmd", json.dumps({"id": "old", "cmd": "new_shoe"}), retain=True)
+    received: list[dict[str, Any]] = []
+    start_output(broker, on_command=received.append)
+    assert supervisor.wait_for(lambda ms: len(ms) >= 1)
+    assert replies(supervisor)[0]["ok"] is False and "retained" in replies(supervisor)[0]["error"]
+    assert received == []
+
+
+# --- protocol 5, TLS, and the shipped broker config -------------------------------
+
+
+def test_mqtt_5_delivers_the_same_events(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+) -> None:
+    broker = mosquitto()
+    sub = subscriber(broker, [f"{PREFIX}/card"])
+    journal.append_events(cards(1, 30))
+    wait_delivered(start_output(broker, protocol="5"))
+    assert sub.wait_for(lambda ms: len(ms) >= 30)
+    assert first_seen(seqs_of(sub.messages)) == list(range(1, 31))
+
+
+def test_tls_with_a_client_certificate_delivers_events(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+    certs: Certs,
+) -> None:
+    broker = mosquitto(
+        config=(
+            "listener @PORT@ 127.0.0.1\nallow_anonymous true\n"
+            f"cafile {certs.path('ca.crt')}\n"
+            f"certfile {certs.path('server.crt')}\n"
+            f"keyfile {certs.path('server.key')}\n"
+            "require_certificate true\n"
+        )
+    )
+    journal.append_events(cards(1, 5))
+    out = start_output(
+        broker,
+        tls={
+            "ca_file": certs.path("ca.crt"),
+            "cert_file": certs.path("client.crt"),
+            "key_file": certs.path("client.key"),
+        },
+    )
+    wait_delivered(out)
+    assert journal.mark("mqtt") == 5
+
+
+def shipped_broker(mosquitto: BrokerFactory, certs: Certs, tmp_path: Path) -> Broker:
+    """mosquitto running deploy/mosquitto/ with only paths, port and user
+    replaced: test users shoe-T01 and supervisor with known passwords."""
+    passwd_tool = need_tool("mosquitto_passwd")
+    passwd = tmp_path / "passwd"
+    passwd.touch(mode=0o600)
+    for user in ("shoe-T01", "supervisor", "shoe-T02"):
+        subprocess.run([passwd_tool, "-b", str(passwd), user, f"pw-{user}"], check=True, capture_output=True)
+    acl = tmp_path / "acl"
+    shutil.copy(REPO / "deploy" / "mosquitto" / "acl", acl)
+    replace = {
+        "password_file": str(passwd),
+        "acl_file": str(acl),
+        "cafile": certs.path("ca.crt"),
+        "certfile": certs.path("server.crt"),
+        "keyfile": certs.path("server.key"),
+    }
+    lines = []
+    for line in (REPO / "deploy" / "mosquitto" / "mosquitto.conf").read_text().splitlines():
+        key = line.split(" ", 1)[0]
+        if key in replace:
+            line = f"{key} {replace[key]}"
+        elif re.fullmatch(r"listener \d+", line):
+            line = "listener @PORT@ 127.0.0.1"
+        elif key in ("persistence", "persistence_location", "autosave_interval"):
+            continue  # the fixture decides
+        lines.append(line)
+    return mosquitto(config="\n".join(lines))
+
+
+@pytest.fixture
+def acl_broker(mosquitto: BrokerFactory, certs: Certs, tmp_path: Path) -> Broker:
+    return shipped_broker(mosquitto, certs, tmp_path)
+
+
+def test_shipped_broker_config_refuses_an_anonymous_client(acl_broker: Broker, certs: Certs) -> None:
+    _, rc = mqtt_client(acl_broker, ca_file=certs.path("ca.crt"), host="localhost")
+    assert rc is not None and rc.is_failure and "authori" in str(rc).lower()
+    _, rc = mqtt_client(acl_broker, username="shoe-T01", password="wrong", ca_file=certs.path("ca.crt"))
+    assert rc is not None and rc.is_failure
+
+
+def test_shipped_acl_drops_a_table_users_command_and_passes_a_supervisors(
+    acl_broker: Broker, certs: Certs, subscriber: SubscriberFactory
+) -> None:
+    ca = certs.path("ca.crt")
+    watcher = subscriber(
+        acl_broker, [f"{PREFIX}/#"], username="supervisor", password="pw-supervisor", ca_file=ca
+    )
+    table, rc = mqtt_client(acl_broker, username="shoe-T01", password="pw-shoe-T01", ca_file=ca)
+    assert rc is not None and not rc.is_failure
+    table.publish(f"{PREFIX}/cmd", '{"id":"forged","cmd":"end_shoe"}', qos=1).wait_for_publish(10)
+    table.publish(f"{PREFIX}/card", "after-forged", qos=1).wait_for_publish(10)
+    # In-order delivery: had the forged command passed, it would be here first.
+    assert watcher.wait_for(lambda ms: any(m.payload == b"after-forged" for m in ms))
+    assert watcher.on(f"{PREFIX}/cmd") == []
+
+    other, _ = mqtt_client(acl_broker, username="shoe-T02", password="pw-shoe-T02", ca_file=ca)
+    other.publish(f"{PREFIX}/card", "T02-posing-as-T01", qos=1).wait_for_publish(10)
+    supervisor = Subscriber(
+        mqtt_client(acl_broker, username="supervisor", password="pw-supervisor", ca_file=ca)[0]
+    )
+    supervisor.publish(f"{PREFIX}/cmd", '{"id":"s1","cmd":"new_shoe"}')
+    assert watcher.wait_for(lambda ms: len(watcher.on(f"{PREFIX}/cmd")) == 1)
+    assert [m.payload for m in watcher.on(f"{PREFIX}/card")] == [b"after-forged"]
+    for c in (table, other):
+        c.disconnect()
+        c.loop_stop()
+    supervisor.stop()
+
+
+def test_the_controller_delivers_and_takes_commands_through_the_shipped_config(
+    acl_broker: Broker,
+    certs: Certs,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+    tmp_path: Path,
+) -> None:
+    ca = certs.path("ca.crt")
+    password_file = tmp_path / "mqtt.pass"
+    password_file.write_text("pw-shoe-T01\n")
+    password_file.chmod(0o600)
+    watcher = subscriber(
+        acl_broker, [f"{PREFIX}/#"], username="supervisor", password="pw-supervisor", ca_file=ca
+    )
+    received: list[dict[str, Any]] = []
+    journal.append_events(cards(1, 3))
+    out = start_output(
+        acl_broker,
+        on_command=received.append,
+        username="shoe-T01",
+        password_file=str(password_file),
+        tls={"ca_file": ca},
+    )
+    wait_delivered(out)
+    assert watcher.wait_for(lambda ms: len(seqs_of(ms)) >= 3)
+    assert [m.text for m in watcher.on(f"{PREFIX}/status")] == ["online"]
+    assert eventually(lambda: out.ready)
+    watcher.publish(f"{PREFIX}/cmd", '{"id":"s2","cmd":"end_shoe"}')
+    assert watcher.wait_for(lambda ms: len(received) == 1)
+    assert received == [{"id": "s2", "cmd": "end_shoe"}]
+
+
+# --- delivery means PUBACK ---------------------------------------------------------
+
+
+class SilentBroker:
+    """Just enough of an MQTT 3.1.1 broker to accept one client and record
+    its PUBLISH packets without acknowledging them, until told to: the test
+    decides which PUBACKs the controller gets."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.server.getsockname()[1])
+        self.publishes: list[tuple[str, int, bytes]] = []  # (topic, packet id, payload)
+        self.conn: socket.socket | None = None
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _read_packet(self, conn: socket.socket) -> tuple[int, bytes]:
+        header = conn.recv(1)
+        if not header:
+            raise ConnectionError
+        length, shift = 0, 0
+        while True:
+            byte = conn.recv(1)[0]
+            length += (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        body = b""
+        while len(body) < length:
+            chunk = conn.recv(length - len(body))
+            if not chunk:
+                raise ConnectionError
+            body += chunk
+        return header[0], body
+
+    def _serve(self) -> None:
+        conn, _ = self.server.accept()
+        self.conn = conn
+        try:
+            while True:
+                kind, body = self._read_packet(conn)
+                if kind >> 4 == 1:  # CONNECT
+                    conn.sendall(b"\x20\x02\x00\x00")
+                elif kind >> 4 == 8:  # SUBSCRIBE: grant QoS 1
+                    conn.sendall(b"\x90\x03" + body[:2] + b"\x01")
+                elif kind >> 4 == 3:  # PUBLISH, QoS 1
+                    n = int.from_bytes(body[:2], "big")
+                    topic = body[2 : 2 + n].decode()
+                    pid = int.from_bytes(body[2 + n : 4 + n], "big")
+                    self.publishes.append((topic, pid, body[4 + n :]))
+                elif kind >> 4 == 12:  # PINGREQ
+                    conn.sendall(b"\xd0\x00")
+        except (ConnectionError, OSError, IndexError):
+            return
+
+    def events(self) -> list[tuple[int, int]]:
+        """(seq, packet id) of every event received so far."""
+        return [(json.loads(p)["seq"], pid) for t, pid, p in list(self.publishes) if t.endswith("/card")]
+
+    def puback(self, pid: int) -> None:
+        assert self.conn is not None
+        self.conn.sendall(b"\x40\x02" + pid.to_bytes(2, "big"))
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+        self.server.close()
+
+
+@pytest.fixture
+def silent_broker() -> Iterator[SilentBroker]:
+    broker = SilentBroker()
+    yield broker
+    broker.close()
+
+
+def test_an_event_counts_as_delivered_only_on_its_puback_and_the_mark_moves_over_a_contiguous_prefix(
+    silent_broker: SilentBroker, journal: Journal
+) -> None:
+    config = MqttConfig.model_validate({"host": "127.0.0.1", "port": silent_broker.port})
+    out = MqttOutput(config, TABLE, journal, poll_interval=0.05, window=20)
+    journal.append_events(cards(1, 50))
+    out.start()
+    try:
+        assert eventually(lambda: len(silent_broker.events()) == 20)
+        assert not eventually(lambda: len(silent_broker.events()) > 20, timeout=1.0)  # the window is full
+        assert journal.mark("mqtt") == 0
+
+        pid = dict(silent_broker.events())
+        silent_broker.puback(pid[2])  # out of order: 1 is still unacknowledged
+        assert not eventually(lambda: journal.mark("mqtt") > 0, timeout=1.0)
+        silent_broker.puback(pid[1])
+        assert eventually(lambda: journal.mark("mqtt") == 2)
+        assert eventually(lambda: len(silent_broker.events()) == 22)  # two slots freed, two more sent
+        assert [seq for seq, _ in silent_broker.events()] == list(range(1, 23))
+    finally:
+        out.stop(timeout=0.5)
