@@ -6,6 +6,7 @@ and their replies, TLS, and the shipped broker config's ACL."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import signal
@@ -606,5 +607,53 @@ def test_an_event_counts_as_delivered_only_on_its_puback_and_the_mark_moves_over
         assert eventually(lambda: journal.mark("mqtt") == 2)
         assert eventually(lambda: len(silent_broker.events()) == 22)  # two slots freed, two more sent
         assert [seq for seq, _ in silent_broker.events()] == list(range(1, 23))
+    finally:
+        out.stop(timeout=0.5)
+
+
+def test_an_event_the_broker_refuses_mqtt_5_is_not_marked_delivered_and_is_sent_again(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.ERROR, logger="controller.outputs.mqtt")
+    passwd = tmp_path / "passwd"
+    passwd.touch(mode=0o600)
+    subprocess.run(
+        [need_tool("mosquitto_passwd"), "-b", str(passwd), "u", "p"], check=True, capture_output=True
+    )
+    acl = tmp_path / "acl"
+    acl.write_text("user u\ntopic readwrite baccarat/T01/status\ntopic readwrite baccarat/T01/coup/#\n")
+    broker = mosquitto(
+        config=f"listener @PORT@ 127.0.0.1\nallow_anonymous false\npassword_file {passwd}\nacl_file {acl}\n"
+    )
+    password_file = tmp_path / "pass"
+    password_file.write_text("p\n")
+    password_file.chmod(0o600)
+    config = MqttConfig.model_validate(
+        {
+            "host": broker.host,
+            "port": broker.port,
+            "protocol": "5",
+            "username": "u",
+            "password_file": str(password_file),
+        }
+    )
+    out = MqttOutput(config, TABLE, journal, poll_interval=0.05, retry_delay=0.2)
+    journal.append_events([event(1, "coup.result", coup=1), *cards(2, 2), event(3, "coup.result", coup=2)])
+    out.start()
+    try:
+        # 1 and 3 are accepted; 2 (a card: not allowed by this ACL) is refused
+        # with "not authorized" every time it is sent. The mark stays at 1:
+        # the events wait in the journal until the broker takes them.
+        def refusals() -> int:
+            return sum("refused event seq 2" in r.getMessage() for r in caplog.records)
+
+        assert eventually(lambda: refusals() >= 2)
+        assert "not authorized" in caplog.text.lower()
+        assert journal.mark("mqtt") == 1
+        assert out.backlog() == 2
     finally:
         out.stop(timeout=0.5)

@@ -110,6 +110,7 @@ class MqttOutput:
         self._inflight: collections.OrderedDict[int, int] = collections.OrderedDict()  # seq -> mid
         self._mid_seq: dict[int, int] = {}
         self._acked: set[int] = set()
+        self._refused: set[int] = set()
         self._sent_through = 0
         self._mark = journal.mark(name)
         self._hold_until = 0.0  # after a refused publish: pause, then resend from the mark
@@ -339,7 +340,6 @@ class MqttOutput:
                 time.sleep(self._poll)
 
     def _settle_acks(self) -> None:
-        refused = False
         while self._acks:
             mid, ok, why = self._acks.popleft()
             seq = self._mid_seq.pop(mid, None)
@@ -348,9 +348,11 @@ class MqttOutput:
             if ok:
                 self._acked.add(seq)
             else:
-                refused = True
+                # An MQTT 5 broker said no (not authorised, quota...). The
+                # event stays undelivered: the mark cannot pass it.
                 log.error("mqtt: broker refused event seq %s (%s); resending from the mark later", seq, why)
-                self._inflight.pop(seq, None)
+                self._refused.add(seq)
+                self._hold_until = time.monotonic() + self._retry_delay
         mark = self._mark
         while self._inflight:
             seq = next(iter(self._inflight))
@@ -362,14 +364,16 @@ class MqttOutput:
         if mark > self._mark:
             self._journal.mark_delivered(self.name, mark)
             self._mark = mark
-        if refused:
-            self._hold_until = time.monotonic() + self._retry_delay
+        if self._refused and all(s in self._acked or s in self._refused for s in self._inflight):
+            # Everything sent has an answer: forget it and, after the pause,
+            # send again from the first undelivered event (those accepted
+            # after the refused one go twice: at least once, in order).
+            self._inflight.clear()
+            self._acked.clear()
+            self._refused.clear()
+            self._sent_through = self._mark
         if not self._inflight:
             self._reconnected = False
-            if self._hold_until:
-                # Everything sent is settled: start again after the mark.
-                self._sent_through = self._mark
-                self._acked.clear()
 
     def _fill(self) -> None:
         if self._draining:
