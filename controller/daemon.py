@@ -118,6 +118,7 @@ class Daemon:
         self.mqtt: Any = None
         self.metrics: Any = None
         self._inputs_since_checkpoint = 0
+        self._checkpoint_input = 0
         # For a replayed capture the engine's clock is the file's: commands
         # and ticks are stamped on it (paced: the last chunk's time plus the
         # wall time since; unpaced: no ticks at all, time only from frames).
@@ -258,12 +259,10 @@ class Daemon:
     last_reply: dict[str, Any] | None = None
 
     def _checkpoint(self, journal: Journal) -> None:
-        blob = base64.b64encode(
-            pickle.dumps(
-                (journal.last_input_id(), self.engine, self.decoder), protocol=pickle.HIGHEST_PROTOCOL
-            )
-        ).decode("ascii")
-        journal.set_meta(CHECKPOINT_KEY, blob)
+        last = journal.last_input_id()
+        state = pickle.dumps((last, self.engine, self.decoder), protocol=pickle.HIGHEST_PROTOCOL)
+        journal.set_meta(CHECKPOINT_KEY, base64.b64encode(state).decode("ascii"))
+        self._checkpoint_input = last
         self._inputs_since_checkpoint = 0
 
     def _open_outputs(self, journal: Journal) -> None:
@@ -368,7 +367,15 @@ class Daemon:
             self.notifier.watchdog()
             if time.monotonic() - last_retention > 3600:
                 last_retention = time.monotonic()
-                journal.retention(cfg.journal_retention_days, now=time.time())  # wall time: disk age
+                # wall time: the age on disk. Inputs go only below the
+                # checkpoint a rebuild starts from; events only once every
+                # configured output delivered them.
+                journal.retention(
+                    cfg.journal_retention_days,
+                    now=time.time(),
+                    outputs=[o.name for o in self.outputs] + (["mqtt"] if self.mqtt is not None else []),
+                    keep_inputs_from=self._checkpoint_input + 1,
+                )
         self.notifier.send("STOPPING=1\nSTATUS=draining outputs")
         self._pump()
         return 0

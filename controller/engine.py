@@ -26,6 +26,7 @@ ends what is held for that coup and the next coup is dealt normally.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,7 +190,7 @@ class Engine:
         self._commit: _Commit | None = None
         self._fault_coup: int | None = None  # coup with an open DEVICE_FAULT
         self._fault_waiting: str | None = None  # "ok" (STAT OK clears) | "frame" (next unbroken frame)
-        self._releasing: Coup | None = None
+        self._after_void: list[Frame] = []
         self._last_shoe_base = ""
         self._shoe_dup = 1
         self._out: list[Event] = []
@@ -431,7 +432,7 @@ class Engine:
 
     def _on_card(self, f: Card) -> None:
         s = self.shoe
-        if s is not None and self._releasing is None and s.current is not None and s.current.held is not None:
+        if s is not None and s.current is not None and s.current.held is not None:
             s.current.held.append(f)
             return
         if not f.game:
@@ -445,8 +446,8 @@ class Engine:
         if s.phase == "burn":
             self._burn_card(s, f)
             return
-        coup = self._releasing or s.current
-        if coup is None or (not coup.dealing and coup is not self._releasing):
+        coup = s.current
+        if coup is None or not coup.dealing:
             coup = self._open_coup(s, f.t)
         self._deal(s, coup, f)
 
@@ -574,6 +575,24 @@ class Engine:
             return "B3" if n == 4 else None
         return None
 
+    def _complete_whatever_unread(self, coup: Coup) -> bool:
+        """True if the tableau is complete for every value of the coup's
+        unread cards (at most two are tried: 100 cases)."""
+        holes = [i for i, c in enumerate(coup.cards) if c is None]
+        if len(holes) > 2:
+            return False
+        stand_in = "TA23456789"  # a card of each point value 0..9
+        saved = list(coup.cards)
+        try:
+            for values in itertools.product(range(10), repeat=len(holes)):
+                for i, v in zip(holes, values, strict=True):
+                    coup.cards[i] = stand_in[v] + "S"
+                if self._next_position(coup) is not None:
+                    return False
+            return True
+        finally:
+            coup.cards[:] = saved
+
     def _deal(self, s: Shoe, coup: Coup, f: Card) -> None:
         if f.hand in BURN_HANDS:
             self._alert(
@@ -683,10 +702,14 @@ class Engine:
         if not self.button:
             return
         if coup.held is not None:
-            # the boundary is certain even where positions are not
+            if not coup.cards and not any(isinstance(x, Card) for x in coup.held):
+                # a coup held since a gap, with no card yet: this RESULT
+                # closed the coup before it (the gap hid only extras)
+                self._count("stray_result")
+                return
+            # Held too: it is the boundary only if it was not pressed early,
+            # which the missing card will tell.
             coup.held.append(f)
-            coup.dealing = False
-            s.current = None
             return
         if coup.void_code is not None:
             self._close_dealing(coup, f.t)
@@ -695,9 +718,23 @@ class Engine:
         if nxt is None:
             self._close_dealing(coup, f.t)
         elif nxt == UNKNOWN:
-            coup.held = [f]
-            coup.dealing = False
-            s.current = None
+            if self._complete_whatever_unread(coup):
+                # every value the unread card(s) could have completes the
+                # tableau: this RESULT is the boundary for certain
+                self._close_dealing(coup, f.t)
+            else:
+                # It may have been pressed early: only the missing card can
+                # tell where this coup ends, so nothing after it is placed
+                # until a supervisor enters it (or the deadline voids it).
+                coup.held = [f]
+        elif len(coup.cards) < 4:
+            # A RESULT before the first four cards: no third card was due, so
+            # this is no early press the next cards could correct. The
+            # coup's boundary cannot be trusted: never settle it.
+            detail = f"RESULT after only {len(coup.cards)} card(s) of the coup"
+            self._misdeal(f.t, coup, "PREMATURE_RESULT", detail, "void")
+            self._void(f.t, coup, "PREMATURE_RESULT", detail)
+            self._close_dealing(coup, f.t)
         elif not coup.premature:
             coup.premature = True
             self._misdeal(f.t, coup, "PREMATURE_RESULT", f"RESULT pressed with {nxt} still due", AWAITING)
@@ -806,6 +843,7 @@ class Engine:
         s = self.shoe
         assert s is not None
         s.stats["void_coups"] += 1
+        rest, self._after_void = self._after_void, []
         if self._fault_coup == coup.number:
             self._fault_coup = None
             self._fault_waiting = None
@@ -815,6 +853,9 @@ class Engine:
                 s.dealing_over = True
             self._maybe_finish_shoe(t)
             self._publish_odds(t)
+        # frames held past the void coup's RESULT belong to the coups after it
+        for f in rest:
+            self._handlers[type(f)](f)
 
     def _discard_held(self, coup: Coup, held: list[Frame]) -> None:
         """A coup voided while its frames were held: its held cards left the
@@ -823,22 +864,26 @@ class Engine:
         nothing tells where the coup ended, so it ends here."""
         s = self.shoe
         assert s is not None
-        for f in held:
+        rest: list[Frame] = []
+        for i, f in enumerate(held):
             if isinstance(f, Card):
                 self._take(s, f, coup)
                 coup.extras.append(f.card)
                 self._card_event(f, coup.number, "extra")
-            elif isinstance(f, (Button, DeviceResult)):
-                coup.dealing = False
+            elif isinstance(f, (Button, DeviceResult)) and self.button:
+                rest = held[i + 1 :]
+                break
             else:
                 self._handlers[type(f)](f)
-        if not self.button:
-            coup.dealing = False
-        if not coup.dealing:
-            if s.current is coup:
-                s.current = None
-            if s.last_coup is not None and coup.number >= s.last_coup:
-                s.dealing_over = True
+        # With the automatic boundary nothing tells where the coup ended: every
+        # held card stays with it (unsettled) rather than start a coup at a
+        # guessed place.
+        coup.dealing = False
+        if s.current is coup:
+            s.current = None
+        if s.last_coup is not None and coup.number >= s.last_coup:
+            s.dealing_over = True
+        self._after_void = rest
 
     def _after_resolution(self, coup: Coup, t: float) -> None:
         """A misdeal of ``coup`` was resolved: release what it held, settle it
@@ -849,6 +894,8 @@ class Engine:
             held, coup.held = coup.held, None
             entered = [Card(t, None, c) for c in coup.gap_entered]
             coup.gap_entered = []
+            if s.current is None and coup.dealing:
+                s.current = coup
             self._release_frames(coup, entered + held)
         if coup.resolved or coup.held is not None or coup.open:
             return
@@ -867,45 +914,10 @@ class Engine:
             self._close_dealing(coup, t)
 
     def _release_frames(self, coup: Coup, frames: list[Frame]) -> None:
-        """Re-apply held frames in their order, now that positions are known.
-
-        With the RESULT button, every held card came before the held RESULT
-        and belongs to ``coup``. With the automatic boundary, cards after the
-        coup's tableau completed are dealt on to the next coup as usual."""
-        s = self.shoe
-        assert s is not None
-        saved = self._releasing
-        in_coup = self.button
-        try:
-            for i, f in enumerate(frames):
-                if coup.held is not None:  # held again: another unknown
-                    coup.held.extend(frames[i:])
-                    break
-                if isinstance(f, Card):
-                    if s.phase == "burn":
-                        self._releasing = None
-                        self._burn_card(s, f)
-                    elif in_coup or coup.dealing:
-                        self._releasing = coup
-                        self._deal(s, coup, f)
-                    else:
-                        self._releasing = None
-                        self._on_card(f)
-                elif isinstance(f, (Button, DeviceResult)) and f is frames[-1] and self.button:
-                    # the held boundary
-                    in_coup = False
-                    if isinstance(f, DeviceResult):
-                        coup.device_result = f
-                    coup.dealing = False
-                    if s.current is coup:
-                        s.current = None
-                    if s.last_coup is not None and coup.number >= s.last_coup:
-                        s.dealing_over = True
-                else:
-                    self._releasing = None
-                    self._handlers[type(f)](f)
-        finally:
-            self._releasing = saved
+        """Re-apply held frames in their order, now that positions are known:
+        exactly as if they were arriving now (with their own read times)."""
+        for f in frames:
+            self._handlers[type(f)](f)
 
     # ------------------------------------------------------------ cut card
 
@@ -915,7 +927,7 @@ class Engine:
             self._alert(f.t, "CUT_CARD_UNEXPECTED", "cut card with no shoe in play", None)
             return
         cur = s.current
-        if cur is not None and cur.held is not None and self._releasing is None:
+        if cur is not None and cur.held is not None:
             cur.held.append(f)
             return
         if s.cut_coup is not None:
@@ -1026,10 +1038,16 @@ class Engine:
             self._alert(f.t, "SEQUENCE_GAP", detail, None)
             return
         coup = s.current
-        if coup is not None and coup.held is not None and self._releasing is None:
+        if coup is not None and coup.held is not None:
             coup.gap_missing += f.missing
             self._open_device_wait(f.t, coup, "SEQUENCE_GAP", detail)
             return
+        if coup is not None and coup.dealing and coup.void_code is None and self._next_position(coup) is None:
+            # Every card of this coup was read and its tableau is complete:
+            # what was lost came after it (its RESULT, an extra card, or the
+            # next coup's first cards), so it stands; the next coup is held.
+            self._close_dealing(coup, f.t)
+            coup = None
         if coup is None or not coup.dealing:
             if s.last_coup is not None and s.next_coup > s.last_coup:
                 self._alert(f.t, "SEQUENCE_GAP", detail + " after the last coup", None)
@@ -1071,13 +1089,17 @@ class Engine:
     def _on_device_result(self, f: DeviceResult) -> None:
         s = self.shoe
         coup = s.current if s is not None else None
-        if coup is not None and coup.held is not None and self._releasing is None:
-            coup.device_result = f
+        if coup is not None and coup.held is not None:
+            coup.held.append(f)
+            return
         elif coup is not None and coup.dealing:
             if f.winner == "quit":
                 self._misdeal(f.t, coup, "SHOE_DISAGREES", "the device forced the coup to quit", "void")
                 self._void(f.t, coup, "SHOE_DISAGREES", "the device forced the coup to quit")
-            else:
+            elif self._next_position(coup) is None:
+                # compared with the tableau at settlement; a result announced
+                # early (a third card still due) is a PREMATURE_RESULT, not
+                # the shoe's view of the finished coup
                 coup.device_result = f
         self._result(f)
 
