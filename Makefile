@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench venv clean deps-system
+.PHONY: demo test lint bench fuzz venv clean deps-system
 
 # Create the virtualenv and install the project (editable) with its dev tools.
 $(STAMP): pyproject.toml
@@ -48,6 +48,10 @@ test: $(STAMP) deps-system lint
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
+
+fuzz: $(STAMP)
+	$(BIN)/python -m pip install -q atheris
+	$(BIN)/python -m fuzz
 
 clean:
 	rm -rf $(VENV) var build *.egg-info .mypy_cache .ruff_cache .pytest_cache
