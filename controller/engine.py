@@ -140,6 +140,7 @@ class Shoe:
         }
     )
     ended_emitted: bool = False
+    announced: bool = False
     dealing_over: bool = False  # the last permitted coup has finished dealing
 
 
@@ -370,23 +371,26 @@ class Engine:
         else:
             self._last_shoe_base = sid
             self._shoe_dup = 1
-        commit = self._commit
-        self._commit = None
-        order = commit.order if commit is not None and commit.received >= commit.ncards else None
-        shoe = Shoe(
-            id=sid,
-            t_start=t,
-            comp=ShoeComposition(self.decks),
-            commit=commit.sha256 if commit is not None else None,
-            order=order,
-        )
+        shoe = Shoe(id=sid, t_start=t, comp=ShoeComposition(self.decks), commit=None, order=None)
         self.shoe = shoe
+        return shoe
+
+    def _announce(self, s: Shoe) -> None:
+        """``shoe.started``, stamped with the shoe's start, once its first
+        card comes: a shuffler may send its commitment before or after the
+        dealer's NEWSHOE, and the shoe takes whichever came by then."""
+        if s.announced:
+            return
+        s.announced = True
+        commit, self._commit = self._commit, None
+        if commit is not None:
+            s.commit = commit.sha256
+            s.order = commit.order if commit.received >= commit.ncards else None
         self._emit(
             "shoe.started",
-            t,
-            {"decks": self.decks, "profile": self.profile.name, "shuffle_commit": shoe.commit},
+            s.t_start,
+            {"decks": self.decks, "profile": self.profile.name, "shuffle_commit": s.commit},
         )
-        return shoe
 
     def _new_shoe(self, t: float) -> None:
         if self.shoe is not None:
@@ -397,6 +401,7 @@ class Engine:
         s = self.shoe
         if s is None or s.ended_emitted:
             return
+        self._announce(s)
         for coup in sorted(s.coups.values(), key=lambda c: c.number):
             if not coup.resolved:
                 detail = f"{reason} before coup {coup.number} was settled"
@@ -443,6 +448,7 @@ class Engine:
             # Eye marks that card itself). A shoe that ended by its cut card
             # does not: a card after its last coup is CUT_CARD_OVERRUN.
             s = self._start_shoe(f.t)
+        self._announce(s)
         if s.phase == "burn":
             self._burn_card(s, f)
             return
@@ -933,6 +939,7 @@ class Engine:
         if s.cut_coup is not None:
             self._alert(f.t, "CUT_CARD_REPEATED", "a second cut card in the same shoe", None)
             return
+        self._announce(s)
         if cur is not None and cur.dealing and self._next_position(cur) is not None:
             coup_no = cur.number
         else:

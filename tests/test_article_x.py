@@ -231,8 +231,8 @@ def test_a_card_out_of_the_shufflers_order_voids_and_alerts() -> None:
 
     order = list(ALL_CARDS)
     tb = _committed(order)
-    assert tb.last("shoe.started")["shuffle_commit"] == hashlib.sha256(",".join(order).encode()).hexdigest()
     tb.cards("AS")  # first card: burn 1
+    assert tb.last("shoe.started")["shuffle_commit"] == hashlib.sha256(",".join(order).encode()).hexdigest()
     tb.cards("2S")
     tb.cards("3S", "5S")  # order says 4S
     assert tb.last("security.alert")["code"] == "SHUFFLE_MISMATCH"
@@ -515,7 +515,10 @@ def test_new_shoe_and_end_shoe_commands() -> None:
     assert reply["ok"]
     assert types(out) == ["misdeal", "coup.void", "shoe.ended"]
     reply, out = tb.command(cmd="new_shoe")
-    assert types(out) == ["shoe.started"]
+    assert reply["ok"] and out == [], "announced with its first card"
+    out = tb.card("9S")
+    assert types(out)[:2] == ["shoe.started", "card"]
+    assert out[0]["ts"] < out[1]["ts"], "stamped with the shoe's start"
 
 
 def test_an_unreadable_card_error_mid_coup_takes_the_next_position_as_unread() -> None:
