@@ -22,6 +22,7 @@ echoed in the reply. ``coup`` is a positive integer; ``card`` a card code
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from controller.cards import CardError, parse_card
@@ -103,7 +104,7 @@ def parse_command(payload: bytes) -> dict[str, Any]:
     if not isinstance(cmd, str) or cmd not in COMMANDS:
         raise CommandError(f"unknown cmd {cmd!r} (one of {', '.join(COMMANDS)})", cid)
     fields = COMMANDS[cmd]
-    extra = sorted(set(data) - {"id", "cmd", *fields})
+    extra = sorted(set(data) - {"id", "cmd", "ts", "sig", *fields})
     if extra:
         raise CommandError(f"{cmd}: unknown field {extra[0]!r}", cid)
     for name in fields:
@@ -120,6 +121,16 @@ def parse_command(payload: bytes) -> dict[str, Any]:
             out["card"] = parse_card(card)
         except CardError as exc:
             raise CommandError(f"{cmd}: {exc}", cid) from None
+    if "ts" in data:
+        ts = data["ts"]
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+            raise CommandError(f"{cmd}: 'ts' must be Unix seconds", cid)
+        out["ts"] = ts
+    if "sig" in data:
+        sig = data["sig"]
+        if not isinstance(sig, str) or not re.fullmatch(r"[0-9a-f]{64}", sig):
+            raise CommandError(f"{cmd}: 'sig' must be 64 lower-case hex digits (HMAC-SHA256)", cid)
+        out["sig"] = sig
     if "reason" in fields:
         reason = data["reason"]
         if not isinstance(reason, str) or len(reason) > MAX_REASON:

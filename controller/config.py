@@ -224,6 +224,9 @@ class MqttConfig(_Model):
     tls: TlsConfig | None = None
     topic_prefix: str = "baccarat"
     protocol: Literal["3.1.1", "5"] = "3.1.1"
+    #: The daemon's own check of a command's origin (controller/command_auth.py):
+    #: with it, commands must be signed (HMAC-SHA256) with this shared key.
+    command_key_file: str | None = None
 
     @field_validator("protocol", mode="before")
     @classmethod
@@ -231,7 +234,7 @@ class MqttConfig(_Model):
         # `protocol: 5` is an int in YAML; it means MQTT 5 all the same.
         return "5" if value == 5 and not isinstance(value, bool) else value
 
-    @field_validator("password_file")
+    @field_validator("password_file", "command_key_file")
     @classmethod
     def _secret(cls, value: str | None) -> str | None:
         return None if value is None else _check_secret_file(value)

@@ -36,6 +36,7 @@ from typing import Any
 
 import structlog
 
+from controller.command_auth import CommandVerifier, read_key
 from controller.config import Config
 from controller.engine import Engine
 from controller.events import Event
@@ -116,6 +117,10 @@ class Daemon:
         self.decoder: Any = None
         self.outputs: list[Any] = []
         self.mqtt: Any = None
+        self.verifier: CommandVerifier | None = None
+        m = cfg.outputs.mqtt
+        if m is not None and m.command_key_file is not None:
+            self.verifier = CommandVerifier(read_key(m.command_key_file))
         self.metrics: Any = None
         self._inputs_since_checkpoint = 0
         self._checkpoint_input = 0
@@ -350,6 +355,11 @@ class Daemon:
                     cmd = self._commands.get_nowait()
                 except queue.Empty:
                     break
+                if self.verifier is not None:
+                    error = self.verifier.check(cmd, time.time())
+                    if error is not None:
+                        log.warning("command refused", id=cmd.get("id"), error=error)
+                        cmd = {"id": cmd.get("id"), "cmd": "_reject", "error": error}
                 self._input(self._now(), "cmd", json.dumps(cmd, separators=(",", ":")).encode())
             engine = self.engine
             assert engine is not None

@@ -252,6 +252,13 @@ class Engine:
                 self._new_shoe(t)
             elif name == "end_shoe":
                 self._cmd_end_shoe(t)
+            elif name == "_reject":
+                # the daemon refused it (origin check): journalled like any
+                # command so a rebuild reproduces the alert
+                error = str(cmd.get("error") or "command refused")
+                coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
+                self._alert(t, "COMMAND_REJECTED", f"command {cmd.get('id')!r}: {error}", coup)
+                return {"id": cmd.get("id"), "ok": False, "error": error}, out
             else:
                 raise CommandError(f"unknown command {name!r}")
         except CommandError as exc:

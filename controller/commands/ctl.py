@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -19,6 +20,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.cards import CardError, parse_card
+from controller.command_auth import read_key, sign
 from controller.config import load_config
 from controller.errors import RuntimeFailure, UsageError
 
@@ -55,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     if m is None:
         raise UsageError(f"{args.config}: outputs.mqtt is needed to reach the broker")
     cmd = build_command(args)
+    if m.command_key_file is not None:
+        cmd = sign(cmd, read_key(m.command_key_file), time.time())
     prefix = f"{m.topic_prefix}/{cfg.table}"
     reply: dict[str, Any] = {}
     got = threading.Event()
