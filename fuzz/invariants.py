@@ -20,9 +20,10 @@ broken invariant raises ``InvariantError`` with a short code (in brackets):
   a coup already settled;
 - [coup_ended_twice] a coup ends once: never both ``coup.result`` and
   ``coup.void``, never two of either;
-- [after_shoe_end, result_after_shoe, shoe_twice] once a shoe has ended,
-  no cut card and no coup (but a void overrun one) is taken into it, none
-  of its coups is settled, and it does not end again;
+- [shoe_ended_with_open_coup, after_shoe_end, result_after_shoe,
+  shoe_twice] a shoe ends once every coup dealt in it has a result or is
+  void; after that, no cut card and no coup (but a void overrun one) is
+  taken into it, none of its coups is settled, and it does not end again;
 - [result_while_open, result_cards, result_math, settlement] a
   ``coup.result`` never comes while a misdeal of its coup awaits a
   supervisor; its cards are those shown in ``card`` events at those
@@ -240,7 +241,7 @@ class EngineChecker:
                 "cards_lost",
                 f"cards left the shoe but were never shown in a card event: {sorted(missing.elements())}",
             )
-        unfinished = sorted(k for k in [*self.dealt, *self.open] if k not in self.terminal)
+        unfinished = sorted({k for k in [*self.dealt, *self.open] if k not in self.terminal})
         if unfinished:
             raise _fail(
                 "coups_unfinished",
@@ -307,6 +308,11 @@ class EngineChecker:
         if shoe in self.ended:
             raise _fail("shoe_twice", f"shoe {shoe} ended twice", ev)
         self.ended.add(shoe)
+        open_coups = sorted(
+            {k[1] for k in [*self.dealt, *self.open] if k[0] == shoe and k not in self.terminal}
+        )
+        if open_coups:
+            raise _fail("shoe_ended_with_open_coup", f"shoe {shoe} ended with coups {open_coups} open", ev)
 
     def _on_shoe_cut_card(self, ev: Event, shoe: str, void_due: dict[tuple[str, int], Event]) -> None:
         if shoe in self.ended:
