@@ -92,6 +92,7 @@ def _known_bug(exc: BaseException) -> str | None:
             "shoe_twice": "test_a_shoe_ends_once_when_a_new_shoe_voids_its_held_last_coup",
             "after_shoe_end": "test_no_coup_is_dealt_into_a_shoe_the_supervisor_ended",
             "failed_command_events": "test_a_command_that_fails_after_a_deadline_loses_no_event",
+            "shoe_ended_with_open_coup": "test_a_shoe_that_ends_voiding_a_held_coup_leaves_no_coup_open",
         }.get(exc.code)
     if isinstance(exc, IndexError) and _raised_in(exc, "controller/engine.py", "_on_order"):
         return "test_a_shuffle_order_after_a_commitment_mismatch_does_not_crash"
@@ -626,6 +627,28 @@ def test_no_coup_is_dealt_into_a_shoe_the_supervisor_ended() -> None:
     t.cards("7H", "8D", "9C", "KS")
     t.result()
     assert [e for e in t.events if e["type"] == "coup.result" and e["shoe"] == ended] == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine: when a new shoe (or end_shoe) voids a coup whose frames are held, the frames held "
+    "after its RESULT are replayed (Engine._void, _after_void) while _end_shoe is still running: they "
+    "open the next coup in the shoe being ended, then _end_shoe clears s.coups and emits shoe.ended, so "
+    "that coup never gets a coup.result or a coup.void and its cards count in the old shoe — reported",
+)
+def test_a_shoe_that_ends_voiding_a_held_coup_leaves_no_coup_open() -> None:
+    t = Table()
+    t.new_shoe()
+    t.cards("AS", "2S")
+    t.card("3H")
+    t.gap(1)  # coup 1 holds its frames
+    t.result()  # held
+    t.card("4H")  # held: after the RESULT, so it belongs to coup 2
+    t.new_shoe()  # a new shoe before a supervisor acts
+    first = t.events[0]["shoe"]
+    dealt = {e["coup"] for e in t.events if e["type"] == "card" and e["shoe"] == first and e["coup"]}
+    ended = {e["coup"] for e in t.events if e["type"] in ("coup.result", "coup.void") and e["shoe"] == first}
+    assert dealt <= ended
 
 
 @pytest.mark.xfail(
