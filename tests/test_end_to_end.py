@@ -9,6 +9,13 @@ in this process, wired as the daemon wires them (so the link events of an
 unplug can be watched), and the real daemon (``shoe-controller run``) with
 a serial device and a JSON-lines output.
 
+A shoe is dealt in seconds, well inside the 120 s correction deadline, and
+the engine notices time passing only on a frame or a tick. The in-process
+reader keeps what came while the shoe was dealt (the live view: once frames
+are lost, every later frame is held, nothing after it is settled), then
+ticks the engine past every deadline, as the daemon's clock would: each
+held coup is void and the frames after its RESULT are dealt on.
+
 Waiting is generous and bounded, timings are never asserted, and every
 process started here is stopped (SIGTERM, then SIGKILL) whatever happens.
 """
@@ -45,11 +52,15 @@ DECKS = 8
 #: Upper bound for anything to happen; a whole shoe normally takes seconds.
 PATIENCE = 90.0
 
-RESULT_LOST_SHIFTS_COUPS = (
-    "engine: a disconnect that loses the dealer's RESULT makes the engine hold the next coup's "
-    "frames in the coup that lost it and number every later coup one lower than the shoe dealt "
-    "it (controller/engine.py _on_gap/_gap; see test_fault_codes.py)"
+HELD_COUPS_RESULT_LOST_SHIFTS_COUPS = (
+    "engine: an unplug that loses a coup's last card and its RESULT holds that coup; at the deadline "
+    "the next held RESULT, the following coup's, is taken as its boundary, so that coup's cards are "
+    "set aside as extras and every later coup is numbered one lower than the shoe dealt it "
+    "(controller/engine.py _discard_held; reduced to its frames in test_fault_codes.py, "
+    "test_a_held_coup_whose_result_was_lost_keeps_the_numbers_of_the_coups_after_it)"
 )
+#: More deadlines than any shoe here can open.
+MAX_DEADLINES = 1000
 
 
 def cli(*args: str) -> list[str]:
@@ -124,22 +135,36 @@ def fake_shoe_on_a_pty(
 
 @dataclass
 class Reading:
-    events: list[Event] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)  # while the shoe was dealt, then at the deadlines
     links: list[LinkEvent] = field(default_factory=list)
     stats: collections.Counter[str] = field(default_factory=collections.Counter)
     reconnects: int = 0
+    live: int = 0  # how many of ``events`` came while the shoe was dealt
 
-    def of_type(self, type_: str) -> list[Event]:
-        return [e for e in self.events if e["type"] == type_]
+    def of_type(self, type_: str, *, live: bool = False) -> list[Event]:
+        return [e for e in (self.events[: self.live] if live else self.events) if e["type"] == type_]
 
-    def actions(self, coup: int, code: str) -> list[str]:
-        return [e["action"] for e in self.of_type("misdeal") if e["coup"] == coup and e["code"] == code]
+    def actions(self, coup: int, code: str, *, live: bool = False) -> list[str]:
+        return [
+            e["action"] for e in self.of_type("misdeal", live=live) if e["coup"] == coup and e["code"] == code
+        ]
+
+
+def let_deadlines_pass(engine: Engine) -> list[Event]:
+    """Tick the engine just past its next correction deadline until none is left."""
+    events: list[Event] = []
+    for _ in range(MAX_DEADLINES):
+        if (dl := engine.next_deadline()) is None:
+            return events
+        events += engine.tick(dl + 1)
+    raise AssertionError(f"a correction deadline still open after {MAX_DEADLINES} ticks")
 
 
 def read_the_shoe(fake: FakeShoeProcess, protocol: str) -> Reading:
     """Serial driver -> decoder -> engine, as the daemon wires them, until the
     fake has dealt its shoe and gone (it leaves only once every byte it sent
-    has been read, so the last link down marks the end of the stream)."""
+    has been read, so the last link down marks the end of the stream); then
+    every correction deadline passes."""
     driver = SerialDriver(fake.port, 115200, backoff_initial=0.05, backoff_max=0.5)
     decoder = make_decoder(protocol)
     engine = Engine("T01", load_profile("punto_banco"), DECKS)
@@ -160,6 +185,8 @@ def read_the_shoe(fake: FakeShoeProcess, protocol: str) -> Reading:
                     reading.events += engine.feed(frame)
     finally:
         driver.close()
+    reading.live = len(reading.events)
+    reading.events += let_deadlines_pass(engine)
     reading.stats.update(decoder.stats)
     reading.reconnects = driver.reconnects
     return reading
@@ -255,29 +282,56 @@ def test_the_daemon_on_a_serial_shoe_publishes_every_coup_as_the_shoe_dealt_it(
 
 # --- 2. unplug and replug mid-shoe ------------------------------------------------------
 
+UNPLUGS = [
+    # Seed 3: three unplugs mid-coup; two lose card frames, one loses nothing.
+    # The second loss comes while the frames after the first are held; the
+    # engine does not report it as a SEQUENCE_GAP of its coup once they are
+    # released (GAP_WHILE_HELD_IS_FORGOTTEN in test_fault_codes.py), but
+    # that coup is void all the same: only two of its cards are left.
+    ("shoe-ascii/1", 3),
+    ("shoe-bin/1", 3),
+    ("angel-eye/2", 3),
+    # Seed 5: the first unplug loses a coup's last card and its RESULT.
+    ("shoe-ascii/1", 5),
+]
+_unplugged: dict[tuple[str, int], tuple[Reading, list[dict[str, Any]]]] = {}
 
-@pytest.mark.parametrize(
-    ("protocol", "seed"),
-    [
-        # Seed 3: three unplugs mid-coup; two lose card frames, one loses nothing.
-        ("shoe-ascii/1", 3),
-        ("shoe-bin/1", 3),
-        ("angel-eye/2", 3),
-        # Seed 5: one unplug loses a card and the dealer's RESULT after it.
-        pytest.param(
-            "shoe-ascii/1", 5, marks=pytest.mark.xfail(strict=True, reason=RESULT_LOST_SHIFTS_COUPS)
-        ),
-    ],
-)
-def test_unplugging_the_shoe_mid_coup_never_settles_a_coup_with_cards_it_did_not_deal(
-    tmp_path: Path, protocol: str, seed: int
+
+@pytest.fixture
+def unplugged(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, int], Any]:
+    """The reading and the fake's record of a shoe unplugged now and then (each dealt once)."""
+
+    def get(protocol: str, seed: int) -> tuple[Reading, list[dict[str, Any]]]:
+        if (protocol, seed) not in _unplugged:
+            with fake_shoe_on_a_pty(
+                tmp_path_factory.mktemp("unplugged"), protocol, seed, faults="disconnect:0.05"
+            ) as fake:
+                reading = read_the_shoe(fake, protocol)
+                assert stop(fake.proc) == 0
+                _unplugged[protocol, seed] = (reading, fake.coups())
+        return _unplugged[protocol, seed]
+
+    return get
+
+
+def unplugs_of(dealt: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """``(coup, fault)`` for each unplug, in order."""
+    return [(c["coup"], f) for c in dealt for f in c["faults"] if f["kind"] == "disconnect"]
+
+
+def lossy(dealt: list[dict[str, Any]]) -> set[int]:
+    """The coups that lost frames while the shoe was unplugged."""
+    return {c["coup"] for c in dealt for f in c["faults"] if f["kind"] == "disconnect_lost"}
+
+
+@pytest.mark.parametrize(("protocol", "seed"), UNPLUGS)
+def test_unplugging_the_shoe_mid_coup_is_a_device_fault_and_a_loss_holds_every_later_frame(
+    unplugged: Callable[[str, int], tuple[Reading, list[dict[str, Any]]]], protocol: str, seed: int
 ) -> None:
-    with fake_shoe_on_a_pty(tmp_path, protocol, seed, faults="disconnect:0.05") as fake:
-        reading = read_the_shoe(fake, protocol)
-        assert stop(fake.proc) == 0
-        dealt = fake.coups()
-    unplugs = [(c["coup"], f["lost"]) for c in dealt for f in c["faults"] if f["kind"] == "disconnect"]
-    assert any(lost for _, lost in unplugs) and any(not lost for _, lost in unplugs)
+    """The live view, while the shoe is dealt."""
+    reading, dealt = unplugged(protocol, seed)
+    unplugs = unplugs_of(dealt)
+    assert any(f["lost"] for _, f in unplugs) and any(not f["lost"] for _, f in unplugs)
 
     # The driver saw each unplug and reconnected; the last drop is the fake leaving.
     assert [link.up for link in reading.links] == [False, True] * len(unplugs) + [False]
@@ -286,20 +340,53 @@ def test_unplugging_the_shoe_mid_coup_never_settles_a_coup_with_cards_it_did_not
     assert states == [("offline", "DISCONNECTED"), ("online", "CONNECTED")] * len(unplugs) + [
         ("offline", "DISCONNECTED")
     ]
+    assert reading.stats["sequence_gap"] == sum(1 for _, f in unplugs if f["lost"])
 
-    # Every coup that lost no frame is settled exactly as dealt; the others are not settled.
-    lost_frames = {c["coup"] for c in dealt for f in c["faults"] if f["kind"] == "disconnect_lost"}
-    assert as_settled(reading.of_type("coup.result")) == as_dealt(
-        [c for c in dealt if c["coup"] not in lost_frames]
+    # Until frames are lost, each unplug is a DEVICE_FAULT of its coup and,
+    # back with an unbroken sequence, dealing resumes.
+    first = next(i for i, (_, f) in enumerate(unplugs) if f["lost"])
+    for coup, _ in unplugs[:first]:
+        assert reading.actions(coup, "DEVICE_FAULT", live=True) == ["awaiting_supervisor", "corrected"], coup
+    # The first that loses frames (it unplugs after the 1st-3rd card, so the
+    # first frame lost is a card of the coup): a DEVICE_FAULT and a
+    # SEQUENCE_GAP of that coup, and from there on every frame is held.
+    coup, _ = unplugs[first]
+    (lost_first, *_) = [
+        f for c in dealt if c["coup"] == coup for f in c["faults"] if f["kind"] == "disconnect_lost"
+    ]
+    assert lost_first["frame"].startswith("CARD ")
+    assert reading.actions(coup, "DEVICE_FAULT", live=True)[:1] == ["awaiting_supervisor"], coup
+    gaps = [
+        (e["coup"], e["action"]) for e in reading.of_type("misdeal", live=True) if e["code"] == "SEQUENCE_GAP"
+    ]
+    assert gaps == [(coup, "awaiting_supervisor")]
+    assert [e for e in reading.of_type("misdeal", live=True) if e["action"] == "void"] == []
+    assert as_settled(reading.of_type("coup.result", live=True)) == as_dealt(
+        [c for c in dealt if c["coup"] < coup]
     )
 
-    # Each unplug is a DEVICE_FAULT of its coup; frames lost meanwhile are a
-    # SEQUENCE_GAP that keeps the coup from settling; with nothing lost,
-    # dealing resumes.
-    for coup, lost in unplugs:
-        assert reading.actions(coup, "DEVICE_FAULT")[:1] == ["awaiting_supervisor"], coup
-        if lost:
-            assert reading.actions(coup, "SEQUENCE_GAP") == ["awaiting_supervisor"], coup
-        else:
-            assert reading.actions(coup, "DEVICE_FAULT") == ["awaiting_supervisor", "corrected"], coup
-    assert reading.stats["sequence_gap"] == sum(1 for _, lost in unplugs if lost)
+
+SHIFTED = pytest.mark.xfail(strict=True, raises=AssertionError, reason=HELD_COUPS_RESULT_LOST_SHIFTS_COUPS)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "seed"),
+    [pytest.param(protocol, seed, marks=[SHIFTED] if seed == 5 else []) for protocol, seed in UNPLUGS],
+)
+def test_unplugging_the_shoe_mid_coup_never_settles_a_coup_with_cards_it_did_not_deal(
+    unplugged: Callable[[str, int], tuple[Reading, list[dict[str, Any]]]], protocol: str, seed: int
+) -> None:
+    """Once every deadline has passed: a coup that lost frames is void, and
+    every other coup is settled exactly as dealt, late or not. Where a
+    coup's RESULT went with the frames lost, the coup after it may be void
+    too (nothing tells where the held coup ended), but never misnumbered."""
+    reading, dealt = unplugged(protocol, seed)
+    results = as_settled(reading.of_type("coup.result"))
+    assert [r for r in results if r not in as_dealt(dealt)] == []  # never other cards, never renumbered
+    assert {r[0] for r in results}.isdisjoint(lossy(dealt))
+    assert lossy(dealt) <= {e["coup"] for e in reading.of_type("coup.void")}
+    lost_result = {c["coup"] + 1 for c in dealt for f in c["faults"] if f.get("frame") == "RESULT"}
+    unsettled = {c["coup"] for c in dealt} - lossy(dealt) - {r[0] for r in results}
+    assert unsettled <= lost_result
+    (ended,) = reading.of_type("shoe.ended")
+    assert ended["coups"] == len(dealt)
