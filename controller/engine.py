@@ -192,6 +192,7 @@ class Engine:
         self._fault_coup: int | None = None  # coup with an open DEVICE_FAULT
         self._fault_waiting: str | None = None  # "ok" (STAT OK clears) | "frame" (next unbroken frame)
         self._after_void: list[Frame] = []
+        self._phantom: list[Frame] = []
         self._last_shoe_base = ""
         self._shoe_dup = 1
         self._out: list[Event] = []
@@ -848,6 +849,8 @@ class Engine:
         held, coup.held = coup.held, None
         if held is not None:
             self._discard_held(coup, held)
+        rest, self._after_void = self._after_void, []
+        phantom, self._phantom = self._phantom, []
         self._emit(
             "coup.void",
             t,
@@ -856,7 +859,6 @@ class Engine:
         s = self.shoe
         assert s is not None
         s.stats["void_coups"] += 1
-        rest, self._after_void = self._after_void, []
         if self._fault_coup == coup.number:
             self._fault_coup = None
             self._fault_waiting = None
@@ -866,6 +868,8 @@ class Engine:
                 s.dealing_over = True
             self._maybe_finish_shoe(t)
             self._publish_odds(t)
+        if phantom:
+            self._void_phantom(phantom, t)
         # frames held past the void coup's RESULT belong to the coups after it
         for f in rest:
             self._handlers[type(f)](f)
@@ -873,30 +877,68 @@ class Engine:
     def _discard_held(self, coup: Coup, held: list[Frame]) -> None:
         """A coup voided while its frames were held: its held cards left the
         shoe but their positions were never known, so they are reported as
-        ``extra``; a held RESULT still closes it. With the automatic boundary
-        nothing tells where the coup ended, so it ends here."""
+        ``extra`` of the void coup, up to the first held RESULT; what follows
+        that RESULT is dealt on as usual (``self._after_void``).
+
+        Two cases are told apart by counting cards, since a coup has 4 to 6:
+        more than 6 before the first held RESULT means this coup's own RESULT
+        was among the lost frames, so those cards are the next coup's (void
+        too, ``self._phantom``); fewer than 4 between the first and the
+        second held RESULT are no coup but this coup's due cards after an
+        early RESULT, and stay with it. With the automatic boundary nothing
+        tells where the coup ended: every held card stays with it."""
         s = self.shoe
         assert s is not None
-        rest: list[Frame] = []
-        for i, f in enumerate(held):
+        boundary = (Button, DeviceResult) if self.button else ()
+        first = next((i for i, f in enumerate(held) if isinstance(f, boundary)), None)
+        head = held if first is None else held[:first]
+        rest = [] if first is None else held[first + 1 :]
+        own = len(coup.cards) + len(coup.extras)
+        if first is not None and own + sum(isinstance(f, Card) for f in head) > 6:
+            self._phantom = held[: first + 1]
+            head = [f for f in head if not isinstance(f, Card)]
+        else:
+            second = next((i for i, f in enumerate(rest) if isinstance(f, boundary)), None)
+            if (
+                second is not None
+                and sum(isinstance(f, Card) for f in rest[:second]) < 4
+                # a coup short of cards because some were lost is a coup
+                and not any(isinstance(f, (SequenceGap, Hello, Link)) for f in rest[:second])
+            ):
+                head = head + rest[:second]
+                rest = rest[second + 1 :]
+        for f in head:
             if isinstance(f, Card):
                 self._take(s, f, coup)
                 coup.extras.append(f.card)
                 self._card_event(f, coup.number, "extra")
-            elif isinstance(f, (Button, DeviceResult)) and self.button:
-                rest = held[i + 1 :]
-                break
-            else:
+            elif not isinstance(f, SequenceGap):
                 self._handlers[type(f)](f)
-        # With the automatic boundary nothing tells where the coup ended: every
-        # held card stays with it (unsettled) rather than start a coup at a
-        # guessed place.
         coup.dealing = False
         if s.current is coup:
             s.current = None
         if s.last_coup is not None and coup.number >= s.last_coup:
             s.dealing_over = True
         self._after_void = rest
+
+    def _void_phantom(self, frames: list[Frame], t: float) -> None:
+        """The coup whose RESULT and some frames were lost: its cards were
+        read but cannot be placed. Counted (coups are numbered as dealt),
+        reported, void."""
+        s = self.shoe
+        assert s is not None
+        coup = self._open_coup(s, t)
+        if coup.resolved:  # after the last coup: already void
+            return
+        detail = "its frames were partly lost with the previous coup's RESULT: the cards cannot be placed"
+        for f in frames:
+            if isinstance(f, Card):
+                self._take(s, f, coup)
+                coup.extras.append(f.card)
+                self._card_event(f, coup.number, "extra")
+        self._misdeal(t, coup, "SEQUENCE_GAP", detail, "void")
+        self._void(t, coup, "SEQUENCE_GAP", detail)
+        self._close_dealing(coup, t)
 
     def _after_resolution(self, coup: Coup, t: float) -> None:
         """A misdeal of ``coup`` was resolved: release what it held, settle it
@@ -1053,8 +1095,9 @@ class Engine:
             return
         coup = s.current
         if coup is not None and coup.held is not None:
-            coup.gap_missing += f.missing
-            self._open_device_wait(f.t, coup, "SEQUENCE_GAP", detail)
+            # held like any frame: once the frames before it are placed (or
+            # voided) it applies where it happened
+            coup.held.append(f)
             return
         if coup is not None and coup.dealing and coup.void_code is None and self._next_position(coup) is None:
             # Every card of this coup was read and its tableau is complete:

@@ -52,13 +52,6 @@ DECKS = 8
 #: Upper bound for anything to happen; a whole shoe normally takes seconds.
 PATIENCE = 90.0
 
-HELD_COUPS_RESULT_LOST_SHIFTS_COUPS = (
-    "engine: an unplug that loses a coup's last card and its RESULT holds that coup; at the deadline "
-    "the next held RESULT, the following coup's, is taken as its boundary, so that coup's cards are "
-    "set aside as extras and every later coup is numbered one lower than the shoe dealt it "
-    "(controller/engine.py _discard_held; reduced to its frames in test_fault_codes.py, "
-    "test_a_held_coup_whose_result_was_lost_keeps_the_numbers_of_the_coups_after_it)"
-)
 #: More deadlines than any shoe here can open.
 MAX_DEADLINES = 1000
 
@@ -366,12 +359,9 @@ def test_unplugging_the_shoe_mid_coup_is_a_device_fault_and_a_loss_holds_every_l
     )
 
 
-SHIFTED = pytest.mark.xfail(strict=True, raises=AssertionError, reason=HELD_COUPS_RESULT_LOST_SHIFTS_COUPS)
-
-
 @pytest.mark.parametrize(
     ("protocol", "seed"),
-    [pytest.param(protocol, seed, marks=[SHIFTED] if seed == 5 else []) for protocol, seed in UNPLUGS],
+    UNPLUGS,
 )
 def test_unplugging_the_shoe_mid_coup_never_settles_a_coup_with_cards_it_did_not_deal(
     unplugged: Callable[[str, int], tuple[Reading, list[dict[str, Any]]]], protocol: str, seed: int

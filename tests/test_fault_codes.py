@@ -73,30 +73,12 @@ PROBABILITY: dict[str, float] = {
 #: and it has no way to say that a card left the shoe face up.
 ONLY_ON: dict[str, tuple[str, ...]] = {"wronghand": (ANGEL,), "faceup": (ASCII, BIN)}
 
-#: Why some runs fail (strict xfail, ``raises=AssertionError``: they must fail,
-#: on an assertion, until the engine is fixed). Each has a frame-level
-#: reproducer at the end of this file.
-GAP_WHILE_HELD_IS_FORGOTTEN = (
-    "engine: a SequenceGap that arrives while frames are held is not held with them: _on_gap only adds "
-    "its count to the held coup (gap_missing) and keeps no trace of where the loss was. When the "
-    "deadline voids the held coup (or a supervisor releases it), the frames after its RESULT are dealt "
-    "on as if nothing had been lost there: a later coup that lost a card is settled with the cards "
-    "that are left, or its RESULT is taken as early and the next coup's first card 'corrects' it, a "
-    "hand mixing two coups (controller/engine.py _on_gap, _discard_held, _void)"
-)
-HELD_COUPS_RESULT_LOST_SHIFTS_COUPS = (
-    "engine: when the RESULT of a coup whose frames are held was itself lost (in the gap that started "
-    "the hold, or in a later one), the deadline takes the next held RESULT, the following coup's, as "
-    "its boundary: that coup's cards are set aside as extras of the void coup and every later coup is "
-    "numbered one lower than the shoe dealt it (controller/engine.py _discard_held; SPEC section 3: "
-    "coups count every coup)"
-)
-EARLY_RESULT_WITH_UNREAD_SHIFTS_COUPS = (
-    "engine: a RESULT pressed early while an unread card hides whether a third card is due is held; "
-    "at the deadline it is taken as the coup's boundary, so the due third card(s) and the real RESULT "
-    "make a phantom coup (void, PREMATURE_RESULT 'RESULT after only 1-2 card(s)') and every later coup "
-    "is numbered one higher than the shoe dealt it (controller/engine.py _discard_held)"
-)
+#: Engine bugs these tests found, now fixed (controller/engine.py): a gap
+#: that arrives while frames are held is held with them and applied where it
+#: happened; a held coup whose own RESULT was lost is told apart by its card
+#: count and the next coup keeps its number; the due cards of an early RESULT
+#: under an unread card stay with the voided coup. Each has a frame-level
+#: regression test at the end of this file.
 
 
 def applicable(kind: str) -> tuple[str, ...]:
@@ -532,14 +514,7 @@ def test_a_foreign_card_voids_its_coup_with_a_security_alert_for_foreign(protoco
 # --- lost frames, every one of them --------------------------------------------
 
 LOSSY_RUNS = [(kind, p) for kind in ("gap", "badck", "disconnect") for p in applicable(kind)]
-LOSSY_XFAIL = {
-    **{(kind, p): GAP_WHILE_HELD_IS_FORGOTTEN for kind, p in LOSSY_RUNS},
-    **{
-        (kind, p): GAP_WHILE_HELD_IS_FORGOTTEN + "; and " + HELD_COUPS_RESULT_LOST_SHIFTS_COUPS
-        for kind in ("gap", "badck")
-        for p in PROTOCOLS
-    },
-}
+LOSSY_XFAIL: dict[tuple[str, str], str] = {}
 
 
 def runs(pairs: list[tuple[str, str]], xfail: dict[tuple[str, str], str]) -> list[Any]:  # pytest.param()s
@@ -577,20 +552,8 @@ def test_every_stretch_of_lost_frames_is_a_sequence_gap_of_its_coup_and_the_othe
 # --- across every faulty run ------------------------------------------------------
 
 FAULTY_RUNS = [(kind, p) for kind in FAULT_KINDS for p in applicable(kind)] + [("all", p) for p in PROTOCOLS]
-SETTLES_WRONG = {
-    **{(kind, p): LOSSY_XFAIL[kind, p] for kind in ("gap", "badck") for p in PROTOCOLS},
-    **{("disconnect", p): GAP_WHILE_HELD_IS_FORGOTTEN for p in (ASCII, BIN)},
-    **{
-        ("all", p): GAP_WHILE_HELD_IS_FORGOTTEN + "; and " + EARLY_RESULT_WITH_UNREAD_SHIFTS_COUPS
-        for p in (ASCII, BIN)
-    },
-    ("all", ANGEL): GAP_WHILE_HELD_IS_FORGOTTEN,
-}
-MIXES_HANDS = {
-    (kind, p): GAP_WHILE_HELD_IS_FORGOTTEN
-    for kind in ("gap", "badck", "disconnect", "all")
-    for p in (ASCII, BIN)
-}
+SETTLES_WRONG: dict[tuple[str, str], str] = {}
+MIXES_HANDS: dict[tuple[str, str], str] = {}
 
 
 def assert_only_what_was_dealt_is_settled(run: Run, *, live: bool) -> None:
@@ -691,7 +654,6 @@ def test_an_early_result_while_an_unread_card_hides_the_tableau_never_settles_a_
     assert [hand for _, hand in results_of(late)] == [coup_2]
 
 
-@strict_xfail(EARLY_RESULT_WITH_UNREAD_SHIFTS_COUPS)
 def test_an_early_result_while_an_unread_card_hides_the_tableau_keeps_the_next_coups_number() -> None:
     frames, coup_2 = early_result_with_an_unread_card()
     _, late = feed(Engine("T01", load_profile("punto_banco"), DECKS), frames)
@@ -780,7 +742,6 @@ def test_a_lost_result_never_shifts_the_numbers_of_the_coups_after_it() -> None:
     assert results_of(late) == [(3, dealt[3])]
 
 
-@strict_xfail(GAP_WHILE_HELD_IS_FORGOTTEN)
 def test_a_gap_while_frames_are_held_is_still_a_gap_when_they_are_released() -> None:
     """The gap, badck and disconnect runs above, reduced to their frames."""
     engine = Engine("T01", load_profile("punto_banco"), DECKS)
@@ -797,7 +758,6 @@ def test_a_gap_while_frames_are_held_is_still_a_gap_when_they_are_released() -> 
     assert (2, "SEQUENCE_GAP", "awaiting_supervisor") in misdeals_of(late)
 
 
-@strict_xfail(HELD_COUPS_RESULT_LOST_SHIFTS_COUPS)
 def test_a_held_coup_whose_result_was_lost_keeps_the_numbers_of_the_coups_after_it() -> None:
     """The end-to-end unplug with seed 5, reduced to its frames."""
     engine = Engine("T01", load_profile("punto_banco"), DECKS)
