@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench fuzz venv clean deps-system
+.PHONY: demo test lint bench fuzz soak venv clean deps-system
 
 # Create the virtualenv and install the project (editable) with its dev tools.
 $(STAMP): pyproject.toml
@@ -48,6 +48,10 @@ test: $(STAMP) deps-system lint
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
+
+# The long soak and fault campaign (tests/soak): >= 10,000 coups against a real broker.
+soak: $(STAMP) deps-system
+	$(BIN)/python -m tests.soak --coups 10000
 
 fuzz: $(STAMP)
 	$(BIN)/python -m pip install -q atheris

@@ -1,0 +1,186 @@
+"""The short soak and fault campaign (issue 5, item 1), inside ``make test``.
+
+One campaign (:mod:`tests.soak.campaign`) runs once for this module: the
+fake shoe on a pty with every fault kind enabled, dealing four 8-deck shoes
+(a little over 300 coups) at 200 cards/s to the daemon, which publishes to
+a real Mosquitto; the broker is restarted twice and the daemon ``kill -9``-ed
+twice on the way. Each test below checks one promise on what the campaign
+collected; ``python -m tests.soak`` runs the long version.
+
+The engine bugs the campaign found are reproduced at the end, frame by
+frame, as strict expected failures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from controller.engine import Engine
+from controller.events import Event
+from controller.rules import load_profile
+from firmware_protocols.frames import Button, Card, Frame, Hello, SequenceGap
+from tests.conftest import BrokerFactory
+from tests.soak.campaign import BROKER_CONFIG, Report, Settings, analyse, run_campaign
+
+pytestmark = pytest.mark.mqtt
+
+SETTINGS = Settings(
+    coups=300,
+    seed=11,
+    cards_per_second=200.0,
+    broker_restarts=2,
+    daemon_kills=2,
+    correction_deadline_s=2.0,
+    # a young daemon (it was last restarted before mid-run) still settles in
+    rss_growth_limit_mb=5.0,
+    timeout_s=600.0,
+)
+
+#: Bugs pinned elsewhere by frame-level strict xfails, seen again here end to end.
+NEW_SHOE_DROPS_COUPS_HELD = (
+    "a new shoe loaded while frames are held leaves the coups those frames open without a result "
+    "or a void (tests/test_fuzz_properties.py::"
+    "test_a_shoe_that_ends_voiding_a_held_coup_leaves_no_coup_open)"
+)
+GAP_DURING_A_HOLD_IS_CHARGED_TO_THE_HOLDER = (
+    "a gap that arrives while frames are held is charged to the holding coup, so the coup that "
+    "lost the frame is later settled with the wrong hands (tests/test_fault_codes.py::"
+    "test_a_gap_while_frames_are_held_is_still_a_gap_when_they_are_released)"
+)
+#: Bugs pinned here.
+GAP_IN_THE_BURN_PUTS_THE_SHOE_OUT_OF_PHASE = (
+    "engine: frames lost while the shoe is burning open coup 1 with SEQUENCE_GAP; when it is voided "
+    "at its deadline the shoe is still in its burn phase, so the first card after the held RESULT "
+    "is burned and every later coup is dealt one card out of phase; each early RESULT is then "
+    "'corrected' by the next coup's first card (PREMATURE_RESULT) and mixed hands are settled "
+    "(controller/engine.py _discard_held/_void/_on_card)"
+)
+WHOLE_COUPS_LOST_RENUMBER_THE_SHOE = (
+    "engine/SPEC: coups lost whole on the line (e.g. while the daemon was dead) are not counted, so "
+    "every later coup of the shoe is numbered lower than the shoe dealt it, against SPEC section 3 "
+    "('coup ... counting every coup'); a frame gap cannot say how many RESULTs it swallowed, so "
+    "this needs a SPEC decision (e.g. an explicit renumbering or a void of the rest of the shoe)"
+)
+
+
+@pytest.fixture(scope="module")
+def report(mosquitto: BrokerFactory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
+    broker = mosquitto(persistence=True, config=BROKER_CONFIG)
+    workdir = tmp_path_factory.mktemp("soak")
+    run = run_campaign(SETTINGS, workdir, broker)
+    result = analyse(run)
+    result.write_verdicts(workdir / "verdicts.jsonl")
+    print(f"\n{result.summary()}\n(kept in {workdir})")
+    yield result
+    broker.kill()
+
+
+def test_the_campaign_dealt_and_disrupted_as_planned(report: Report) -> None:
+    assert report.coups_dealt >= SETTINGS.coups
+    assert report.broker_restarts == SETTINGS.broker_restarts
+    assert report.daemon_kills == SETTINGS.daemon_kills
+    assert report.process_problems == []
+    # the fake injected faults of every kind that surely shows in 300 coups
+    assert {"garbage", "badck", "gap", "unread", "faceup"} <= set(report.faults)
+
+
+def test_no_event_is_lost_changed_or_reordered_through_broker_restarts_and_kills(report: Report) -> None:
+    assert report.delivery_problems() == []
+    assert report.delivered == report.journal_events > 0
+
+
+def test_nothing_is_invented_between_the_pty_and_the_events(report: Report) -> None:
+    assert report.line_problems() == []
+
+
+def test_the_daemon_memory_is_flat_over_the_second_half(report: Report) -> None:
+    assert report.memory_problems() == []
+
+
+# Not strict: which of these bugs a campaign meets depends on where the kills
+# fall (C and D need frames lost at a kill); each is pinned strictly by a
+# frame-level reproducer, so this one turns green once they are all fixed.
+@pytest.mark.xfail(
+    strict=False,
+    reason="; ".join(
+        (
+            NEW_SHOE_DROPS_COUPS_HELD,
+            GAP_DURING_A_HOLD_IS_CHARGED_TO_THE_HOLDER,
+            GAP_IN_THE_BURN_PUTS_THE_SHOE_OUT_OF_PHASE,
+            WHOLE_COUPS_LOST_RENUMBER_THE_SHOE,
+        )
+    ),
+)
+def test_every_coup_is_settled_as_dealt_or_voided_and_none_is_mis_settled(report: Report) -> None:
+    assert report.coup_problems() == []
+
+
+# --- the bugs the campaign found, frame by frame -----------------------------------
+
+T0 = 1_763_800_000.0
+
+
+def engine(deadline_s: float = 2.0) -> Engine:
+    return Engine("T01", load_profile("punto_banco", {"correction_deadline_s": deadline_s}), 8)
+
+
+def deal(frames: list[Frame], *, until: float | None = None) -> list[Event]:
+    """Feed every frame to a fresh engine, then let time pass to ``until``."""
+    e = engine()
+    events = [ev for f in frames for ev in e.feed(f)]
+    if until is not None:
+        events += e.tick(until)
+    return events
+
+
+def coup_frames(coups: list[list[str | None]], seq: int, t: float = T0) -> list[Frame]:
+    """Each coup's cards in dealing order, then the dealer's RESULT."""
+    out: list[Frame] = []
+    for cards in coups:
+        for card in cards:
+            out.append(Card(t, seq, card))
+            seq += 1
+        out.append(Button(t, seq, "RESULT"))
+        seq += 1
+    return out
+
+
+def shoe_start() -> list[Frame]:
+    """HELLO, NEWSHOE, an ace exposed and one card burned (sequence 0-3)."""
+    return [Hello(T0, 0, "FAKE", "1.0", "1"), Button(T0, 1, "NEWSHOE"), Card(T0, 2, "AS"), Card(T0, 3, "2S")]
+
+
+def hands(result: Event) -> tuple[list[str | None], list[str | None]]:
+    return result["player"]["cards"], result["banker"]["cards"]
+
+
+@pytest.mark.xfail(strict=True, reason=GAP_IN_THE_BURN_PUTS_THE_SHOE_OUT_OF_PHASE)
+def test_frames_lost_during_the_burn_never_settle_a_later_coup_with_mixed_hands() -> None:
+    # An ace is exposed (one card to burn); the burned card and coup 1's P1
+    # are lost on the line. Coup 1's other cards and RESULT arrive, then two
+    # whole coups: P 6C 4C JD / B AC TD 2D, and P AH 5H / B QD JH 7H.
+    frames: list[Frame] = [Hello(T0, 0, "FAKE", "1.0", "1"), Button(T0, 1, "NEWSHOE"), Card(T0, 2, "AS")]
+    frames += [SequenceGap(T0, 5, 3, 2), Card(T0, 5, "KH"), Card(T0, 6, "TS"), Card(T0, 7, "QH")]
+    frames.append(Button(T0, 8, "RESULT"))
+    dealt = [(["6C", "4C", "JD"], ["AC", "TD", "2D"]), (["AH", "5H"], ["QD", "JH", "7H"])]
+    frames += coup_frames([["6C", "AC", "4C", "TD", "JD", "2D"], ["AH", "QD", "5H", "JH", "7H"]], seq=9)
+    events = deal(frames, until=T0 + 10)
+    settled = [hands(e) for e in events if e["type"] == "coup.result"]
+    assert [h for h in settled if h not in dealt] == []
+
+
+@pytest.mark.xfail(strict=True, reason=WHOLE_COUPS_LOST_RENUMBER_THE_SHOE)
+def test_coups_lost_whole_on_the_line_do_not_renumber_the_rest_of_the_shoe() -> None:
+    # Coups 1 and 2 are naturals dealt as usual; all of coup 3 (four cards and
+    # its RESULT) is lost on the line; coups 4 and 5 are then dealt whole.
+    coups: list[list[str | None]] = [["9S", "KH", "TS", "QH"], ["8D", "2C", "KD", "5C"]]
+    frames = shoe_start() + coup_frames(coups, seq=4)  # sequence 4-13
+    frames.append(SequenceGap(T0, 19, 14, 5))  # coup 3: sequence 14-18
+    frames += coup_frames([["7H", "7D", "TC", "JS"], ["8C", "3H", "KC", "4H"]], seq=19)
+    events = deal(frames, until=T0 + 10)
+    numbers = {
+        e["coup"] for e in events if e["type"] == "coup.result" and hands(e) == (["8C", "KC"], ["3H", "4H"])
+    }
+    assert numbers == {5}
