@@ -93,6 +93,8 @@ def _known_bug(exc: BaseException) -> str | None:
             "after_shoe_end": "test_no_coup_is_dealt_into_a_shoe_the_supervisor_ended",
             "failed_command_events": "test_a_command_that_fails_after_a_deadline_loses_no_event",
             "shoe_ended_with_open_coup": "test_a_shoe_that_ends_voiding_a_held_coup_leaves_no_coup_open",
+            # the only sign of this one; it hides any other lost card until fixed
+            "cards_lost": "test_cards_held_by_the_last_coup_are_reported_when_it_is_voided",
         }.get(exc.code)
     if isinstance(exc, IndexError) and _raised_in(exc, "controller/engine.py", "_on_order"):
         return "test_a_shuffle_order_after_a_commitment_mismatch_does_not_crash"
@@ -649,6 +651,27 @@ def test_a_shoe_that_ends_voiding_a_held_coup_leaves_no_coup_open() -> None:
     dealt = {e["coup"] for e in t.events if e["type"] == "card" and e["shoe"] == first and e["coup"]}
     ended = {e["coup"] for e in t.events if e["type"] in ("coup.result", "coup.void") and e["shoe"] == first}
     assert dealt <= ended
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine: when the shoe's last coup is voided with more than six cards held (its frames held "
+    "since an unread card, then its RESULT), _discard_held takes them for a 'phantom' next coup; "
+    "_void_phantom opens it, finds it void as a cut-card overrun and returns before reporting its "
+    "cards (`if coup.resolved: return`): the cards left the shoe but no card event ever shows them "
+    "(controller/engine.py _void_phantom, since 1839211) — reported",
+)
+def test_cards_held_by_the_last_coup_are_reported_when_it_is_voided() -> None:
+    t = Table(after_cut="last")
+    t.new_shoe()
+    t.cards("AS", "2S")
+    t.cut()  # coup 1 is the last coup
+    t.cards(None, None, None, "3H")  # three unread cards: where the next card goes is unknown
+    t.cards("4H", "5H", "6H")  # held
+    t.result()  # held
+    t.tick(1000.0)  # UNREAD_CARD not corrected: coup 1 void
+    shown = [e["card"] for e in t.events if e["type"] == "card"]
+    assert {"4H", "5H", "6H"} <= set(shown)
 
 
 @pytest.mark.xfail(
