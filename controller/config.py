@@ -428,6 +428,12 @@ def parse_config(text: str, name: str = "<config>") -> Config:
         raise ConfigError(f"{name}: YAML syntax error{where}: {problem}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{name}: YAML syntax error: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{name}: YAML nested too deeply") from None
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError) as exc:
+        # a value PyYAML resolves (or is tagged) as a date, number, bool...
+        # but cannot construct, or a list/mapping used as a key
+        raise ConfigError(f"{name}: a YAML value cannot be read: {exc}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -141,6 +141,8 @@ class Shoe:
     )
     ended_emitted: bool = False
     announced: bool = False
+    ending: bool = False  # _end_shoe is running
+    ended_by_rule: bool = False  # its last permitted coup was dealt
     dealing_over: bool = False  # the last permitted coup has finished dealing
 
 
@@ -151,6 +153,7 @@ class _Commit:
     sha256: str
     order: list[str | None]
     received: int = 0
+    valid: bool = True
 
 
 class Engine:
@@ -241,6 +244,7 @@ class Engine:
         self._out = out
         self._expire(t)
         reply: dict[str, Any] = {"id": cmd.get("id"), "ok": True, "error": None}
+        before = len(out)  # what the deadlines emitted stands whatever the command does
         try:
             name = cmd.get("cmd")
             if name == "void":
@@ -264,7 +268,7 @@ class Engine:
                 raise CommandError(f"unknown command {name!r}")
         except CommandError as exc:
             reply = {"id": cmd.get("id"), "ok": False, "error": str(exc)}
-            out.clear()
+            del out[before:]
         return reply, out
 
     def next_deadline(self) -> float | None:
@@ -393,7 +397,7 @@ class Engine:
         commit, self._commit = self._commit, None
         if commit is not None:
             s.commit = commit.sha256
-            s.order = commit.order if commit.received >= commit.ncards else None
+            s.order = commit.order if commit.valid and commit.received >= commit.ncards else None
         self._emit(
             "shoe.started",
             s.t_start,
@@ -407,8 +411,10 @@ class Engine:
 
     def _end_shoe(self, t: float, reason: str) -> None:
         s = self.shoe
-        if s is None or s.ended_emitted:
+        if s is None or s.ended_emitted or s.ending:
             return
+        s.ending = True
+        s.ended_by_rule = reason == "last coup dealt"
         self._announce(s)
         for coup in sorted(s.coups.values(), key=lambda c: c.number):
             if not coup.resolved:
@@ -433,7 +439,7 @@ class Engine:
 
     def _maybe_finish_shoe(self, t: float) -> None:
         s = self.shoe
-        if s is None or not s.dealing_over or s.ended_emitted:
+        if s is None or not s.dealing_over or s.ended_emitted or s.ending:
             return
         if any(not c.resolved for c in s.coups.values() if not c.overrun):
             return
@@ -451,7 +457,7 @@ class Engine:
         if not f.game:
             self._out_of_game_card(f)
             return
-        if s is None or (s.phase == "ended" and (f.hand == "first" or s.last_coup is None)):
+        if s is None or (s.phase == "ended" and (f.hand == "first" or not s.ended_by_rule)):
             # A shoe with no NEWSHOE button starts at its first card (Angel
             # Eye marks that card itself). A shoe that ended by its cut card
             # does not: a card after its last coup is CUT_CARD_OVERRUN.
@@ -868,6 +874,14 @@ class Engine:
                 s.dealing_over = True
             self._maybe_finish_shoe(t)
             self._publish_odds(t)
+        if s.ending:
+            # the shoe is being replaced: nothing more is dealt in it; what
+            # was held is reported with this coup, unsettled
+            for f in phantom + rest:
+                if isinstance(f, Card):
+                    self._take(s, f, coup)
+                    self._card_event(f, coup.number, "extra")
+            phantom, rest = [], []
         if phantom:
             self._void_phantom(phantom, t)
         # frames held past the void coup's RESULT belong to the coups after it
@@ -928,14 +942,15 @@ class Engine:
         s = self.shoe
         assert s is not None
         coup = self._open_coup(s, t)
-        if coup.resolved:  # after the last coup: already void
-            return
         detail = "its frames were partly lost with the previous coup's RESULT: the cards cannot be placed"
         for f in frames:
             if isinstance(f, Card):
                 self._take(s, f, coup)
                 coup.extras.append(f.card)
                 self._card_event(f, coup.number, "extra")
+        if coup.resolved:  # after the last coup: void already (CUT_CARD_OVERRUN)
+            self._close_dealing(coup, t)
+            return
         self._misdeal(t, coup, "SEQUENCE_GAP", detail, "void")
         self._void(t, coup, "SEQUENCE_GAP", detail)
         self._close_dealing(coup, t)
@@ -978,7 +993,7 @@ class Engine:
 
     def _on_cut(self, f: CutCard) -> None:
         s = self.shoe
-        if s is None:
+        if s is None or (s.ended_emitted and not s.ended_by_rule):
             self._alert(f.t, "CUT_CARD_UNEXPECTED", "cut card with no shoe in play", None)
             return
         cur = s.current
@@ -1094,6 +1109,10 @@ class Engine:
             self._alert(f.t, "SEQUENCE_GAP", detail, None)
             return
         coup = s.current
+        if coup is not None and coup.dealing and coup.resolved:
+            # a void coup has nothing left to correct; its cards are reported
+            # until its RESULT as before
+            return
         if coup is not None and coup.held is not None:
             # held like any frame: once the frames before it are placed (or
             # voided) it applies where it happened
@@ -1129,6 +1148,8 @@ class Engine:
 
     def _on_order(self, f: ShuffleOrder) -> None:
         c = self._commit
+        if c is not None and not c.valid:
+            return  # already alerted: this commitment cannot be trusted
         if c is None or f.index < 0 or f.index + len(f.cards) > c.ncards:
             self._alert(f.t, "SHUFFLE_ORDER_INVALID", "shuffler order outside its commitment", None)
             return
@@ -1141,7 +1162,8 @@ class Engine:
                 self._alert(
                     f.t, "SHUFFLE_COMMIT_MISMATCH", "the shuffler's order does not match its commitment", None
                 )
-                c.order = []  # cannot be trusted for the card-by-card check
+                c.valid = False  # cannot be trusted for the card-by-card check
+                c.order = []
 
     def _on_device_result(self, f: DeviceResult) -> None:
         s = self.shoe

@@ -250,7 +250,11 @@ def _read_yaml(text: str, source: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: not valid YAML: nested too deeply") from None
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError) as exc:
+        raise ConfigError(f"{source}: not valid YAML: a value cannot be read: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a profile is a YAML mapping")
     return data
@@ -283,7 +287,12 @@ def load_profile(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
                 "nor a readable file"
             )
         source = str(path)
-        text = path.read_text("utf-8")
+        try:
+            text = path.read_text("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        except OSError as exc:
+            raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
     data = _read_yaml(text, source)
     if overrides:
         rules = dict(data.get("rules") or {})

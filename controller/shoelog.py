@@ -23,6 +23,8 @@ from typing import IO, Any
 
 from controller.errors import UsageError
 
+#: 9999-12-31T23:59:59Z: RFC 3339 has four-digit years.
+MAX_T = 253_402_300_799.0
 _META_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 
 
@@ -68,8 +70,8 @@ def parse_lines(lines: Iterable[str], source: str = "<capture>") -> Iterator[Rec
             t = float(ts)
         except ValueError:
             raise ShoelogError(f"{source}:{n}: bad timestamp {ts!r}") from None
-        if t != t or t in (float("inf"), float("-inf")) or t < 0:
-            raise ShoelogError(f"{source}:{n}: bad timestamp {ts!r}")
+        if not 0 <= t <= MAX_T:  # also refuses NaN and infinities
+            raise ShoelogError(f"{source}:{n}: bad timestamp {ts!r} (Unix seconds, 0 to the year 9999)")
         if payload.startswith("hex:"):
             try:
                 data = bytes.fromhex(payload[4:])
