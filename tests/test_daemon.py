@@ -156,3 +156,59 @@ def test_kill_9_mid_coup_then_restart_delivers_what_an_uninterrupted_run_would(t
     assert any(
         e["type"] in ("coup.result", "coup.void", "misdeal") and e["coup"] == interrupted for e in firsts
     )
+
+
+def test_a_journal_that_cannot_be_written_stops_the_daemon_loudly(tmp_path: Path) -> None:
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    Journal(locked / "journal.sqlite3").close()
+    (locked / "journal.sqlite3").chmod(0o444)
+    locked.chmod(0o555)
+    try:
+        cfg = _config(tmp_path, {"driver": "fake", "cards_per_second": 0})
+        data = yaml.safe_load(cfg.read_text())
+        data["journal"] = str(locked / "journal.sqlite3")
+        cfg.write_text(yaml.safe_dump(data))
+        if os.geteuid() == 0:
+            # root ignores file modes: make the journal unwritable another way
+            data["journal"] = "/proc/shoe-controller-test/journal.sqlite3"
+            cfg.write_text(yaml.safe_dump(data))
+        r = subprocess.run(
+            [sys.executable, "-m", "controller.cli", "run", "-c", str(cfg)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        locked.chmod(0o755)
+    assert r.returncode == 1
+    assert "journal" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "events.jsonl").exists() or (tmp_path / "events.jsonl").read_text() == ""
+
+
+def test_the_prometheus_endpoint_counts_cards_coups_and_drops(tmp_path: Path) -> None:
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    capture = CAPTURES / "line_garbage.shoelog"
+    cfg = load_config(
+        _config(
+            tmp_path,
+            {"driver": "replay", "file": str(capture), "realtime": False},
+            metrics=f"127.0.0.1:{port}",
+        )
+    )
+    daemon = Daemon(cfg, stop_at_eof=True)
+    assert daemon.run() == 0
+    # the endpoint lives as long as the process; the daemon's registry says what it served
+    from prometheus_client import generate_latest
+
+    text = generate_latest(daemon.metrics.registry).decode()
+    assert "shoe_cards_total 8.0" in text
+    assert 'shoe_coups_total{outcome="settled"} 1.0' in text
+    assert 'shoe_frames_dropped{reason="garbage"}' in text
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        assert b"shoe_cards_total" in resp.read()
