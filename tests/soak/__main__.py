@@ -37,7 +37,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--faults", default=DEFAULT_FAULTS)
     p.add_argument("--broker-restarts", type=int, default=6)
     p.add_argument("--daemon-kills", type=int, default=5)
-    p.add_argument("--deadline", type=float, default=3.0, help="rules.correction_deadline_s")
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=0.5,
+        help="rules.correction_deadline_s (default 0.5 s: at 500 cards/s a hold then spans some 250 "
+        "cards, about what 120 s spans at a live table; longer holds run across shoe ends)",
+    )
     p.add_argument("--no-odds", action="store_true", help="turn the daemon's live odds off")
     p.add_argument("--workdir", type=Path, help="keep everything here (default: a temporary directory)")
     p.add_argument("--timeout", type=float, default=4 * 3600.0, help="give up after this many seconds")
