@@ -38,13 +38,14 @@ SETTINGS = Settings(
     timeout_s=600.0,
 )
 
-#: Seen end to end here, pinned elsewhere by a frame-level strict xfail.
+#: Bugs pinned here, each by a frame-level reproducer below.
 NEW_SHOE_WHILE_FRAMES_ARE_HELD = (
-    "a new shoe loaded while frames are held: whole coups dealt before it are voided as extra cards "
-    "of the first held coup (or, before 4ddced4, left open) and shoe.ended under-counts the coups "
-    "(tests/test_fuzz_properties.py::test_a_shoe_that_ends_voiding_a_held_coup_leaves_no_coup_open)"
+    "engine: a new shoe loaded while a coup holds frames voids that coup (SHOE_ENDED) and reports "
+    "every card held behind it, whole coups with their RESULTs included, as extra cards of that one "
+    "coup: those coups are neither settled nor counted (shoe.ended under-counts), where a deadline "
+    "void deals on after the first held RESULT (controller/engine.py _end_shoe/_discard_held, since "
+    "4ddced4; before it they were left open)"
 )
-#: Bugs pinned here.
 GAP_IN_THE_BURN_PUTS_THE_SHOE_OUT_OF_PHASE = (
     "engine: frames lost while the shoe is burning open coup 1 with SEQUENCE_GAP; when it is voided "
     "at its deadline the shoe is still in its burn phase, so the first card after the held RESULT "
@@ -63,6 +64,13 @@ FOREIGN_DECK_CARD_TAKEN_FROM_THE_SHOE = (
     "engine: a coded card from a deck not in the shoe is removed from the shoe's composition "
     "before the deck is checked (controller/engine.py _take: comp.take() first), so the shoe's own "
     "last copy of that card is later reported FOREIGN_CARD (a false security alert) and its coup voided"
+)
+PREMATURE_THEN_EXTRA_OPENS_A_PHANTOM_COUP = (
+    "engine: after an early RESULT the coup is settled as soon as its due card arrives "
+    "(controller/engine.py _deal, branch coup.premature), before the dealer's second RESULT; an "
+    "extra card dealt before that RESULT then opens a new coup, voided at the RESULT "
+    "(PREMATURE_RESULT, 'after only 1 card'), and every later coup of the shoe is numbered one "
+    "higher than it was dealt"
 )
 WHOLE_COUPS_LOST_RENUMBER_THE_SHOE = (
     "engine/SPEC: coups lost whole on the line (e.g. while the daemon was dead) are not counted, so "
@@ -117,6 +125,7 @@ def test_the_daemon_memory_is_flat_over_the_second_half(report: Report) -> None:
             GAP_IN_THE_BURN_PUTS_THE_SHOE_OUT_OF_PHASE,
             HELD_GAP_DROPPED_AT_A_VOID,
             FOREIGN_DECK_CARD_TAKEN_FROM_THE_SHOE,
+            PREMATURE_THEN_EXTRA_OPENS_A_PHANTOM_COUP,
             WHOLE_COUPS_LOST_RENUMBER_THE_SHOE,
         )
     ),
@@ -126,6 +135,12 @@ def test_every_coup_is_settled_as_dealt_or_voided_and_none_is_mis_settled(report
 
 
 # --- the bugs the campaign found, frame by frame -----------------------------------
+
+
+def engine_bug(reason: str) -> pytest.MarkDecorator:
+    """Strict: the test must fail on its assertion until the bug is fixed."""
+    return pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
+
 
 T0 = 1_763_800_000.0
 
@@ -164,7 +179,22 @@ def hands(result: Event) -> tuple[list[str | None], list[str | None]]:
     return result["player"]["cards"], result["banker"]["cards"]
 
 
-@pytest.mark.xfail(strict=True, reason=GAP_IN_THE_BURN_PUTS_THE_SHOE_OUT_OF_PHASE)
+@engine_bug(NEW_SHOE_WHILE_FRAMES_ARE_HELD)
+def test_a_new_shoe_loaded_while_frames_are_held_counts_every_coup_dealt_before_it() -> None:
+    # Coup 1 loses its B1 (held from there on) and ends with its RESULT; two
+    # naturals follow, whole; then the dealer loads a new shoe.
+    frames = shoe_start()
+    frames += [Card(T0, 4, "9S"), SequenceGap(T0, 6, 5, 1), Card(T0, 6, "TS"), Card(T0, 7, "QH")]
+    frames.append(Button(T0, 8, "RESULT"))
+    frames += coup_frames([["8D", "2C", "KD", "5C"], ["7H", "7D", "TC", "JS"]], seq=9)
+    frames.append(Button(T0, 19, "NEWSHOE"))
+    events = deal(frames)
+    resolved = {e["coup"] for e in events if e["type"] in ("coup.result", "coup.void")}
+    ended = [e["coups"] for e in events if e["type"] == "shoe.ended"]
+    assert (resolved, ended) == ({1, 2, 3}, [3])
+
+
+@engine_bug(GAP_IN_THE_BURN_PUTS_THE_SHOE_OUT_OF_PHASE)
 def test_frames_lost_during_the_burn_never_settle_a_later_coup_with_mixed_hands() -> None:
     # An ace is exposed (one card to burn); the burned card and coup 1's P1
     # are lost on the line. Coup 1's other cards and RESULT arrive, then two
@@ -179,7 +209,7 @@ def test_frames_lost_during_the_burn_never_settle_a_later_coup_with_mixed_hands(
     assert [h for h in settled if h not in dealt] == []
 
 
-@pytest.mark.xfail(strict=True, reason=HELD_GAP_DROPPED_AT_A_VOID)
+@engine_bug(HELD_GAP_DROPPED_AT_A_VOID)
 def test_frames_lost_after_a_held_coup_that_is_voided_never_settle_the_next_coup_with_other_hands() -> None:
     # Coup 1 loses its B1 (held from there on); then its RESULT, the whole of
     # coup 2 and the first two cards of coup 3 are lost too (8 frames). The
@@ -196,7 +226,7 @@ def test_frames_lost_after_a_held_coup_that_is_voided_never_settle_the_next_coup
     assert results == []  # nothing is settled: coup 3 lost its first cards
 
 
-@pytest.mark.xfail(strict=True, reason=FOREIGN_DECK_CARD_TAKEN_FROM_THE_SHOE)
+@engine_bug(FOREIGN_DECK_CARD_TAKEN_FROM_THE_SHOE)
 def test_a_card_from_a_foreign_deck_never_makes_the_shoes_own_copy_foreign() -> None:
     # A one-deck shoe. Coup 1's P1 is the AH of deck 2 (foreign: coup 1 is
     # void); coup 2's P1 is the shoe's own AH, its one and only copy.
@@ -209,7 +239,19 @@ def test_a_card_from_a_foreign_deck_never_makes_the_shoes_own_copy_foreign() -> 
     assert alerts == [(1, "FOREIGN_CARD")]
 
 
-@pytest.mark.xfail(strict=True, reason=WHOLE_COUPS_LOST_RENUMBER_THE_SHOE)
+@engine_bug(PREMATURE_THEN_EXTRA_OPENS_A_PHANTOM_COUP)
+def test_an_extra_card_after_an_early_result_and_the_due_card_keeps_the_next_coups_number() -> None:
+    # Coup 1: P AC 3S JH / B 2S TD 2D; RESULT is pressed after four cards,
+    # the due P3 and B3 follow, then one card too many (JD), then RESULT.
+    # Coup 2 is a natural.
+    frames = shoe_start() + coup_frames([["AC", "2S", "3S", "TD"]], seq=4)
+    frames += coup_frames([["JH", "2D", "JD"], ["9S", "KH", "TS", "QH"]], seq=9)
+    events = deal(frames)
+    numbers = [(e["coup"], hands(e)) for e in events if e["type"] == "coup.result"]
+    assert numbers == [(1, (["AC", "3S", "JH"], ["2S", "TD", "2D"])), (2, (["9S", "TS"], ["KH", "QH"]))]
+
+
+@engine_bug(WHOLE_COUPS_LOST_RENUMBER_THE_SHOE)
 def test_coups_lost_whole_on_the_line_do_not_renumber_the_rest_of_the_shoe() -> None:
     # Coups 1 and 2 are naturals dealt as usual; all of coup 3 (four cards and
     # its RESULT) is lost on the line; coups 4 and 5 are then dealt whole.

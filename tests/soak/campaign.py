@@ -64,7 +64,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from controller.journal import Journal
 from drivers.fake import Disconnect, FakeShoe
 from firmware_protocols.detect import make_decoder
-from firmware_protocols.frames import Frame, SequenceGap
+from firmware_protocols.frames import Card, Frame, SequenceGap
 from tests.conftest import Broker, Received, Subscriber, free_port, mqtt_client
 
 TABLE = "T01"
@@ -149,7 +149,7 @@ class Settings:
 @dataclass(frozen=True, slots=True)
 class SentFrame:
     """A frame the fake put on the line intact, and the coup it belongs to
-    (``(shoe, coup)``; frames before a shoe's first coup count for it)."""
+    (``(shoe, coup)``; ``(shoe, 0)``: before the shoe's first coup)."""
 
     key: tuple[int, int]
     frame: Frame
@@ -176,7 +176,6 @@ def build_reference(settings: Settings) -> Reference:
     fake = FakeShoe(settings.seed, settings.protocol, settings.decks, settings.faults)
     decoder = make_decoder(settings.protocol)
     frames: list[SentFrame] = []
-    before_coup: list[Frame] = []
     items = fake.events()  # a generator: closed below, which ends the fake's log
     try:
         for item in items:
@@ -184,14 +183,15 @@ def build_reference(settings: Settings) -> Reference:
                 break  # this item already belongs to the next shoe
             if isinstance(item, Disconnect):
                 continue
-            decoded = [replace(f, t=0.0) for f in decoder.feed(*item) if not isinstance(f, SequenceGap)]
             coup = fake._coup  # the coup this chunk was sent in (private: only it knows)
-            if coup is None:
-                before_coup += decoded
-                continue
-            key = (int(coup["shoe"]), int(coup["coup"]))
-            frames += [SentFrame(key, f) for f in before_coup + decoded]
-            before_coup = []
+            # outside a coup: HELLO, NEWSHOE, the exposed and burned cards of
+            # the shoe being dealt (shoe records are written at its end)
+            key = (int(coup["shoe"]), int(coup["coup"])) if coup is not None else (len(fake.shoes) + 1, 0)
+            frames += [
+                SentFrame(key, replace(f, t=0.0))
+                for f in decoder.feed(*item)
+                if not isinstance(f, SequenceGap)
+            ]
     finally:
         close = getattr(items, "close", None)
         if close is not None:
@@ -764,42 +764,20 @@ CoupKey = tuple[int, int]  # the fake's (shoe, coup); coup 0 = the burn
 
 @dataclass(frozen=True, slots=True)
 class DealtCard:
+    """A card frame that reached the daemon: the fake coup that dealt it
+    (coup 0: the exposed and burned cards) and its code (None: unread)."""
+
     key: CoupKey
-    card: str
-    unread: bool  # sent as CARD XX: the daemon sees no value
-
-
-def dealing_order(shoes: list[dict[str, Any]], coups: list[dict[str, Any]]) -> list[DealtCard]:
-    """Every card the fake took out of the shoe, in the order it did:
-    per shoe the exposed first card and the burned ones, then per coup
-    ``P1 B1 P2 B2 [P3] [B3]`` and any extra card."""
-    by_shoe: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
-    for c in coups:
-        by_shoe[c["shoe"]].append(c)
-    out: list[DealtCard] = []
-    for s in shoes:
-        n = s["shoe"]
-        if s["first_card"] is not None:
-            out += [DealtCard((n, 0), card, False) for card in [s["first_card"], *s["burned"]]]
-        for c in by_shoe.get(n, []):
-            unread = {f["position"] for f in c["faults"] if f["kind"] == "unread"}
-            p, b = c["player"], c["banker"]
-            positions = [("P1", p, 0), ("B1", b, 0), ("P2", p, 1), ("B2", b, 1), ("P3", p, 2), ("B3", b, 2)]
-            for pos, hand, i in positions:
-                if i < len(hand):
-                    out.append(DealtCard((n, c["coup"]), hand[i], pos in unread))
-            out += [DealtCard((n, c["coup"]), card, False) for card in c["extra"]]
-    return out
+    card: str | None
 
 
 def map_cards(
     dealt: list[DealtCard], card_events: list[dict[str, Any]], window: int = 400
 ) -> tuple[list[CoupKey | None], int]:
     """For each of the daemon's ``card`` events (in journal order), the
-    fake's coup that dealt that card, matched in order (a read card to the
-    next dealt copy of it, an unread one to the next card sent unread);
-    ``None`` where none of the next ``window`` dealt cards matches. Also the
-    number of such unmatched events (cards the shoe never dealt)."""
+    fake's coup that dealt that card: the next card frame received with the
+    same code (or unread); ``None`` where none of the next ``window`` does.
+    Also the number of such unmatched events (cards the shoe never dealt)."""
     out: list[CoupKey | None] = []
     j = 0
     unmatched = 0
@@ -807,7 +785,7 @@ def map_cards(
         card = ev["card"]
         for k in range(j, min(len(dealt), j + window)):
             d = dealt[k]
-            if (card is None and d.unread) or (card is not None and not d.unread and d.card == card):
+            if d.card == card:
                 out.append(d.key)
                 j = k + 1
                 break
@@ -1055,9 +1033,14 @@ def analyse(run: Run) -> Report:
     rep.coups_dealt, rep.shoes_dealt = len(coups), len(shoes)
     _check_processes(run, rep, coups)
     events = _check_delivery(run, rep)
-    line_lost = _line_losses(run, rep)
+    line_lost, arrived = _line_losses(run, rep)
     shoe_of = _match_shoes(events, shoes, rep)
-    _account_for_coups(events, coups, shoes, shoe_of, line_lost, rep)
+    received = [
+        DealtCard(f.key, f.frame.card)
+        for f, ok in zip(run.reference.frames, arrived, strict=True)
+        if ok and isinstance(f.frame, Card)
+    ]
+    _account_for_coups(events, coups, received, shoe_of, line_lost, rep)
     _check_memory(run, rep)
     return rep
 
@@ -1106,17 +1089,19 @@ def _check_delivery(run: Run, rep: Report) -> list[dict[str, Any]]:
     return [json.loads(text) for _, text in journal]
 
 
-def _line_losses(run: Run, rep: Report) -> collections.Counter[CoupKey]:
-    """Frames the fake sent intact that the daemon never journalled, per coup."""
+def _line_losses(run: Run, rep: Report) -> tuple[collections.Counter[CoupKey], list[bool]]:
+    """Frames the fake sent intact that the daemon never journalled, per
+    coup (those before a shoe's first coup count for it), and which of the
+    sent frames arrived."""
     sent = run.reference.frames
     arrived, rep.frames_unexpected = match_frames(sent, run.journal_frames)
     lost: collections.Counter[CoupKey] = collections.Counter(
-        f.key for f, ok in zip(sent, arrived, strict=True) if not ok
+        (f.key[0], max(1, f.key[1])) for f, ok in zip(sent, arrived, strict=True) if not ok
     )
     rep.frames_sent = len(sent)
     rep.frames_lost_on_line = sum(lost.values())
     rep.coups_with_line_loss = len(lost)
-    return lost
+    return lost, arrived
 
 
 def _match_shoes(events: list[dict[str, Any]], shoes: list[dict[str, Any]], rep: Report) -> dict[str, int]:
@@ -1126,22 +1111,35 @@ def _match_shoes(events: list[dict[str, Any]], shoes: list[dict[str, Any]], rep:
     burns = {e["shoe"]: e for e in events if e["type"] == "shoe.burn"}
     ended = {e["shoe"]: e for e in events if e["type"] == "shoe.ended"}
     shoe_of: dict[str, int] = {}
+    burned_from: list[str] = []
+    open_: list[str] = []
+    counts: list[tuple[int, int, int]] = []  # fake shoe, daemon's coups, fake's coups
     for rec, ev in zip(shoes, started, strict=False):
         sid = ev["shoe"]
         shoe_of[sid] = rec["shoe"]
         burn = burns.get(sid)
         if burn is not None and burn["first_card"] != rec["first_card"]:
-            rep.shoe_problems.append(
-                f"daemon shoe {sid} (fake shoe {rec['shoe']}) burned from {burn['first_card']}, "
-                f"the fake from {rec['first_card']}"
-            )
+            burned_from.append(f"shoe {rec['shoe']}: {burn['first_card']}, dealt {rec['first_card']}")
         end = ended.get(sid)
         if end is None:
-            rep.shoe_problems.append(f"daemon shoe {sid} (fake shoe {rec['shoe']}) never ended")
+            open_.append(f"shoe {rec['shoe']} ({sid})")
         elif end["coups"] != rec["coups"]:
+            counts.append((rec["shoe"], end["coups"], rec["coups"]))
+    if burned_from:
+        rep.shoe_problems.append(
+            f"{len(burned_from)} shoes burned from another first card: {_some(burned_from)}"
+        )
+    if open_:
+        rep.shoe_problems.append(f"{len(open_)} shoes never ended: {_some(open_)}")
+    for what, sel in (
+        ("fewer", [c for c in counts if c[1] < c[2]]),
+        ("more", [c for c in counts if c[1] > c[2]]),
+    ):
+        if sel:
             rep.shoe_problems.append(
-                f"daemon shoe {sid} (fake shoe {rec['shoe']}) ended after {end['coups']} coups, "
-                f"the fake dealt {rec['coups']}"
+                f"{len(sel)} of {len(shoes)} shoes ended counting {what} coups than the fake dealt "
+                f"({sum(abs(c[2] - c[1]) for c in sel)} in all): "
+                + _some(f"shoe {n}: {got} of {want}" for n, got, want in sel)
             )
     if len(started) != len(shoes):
         rep.shoe_problems.append(f"the daemon started {len(started)} shoes, the fake dealt {len(shoes)}")
@@ -1178,14 +1176,16 @@ def _explained(
 def _account_for_coups(
     events: list[dict[str, Any]],
     coups: list[dict[str, Any]],
-    shoes: list[dict[str, Any]],
+    received: list[DealtCard],
     shoe_of: dict[str, int],
     line_lost: collections.Counter[CoupKey],
     rep: Report,
 ) -> None:
     """Every coup the fake dealt, through the cards the daemon reported.
 
-    Each ``card`` event is traced to the fake coup that dealt the card, so a
+    Each ``card`` event is traced to the card frame it reports (among those
+    that reached the journal, in order) and so to the fake coup that dealt
+    the card, so a
     daemon coup is known by its cards whatever number it carries: settled
     with exactly one fake coup's hands under that coup's number (settled),
     under another number (RENUMBERED), with cards of several coups or other
@@ -1196,7 +1196,7 @@ def _account_for_coups(
     """
     dealt = {(c["shoe"], c["coup"]): c for c in coups}
     card_events = [e for e in events if e["type"] == "card"]
-    keys, rep.cards_unmatched = map_cards(dealing_order(shoes, coups), card_events)
+    keys, rep.cards_unmatched = map_cards(received, card_events)
     # daemon coup (shoe id, number) -> the fake coups its cards came from
     sources: dict[tuple[str, int], set[CoupKey]] = collections.defaultdict(set)
     daemon_of: dict[CoupKey, set[tuple[str, int]]] = collections.defaultdict(set)
