@@ -416,11 +416,17 @@ class Engine:
         s.ending = True
         s.ended_by_rule = reason == "last coup dealt"
         self._announce(s)
-        for coup in sorted(s.coups.values(), key=lambda c: c.number):
-            if not coup.resolved:
-                detail = f"{reason} before coup {coup.number} was settled"
-                self._misdeal(t, coup, "SHOE_ENDED", detail, "void")
-                self._void(t, coup, "SHOE_ENDED", detail)
+        # Void what is still open, lowest first. Frames a voided coup held
+        # past its RESULT are dealt on (they were dealt before this shoe
+        # ended), which may open, settle or leave open further coups: loop.
+        while True:
+            pending = sorted((c for c in s.coups.values() if not c.resolved), key=lambda c: c.number)
+            if not pending:
+                break
+            coup = pending[0]
+            detail = f"{reason} before coup {coup.number} was settled"
+            self._misdeal(t, coup, "SHOE_ENDED", detail, "void")
+            self._void(t, coup, "SHOE_ENDED", detail)
         s.coups.clear()
         s.current = None
         s.phase = "ended"
@@ -477,9 +483,14 @@ class Engine:
         from the shuffler's order (SHUFFLE_MISMATCH), after alerting; the
         caller decides what it does to the coup."""
         index = s.comp.dealt
-        ok = s.comp.take(f.card)
         where = coup.number if coup is not None else None
-        if not ok or (f.deck is not None and not 1 <= f.deck <= self.decks):
+        foreign_deck = f.deck is not None and not 1 <= f.deck <= self.decks
+        if foreign_deck:
+            s.comp.take(None)  # it left the shoe, but is none of the shoe's own copies
+            ok = True
+        else:
+            ok = s.comp.take(f.card)
+        if not ok or foreign_deck:
             what = (
                 f"{f.card}: more copies than {self.decks} deck(s) hold"
                 if not ok
@@ -874,14 +885,6 @@ class Engine:
                 s.dealing_over = True
             self._maybe_finish_shoe(t)
             self._publish_odds(t)
-        if s.ending:
-            # the shoe is being replaced: nothing more is dealt in it; what
-            # was held is reported with this coup, unsettled
-            for f in phantom + rest:
-                if isinstance(f, Card):
-                    self._take(s, f, coup)
-                    self._card_event(f, coup.number, "extra")
-            phantom, rest = [], []
         if phantom:
             self._void_phantom(phantom, t)
         # frames held past the void coup's RESULT belong to the coups after it
@@ -907,6 +910,18 @@ class Engine:
         first = next((i for i, f in enumerate(held) if isinstance(f, boundary)), None)
         head = held if first is None else held[:first]
         rest = [] if first is None else held[first + 1 :]
+        if first is None:
+            # no RESULT held: frames lost after this coup's cards (a gap, a
+            # restart) still apply to what comes next
+            lost = next((i for i, f in enumerate(held) if isinstance(f, (SequenceGap, Hello))), None)
+            if lost is not None:
+                head, rest = held[:lost], held[lost:]
+        if s.phase in ("burn", "burn-unknown"):
+            # frames were lost during the burn: it cannot be finished by
+            # count; it ends here, and the shoe is dealt on from here
+            self._alert(coup.t_start, "BURN_MISMATCH", "frames lost during the burn", coup.number)
+            s.phase = "deal"
+            self._emit("shoe.burn", coup.t_start, {"first_card": s.first_card, "burned": s.burned})
         own = len(coup.cards) + len(coup.extras)
         if first is not None and own + sum(isinstance(f, Card) for f in head) > 6:
             self._phantom = held[: first + 1]
