@@ -725,11 +725,14 @@ def run_campaign(
             raise CampaignError(f"the daemon exited {rc} on SIGTERM:\n{_tail(daemon.stderr)}")
         time.sleep(0.5)  # the retained 'offline'
     finally:
-        sampler.stop()
+        # every process this campaign started goes, whatever failed above
+        with contextlib.suppress(Exception):
+            sampler.stop()
         if daemon.proc is not None:
             with contextlib.suppress(Exception):
                 daemon.stop()
-        fake.stop()
+        with contextlib.suppress(Exception):
+            fake.stop()
         with sub.lock:
             messages = list(sub.messages)
         with contextlib.suppress(Exception):

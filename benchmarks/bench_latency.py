@@ -1,0 +1,392 @@
+"""Card-to-subscriber latency over a real Mosquitto through a pty.
+
+The benchmark plays the shoe itself: it deals :class:`drivers.fake.FakeShoe`
+frames into the master side of a pseudo-terminal, paced at ``RATE`` cards
+per second, and notes ``time.time()`` right after each card frame's write.
+The daemon (``shoe-controller run``, a subprocess: serial driver on the
+pty's slave, journal with an fsync per commit, live odds on, MQTT out)
+publishes; a subscriber in this process (QoS 1) notes the arrival of each
+``card`` event. The n-th card written is the n-th card event received
+(checked by the card's code). Both clocks are this process's, so no clock
+skew enters the figure.
+
+Each run deals ``CARDS`` cards from a fresh shoe sequence; the figures are
+the median over ``RUNS`` runs of each run's p50, p99 and max. Measured once
+in the same run for comparison: the daemon with live odds off (the work it
+does after a RESULT, odds first, delays the next coup's first card), and
+two baselines, the floor under the figure:
+
+* the pty alone: the same frames written to the master, read from the slave
+  by a reader thread in this process;
+* the broker alone: a QoS 1 publish from one client to a subscriber.
+
+Needs the ``mosquitto`` binary (``make deps-system``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tty
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import yaml
+from paho.mqtt.enums import CallbackAPIVersion
+
+from drivers.fake import FakeShoe
+
+CARDS = 2000
+RUNS = 3
+RATE = 100.0  # cards per second; other frames go out between the cards
+TARGET_P99_MS = 5.0
+TABLE = "T01"
+
+
+# --- plumbing ------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _mosquitto() -> str:
+    for candidate in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which("mosquitto")
+    if not found:
+        raise RuntimeError("mosquitto is not installed (make deps-system installs it)")
+    return found
+
+
+@contextlib.contextmanager
+def broker(directory: Path) -> Iterator[int]:
+    """A throwaway Mosquitto on a free loopback port; yields the port."""
+    port = _free_port()
+    conf = directory / "mosquitto.conf"
+    conf.write_text(
+        f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+        f"log_dest file {directory}/mosquitto.log\nuser {getpass.getuser()}\n"
+    )
+    proc = subprocess.Popen(
+        [_mosquitto(), "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("mosquitto did not start") from None
+                time.sleep(0.05)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@dataclass
+class Arrivals:
+    """Receipt times of messages, in arrival order, with their payloads."""
+
+    times: list[float] = field(default_factory=list)
+    payloads: list[bytes] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __len__(self) -> int:
+        with self.lock:
+            return len(self.times)
+
+
+def subscriber(port: int, topic: str) -> tuple[mqtt.Client, Arrivals]:
+    """A QoS 1 subscriber noting ``time.time()`` at each message."""
+    got = Arrivals()
+    ready = threading.Event()
+    client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311)
+
+    def on_message(c: mqtt.Client, u: Any, msg: mqtt.MQTTMessage) -> None:
+        now = time.time()
+        with got.lock:
+            got.times.append(now)
+            got.payloads.append(bytes(msg.payload))
+
+    client.on_message = on_message
+    client.on_subscribe = lambda *a: ready.set()
+    client.connect("127.0.0.1", port)
+    client.loop_start()
+    client.subscribe(topic, qos=1)
+    if not ready.wait(10):
+        raise RuntimeError("no SUBACK")
+    return client, got
+
+
+def card_frames(seed: int) -> list[tuple[float, bytes, str | None]]:
+    """The fake's frames up to the ``CARDS``-th card: ``(synthetic time,
+    bytes, card code or None for other frames)``."""
+    out: list[tuple[float, bytes, str | None]] = []
+    cards = 0
+    for t, data in FakeShoe(seed=seed, cards_per_second=RATE).stream():
+        card = None
+        if b",CARD," in data:
+            card = data.split(b",CARD,")[1][:2].decode()
+            cards += 1
+        out.append((t, data, card))
+        if cards == CARDS:
+            break
+    return out
+
+
+def after_result(frames: list[tuple[float, bytes, str | None]]) -> list[bool]:
+    """For each card, whether it is the first after a RESULT (a new coup's
+    first card, which waits for whatever the daemon does on settling)."""
+    out: list[bool] = []
+    previous = b""
+    for _, data, card in frames:
+        if card is not None:
+            out.append(b",RESULT" in previous)
+        previous = data
+    return out
+
+
+def play(master: int, frames: list[tuple[float, bytes, str | None]]) -> list[float]:
+    """Write the frames at their pace; ``time.time()`` after each card write."""
+    written: list[float] = []
+    t_syn0 = frames[0][0]
+    start = time.monotonic()
+    for t, data, card in frames:
+        delay = start + (t - t_syn0) - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        view = memoryview(data)
+        while view:
+            select.select([], [master], [], 1.0)
+            view = view[os.write(master, view) :]
+        if card is not None:
+            written.append(time.time())
+    return written
+
+
+def open_pty() -> tuple[int, int, str]:
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    return master, slave, os.ttyname(slave)
+
+
+def stats_ms(latencies: list[float]) -> tuple[float, float, float]:
+    """p50, p99 and max in milliseconds."""
+    ms = sorted(x * 1000 for x in latencies)
+    p99 = ms[min(len(ms) - 1, round(0.99 * len(ms)) - 1)]
+    return statistics.median(ms), p99, ms[-1]
+
+
+# --- the measurements -------------------------------------------------------------
+
+
+def pty_baseline(frames: list[tuple[float, bytes, str | None]]) -> list[float]:
+    """Write to the master, read the slave in a thread: per-card latency."""
+    master, slave, _ = open_pty()
+    read_at: list[float] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        buf = b""
+        while not done.is_set():
+            ready, _, _ = select.select([slave], [], [], 0.2)
+            if not ready:
+                continue
+            buf += os.read(slave, 4096)
+            now = time.time()
+            *lines, buf = buf.split(b"\r\n")
+            read_at.extend(now for line in lines if b",CARD," in line)
+
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
+    try:
+        written = play(master, frames)
+        deadline = time.monotonic() + 10
+        while len(read_at) < len(written) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        done.set()
+        th.join(2)
+        os.close(master)
+        os.close(slave)
+    return [r - w for w, r in zip(written, read_at, strict=False)]
+
+
+def broker_baseline(port: int, n: int = CARDS, rate: float = RATE) -> list[float]:
+    """QoS 1 publish -> subscriber receipt over the same broker."""
+    client, got = subscriber(port, "bench/latency")
+    pub = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311)
+    pub.connect("127.0.0.1", port)
+    pub.loop_start()
+    sent: list[float] = []
+    try:
+        for i in range(n):
+            sent.append(time.time())
+            pub.publish("bench/latency", json.dumps({"i": i}), qos=1)
+            time.sleep(1 / rate)
+        deadline = time.monotonic() + 10
+        while len(got) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        pub.loop_stop()
+        pub.disconnect()
+        client.loop_stop()
+        client.disconnect()
+    return [r - s for s, r in zip(sent, got.times, strict=False)]
+
+
+def _port_opened(pid: int, path: str) -> bool:
+    """Whether process ``pid`` has ``path`` open (so it is reading the pty)."""
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == path:
+                    return True
+    return False
+
+
+def daemon_run(
+    port: int, directory: Path, frames: list[tuple[float, bytes, str | None]], *, odds: bool = True
+) -> list[float]:
+    """One run through the daemon: per-card write -> subscriber latency."""
+    master, slave, path = open_pty()
+    cfg = {
+        "table": TABLE,
+        "device": {"driver": "serial", "port": path, "baudrate": 115200},
+        "journal": str(directory / "journal.sqlite3"),
+        "odds": odds,
+        "outputs": {"stdout": False, "mqtt": {"host": "127.0.0.1", "port": port, "client_id": "bench"}},
+    }
+    config = directory / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    client, got = subscriber(port, f"baccarat/{TABLE}/card")
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "run", "-c", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=open(directory / "daemon.stderr", "wb"),  # noqa: SIM115 - owned by the process
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not _port_opened(daemon.pid, path):
+            if time.monotonic() > deadline or daemon.poll() is not None:
+                raise RuntimeError(f"the daemon did not open {path}")
+            time.sleep(0.05)
+        time.sleep(0.5)  # pyserial flushes the input right after opening
+        written = play(master, frames)
+        deadline = time.monotonic() + 30
+        while len(got) < len(written) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(30)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+        client.loop_stop()
+        client.disconnect()
+        os.close(master)
+        os.close(slave)
+    with got.lock:
+        received = [json.loads(p)["card"] for p in got.payloads]
+    sent = [card for _, _, card in frames if card is not None]
+    if len(received) != len(sent) or received != sent:
+        raise RuntimeError(f"card events do not match the cards written ({len(received)} of {len(sent)})")
+    return [r - w for w, r in zip(written, got.times, strict=True)]
+
+
+def run() -> list[dict[str, Any]]:
+    daemon_stats, mid_stats = [], []
+    with tempfile.TemporaryDirectory(prefix="bench-latency-") as d:
+        base = Path(d)
+        with broker(base) as port:
+            for i in range(RUNS):
+                frames = card_frames(seed=100 + i)
+                run_dir = base / f"run{i}"
+                run_dir.mkdir()
+                latencies = daemon_run(port, run_dir, frames)
+                daemon_stats.append(stats_ms(latencies))
+                firsts = after_result(frames)
+                mid_stats.append(
+                    stats_ms([x for x, first in zip(latencies, firsts, strict=True) if not first])
+                )
+            # once, for comparison: the daemon without live odds (the work it
+            # does after each RESULT delays the next coup's first card), and
+            # the floor: the same cards through the pty alone, and as many
+            # QoS 1 messages through the broker alone
+            no_odds_dir = base / "no-odds"
+            no_odds_dir.mkdir()
+            no_odds = stats_ms(daemon_run(port, no_odds_dir, card_frames(seed=100), odds=False))
+            pty_stats = [stats_ms(pty_baseline(card_frames(seed=100)))]
+            broker_stats = [stats_ms(broker_baseline(port))]
+    load = os.getloadavg()[0]
+
+    def med(stats: list[tuple[float, float, float]], i: int) -> float:
+        return statistics.median(s[i] for s in stats)
+
+    runs = f"median of {RUNS} runs x {CARDS} cards at {RATE:g} cards/s, load average {load:.1f}"
+    floor = (
+        f"floor: pty alone p50 {med(pty_stats, 0):.3f} / p99 {med(pty_stats, 1):.3f} ms, "
+        f"broker QoS 1 alone p50 {med(broker_stats, 0):.3f} / p99 {med(broker_stats, 1):.3f} ms"
+    )
+    return [
+        {
+            "name": "card-to-subscriber latency p50 (pty -> daemon -> mosquitto)",
+            "value": med(daemon_stats, 0),
+            "unit": "ms",
+            "note": f"{runs}; {floor}",
+        },
+        {
+            "name": "card-to-subscriber latency p99",
+            "value": med(daemon_stats, 1),
+            "unit": "ms",
+            "target": f"<= {TARGET_P99_MS:g}",
+            "note": f"per run: {', '.join(f'{s[1]:.2f}' for s in daemon_stats)} ms",
+        },
+        {
+            "name": "card-to-subscriber latency max",
+            "value": med(daemon_stats, 2),
+            "unit": "ms",
+            "note": f"per run: {', '.join(f'{s[2]:.2f}' for s in daemon_stats)} ms",
+        },
+        {
+            "name": "card-to-subscriber latency p99, cards within a coup",
+            "value": med(mid_stats, 1),
+            "unit": "ms",
+            "note": f"all but each coup's first card (p50 {med(mid_stats, 0):.2f} ms): that one waits "
+            "for the settlement, roads, odds and checkpoint of the coup before",
+        },
+        {
+            "name": "card-to-subscriber latency p99, live odds off (comparison)",
+            "value": no_odds[1],
+            "unit": "ms",
+            "note": f"one run: p50 {no_odds[0]:.2f}, max {no_odds[2]:.2f} ms",
+        },
+    ]
+
+
+if __name__ == "__main__":
+    for row in run():
+        print(f"{row['name']}: {row['value']:.3f} {row['unit']} ({row.get('note', '')})")
