@@ -8,7 +8,8 @@ twice on the way. Each test below checks one promise on what the campaign
 collected; ``python -m tests.soak`` runs the long version.
 
 The engine bugs the campaign found are reproduced at the end, frame by
-frame, as strict expected failures.
+frame: strict expected failures while a bug stands, plain regression tests
+once it is fixed.
 """
 
 from __future__ import annotations
