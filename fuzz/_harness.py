@@ -54,10 +54,16 @@ def using_atheris() -> bool:
     return atheris is not None and os.environ.get("FUZZ_MODE", "") != "random"
 
 
+def _running_a_harness() -> bool:
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return spec is not None and spec.name.startswith("fuzz.fuzz_")
+
+
 def instrumented() -> contextlib.AbstractContextManager[Any]:
     """Around the imports of the code under test: instruments them for
-    coverage under atheris, does nothing otherwise."""
-    if using_atheris():
+    coverage when a harness runs under atheris (``python -m fuzz.<harness>``);
+    does nothing otherwise, e.g. when a test imports a harness."""
+    if using_atheris() and _running_a_harness():
         manager: contextlib.AbstractContextManager[Any] = atheris.instrument_imports(include=list(INSTRUMENT))
         return manager
     return contextlib.nullcontext()
