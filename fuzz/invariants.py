@@ -20,6 +20,7 @@ broken invariant raises ``InvariantError`` with a short code (in brackets):
   a coup already settled;
 - [coup_ended_twice] a coup ends once: never both ``coup.result`` and
   ``coup.void``, never two of either;
+- [shoe_id_reused] no two shoes of the table have the same id;
 - [shoe_ended_with_open_coup, after_shoe_end, result_after_shoe,
   shoe_twice] a shoe ends once every coup dealt in it has a result or is
   void; after that, no cut card and no coup (but a void overrun one) is
@@ -63,6 +64,8 @@ from controller.rules import Profile, load_profile
 from firmware_protocols.frames import Button, Card, Frame
 
 DEAL_POSITIONS = ("P1", "B1", "P2", "B2", "P3", "B3")
+#: The last second an event's ``ts`` can carry (9999-12-31T23:59:59Z).
+LAST_TS = 253_402_300_799.0
 
 _validators: dict[str, jsonschema.protocols.Validator] = {}
 
@@ -230,10 +233,13 @@ class EngineChecker:
         ends the shoe; then every card that left the shoe has been shown in
         a ``card`` event, the snapshot serialises, and the engine handed out
         every event it numbered."""
+        # the closing steps stay within what a timestamp can say (year 9999)
+        t = min(t, LAST_TS)
+        later = min(t + 1_000_000.0, LAST_TS)
         self.tick(t)
         self.feed(Button(t, None, "RESULT"))
-        self.tick(t + 1_000_000.0)
-        self.command({"id": "fuzz-end", "cmd": "end_shoe"}, t + 1_000_000.0)
+        self.tick(later)
+        self.command({"id": "fuzz-end", "cmd": "end_shoe"}, later)
         dumps(self.engine.snapshot())
         missing = self.fed - self.shown
         if missing:
@@ -301,7 +307,7 @@ class EngineChecker:
 
     def _on_shoe_started(self, ev: Event, shoe: str, void_due: dict[tuple[str, int], Event]) -> None:
         if shoe in self.shoes:
-            raise _fail("shoe_twice", f"shoe id {shoe} started twice", ev)
+            raise _fail("shoe_id_reused", f"shoe id {shoe} started twice", ev)
         self.shoes.add(shoe)
 
     def _on_shoe_ended(self, ev: Event, shoe: str, void_due: dict[tuple[str, int], Event]) -> None:
