@@ -196,8 +196,7 @@ class Engine:
         self._fault_waiting: str | None = None  # "ok" (STAT OK clears) | "frame" (next unbroken frame)
         self._after_void: list[Frame] = []
         self._phantom: list[Frame] = []
-        self._last_shoe_base = ""
-        self._shoe_dup = 1
+        self._shoe_ids: set[str] = set()
         self._out: list[Event] = []
         self.counters: dict[str, int] = {}
         self._handlers = self._make_handlers()
@@ -376,13 +375,14 @@ class Engine:
     # ---------------------------------------------------------------- shoe
 
     def _start_shoe(self, t: float) -> Shoe:
-        sid = shoe_id_for(t)
-        if sid == self._last_shoe_base:
-            self._shoe_dup += 1
-            sid = f"{sid}.{self._shoe_dup}"
-        else:
-            self._last_shoe_base = sid
-            self._shoe_dup = 1
+        # ids are never reused, even if the clock steps back (NTP, a capture
+        # whose times go back): event ids are <table>/<shoe>/<seq>
+        base = sid = shoe_id_for(t)
+        n = 1
+        while sid in self._shoe_ids:
+            n += 1
+            sid = f"{base}.{n}"
+        self._shoe_ids.add(sid)
         shoe = Shoe(id=sid, t_start=t, comp=ShoeComposition(self.decks), commit=None, order=None)
         self.shoe = shoe
         return shoe

@@ -17,9 +17,14 @@ Event = dict[str, Any]
 _sec_cache: dict[int, str] = {}
 
 
+#: 9999-12-31T23:59:59.999Z: RFC 3339 has four-digit years; a later time
+#: (a deadline computed near the end of the range) is written as this.
+MAX_MS = 253_402_300_799_999
+
+
 def format_ts(t: float) -> str:
     """RFC 3339 UTC with milliseconds: ``2026-11-22T06:56:11.125Z``."""
-    ms = round(t * 1000)
+    ms = min(max(round(t * 1000), 0), MAX_MS)
     sec, milli = divmod(ms, 1000)
     head = _sec_cache.get(sec)
     if head is None:

@@ -714,13 +714,6 @@ def test_a_profile_file_that_is_not_utf8_is_a_config_error() -> None:
         os.unlink(name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: a shoe id is the UTC second of the shoe's first frame, made unique only against the "
-    "previous shoe (_last_shoe_base): when the clock steps back across a second (NTP, or a capture whose "
-    "times go back), a later shoe gets the id of an earlier one, and two shoes of the table share "
-    "their shoe id (controller/engine.py _start_shoe) — reported",
-)
 def test_a_shoe_id_is_never_reused_when_the_clock_steps_back() -> None:
     engine = Engine("T01", load_profile("punto_banco"), 8)
     started = []
@@ -731,13 +724,6 @@ def test_a_shoe_id_is_never_reused_when_the_clock_steps_back() -> None:
     assert len(set(started)) == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="shoelog/engine: capture times are accepted up to 9999-12-31T23:59:59Z (shoelog.MAX_T), but "
-    "a misdeal's deadline is t + correction_deadline_s: an unread card read in the last two minutes "
-    "of the year 9999 gets a deadline of year 10000, which the misdeal schema refuses (the limit "
-    "leaves no room for deadlines, up to 86400 s) — reported, low priority",
-)
 def test_a_deadline_near_the_end_of_the_time_range_keeps_the_schema() -> None:
     t = Table()
     t.t = 253_402_300_700.0 - 4  # 9999-12-31T23:58:16Z: a capture may carry it
