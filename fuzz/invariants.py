@@ -8,7 +8,7 @@ published contract (SPEC section 3) and against what was fed in. Each
 broken invariant raises ``InvariantError`` with a short code (in brackets):
 
 - the engine never raises (the caller sees the exception);
-- [schema, ts, json] each event validates against
+- [schema, ts, cards_left, json] each event validates against
   ``controller.contract.event_schema`` of its type and serialises as
   strict JSON;
 - [seq, events_lost, event_id] ``seq`` increases by exactly one per event
@@ -285,8 +285,11 @@ class EngineChecker:
             raise _fail("schema", f"event type {etype!r} has no schema", ev) from None
         err = jsonschema.exceptions.best_match(schema_validator.iter_errors(ev))
         if err is not None:
-            if list(err.absolute_path) in (["ts"], ["deadline"]):  # a time the format cannot write
-                raise _fail("ts", f"{etype}: {err.message} at {list(err.absolute_path)}", ev)
+            where = list(err.absolute_path)
+            if where in (["ts"], ["deadline"]):  # a time the format cannot write
+                raise _fail("ts", f"{etype}: {err.message} at {where}", ev)
+            if where == ["cards_left"]:  # a count of the shoe gone wrong
+                raise _fail("cards_left", f"{etype}: {err.message} at {where}", ev)
             raise _fail(
                 "schema", f"{etype} does not match its schema: {err.message} at {list(err.absolute_path)}", ev
             )
