@@ -18,8 +18,8 @@ What "keeps the contract" means for the engine's output is written once, in
 main promises itself.
 
 The tests at the end replay, input by input, the bugs the fuzzers found, so
-that none comes back unnoticed: those fixed (in 4ddced4) as plain tests, an
-open one as a strict xfail that the properties step over until it is fixed.
+that none comes back unnoticed: those fixed as plain tests, an open one as a
+strict xfail that the properties step over (``KNOWN_BUGS``) until it is fixed.
 """
 
 from __future__ import annotations
@@ -70,6 +70,24 @@ from tests.table import Table
 T0 = 1_763_800_000.0
 #: The last second RFC 3339 can write (9999-12-31T23:59:59Z).
 MAX_TS = 253_402_300_799.0
+
+# ---------------------------------------------------------------------------
+# Open bugs, each pinned by a strict xfail test at the end of this file: the
+# properties step over them (and only them) so that they keep guarding the
+# rest. When one is fixed its xfail test passes, which fails the run: turn it
+# into a plain test and delete its entry here.
+
+KNOWN_BUGS = {
+    "cards_left": "test_cards_left_never_goes_negative_when_foreign_cards_are_dealt",
+}
+
+
+def stepping_over_known_bugs(exc: InvariantError) -> None:
+    """Rejects the example if ``exc`` is an open bug; re-raises it if not."""
+    if exc.code not in KNOWN_BUGS:
+        raise exc
+    reject()
+
 
 # ---------------------------------------------------------------------------
 # The .shoelog reader
@@ -157,9 +175,7 @@ def test_a_capture_replays_through_decoder_and_engine_keeping_the_contract(proto
                     checker.feed(frame)
         checker.finish(t + 100_000.0)
     except InvariantError as exc:
-        if exc.code != "shoe_id_reused":
-            raise
-        reject()  # a known bug, pinned below: test_a_shoe_id_is_never_reused_when_the_clock_steps_back
+        stepping_over_known_bugs(exc)
 
 
 # ---------------------------------------------------------------------------
@@ -472,7 +488,10 @@ def play(setup: dict[str, Any], steps: list[Step]) -> tuple[EngineChecker, list[
 def test_any_session_keeps_the_event_contract_and_invents_no_card(
     setup: dict[str, Any], steps: list[Step]
 ) -> None:
-    checker, events = play(setup, steps)
+    try:
+        checker, events = play(setup, steps)
+    except InvariantError as exc:
+        stepping_over_known_bugs(exc)
     for kind in ("coup.result", "coup.void", "misdeal"):
         event(f"{kind} emitted: {any(ev['type'] == kind for ev in events)}")
     # the checker has checked every event as it came; the main promises, restated:
@@ -731,3 +750,23 @@ def test_a_deadline_near_the_end_of_the_time_range_keeps_the_schema() -> None:
     t.cards("AS", "2S", None)
     for ev in t.events:
         jsonschema.validate(ev, validator(ev["type"]).schema)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="cards/engine: ShoeComposition.take counts every card as dealt, foreign ones (more copies "
+    "than the decks hold) included, and cards_left is capacity - dealt: once foreign cards have been "
+    "dealt, cards_left goes negative in odds.update (whose schema says minimum 0) and in the "
+    "shoe/state snapshot, and the SHOE_EXHAUSTED test (cards_left == 0) can be stepped over "
+    "(controller/cards.py ShoeComposition.cards_left, controller/engine.py _publish_odds) — reported",
+)
+def test_cards_left_never_goes_negative_when_foreign_cards_are_dealt() -> None:
+    engine = Engine("T01", load_profile("punto_banco", {"burn": "fixed:1"}), 1, odds=True)
+    events = engine.feed(Button(T0, None, "NEWSHOE"))
+    events += engine.feed(Card(T0, None, "2C")) + engine.feed(Card(T0, None, "3C"))  # first card, one burned
+    for i in range(14):  # 56 aces of spades from a one-deck shoe: all but one are foreign
+        for _ in range(4):
+            events += engine.feed(Card(T0 + i, None, "AS"))
+        events += engine.feed(Button(T0 + i, None, "RESULT"))
+    assert min(e["cards_left"] for e in events if e["type"] == "odds.update") >= 0
+    assert engine.snapshot()["cards_left"] >= 0
