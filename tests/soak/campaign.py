@@ -19,17 +19,21 @@ At the end :func:`analyse` accounts for every coup the fake dealt and
 checks the delivery guarantees of SPEC sections 3 and 5 (see
 :meth:`Report.problems` for the exact list).
 
-How a coup is accounted for: the daemon's shoes are matched to the fake's
-in order (checked by the exposed first card), and coup numbers must match
-within a shoe. A coup is *settled* (a ``coup.result`` with exactly the
-fake's cards), *void* (a ``coup.void``), or *flagged* (only ``misdeal``
-events, with codes its faults explain). Which codes a fault explains is
-:data:`CODES_FOR_FAULT`. Frames the fake put on the line intact but the
-daemon never journalled (bytes lost while the daemon was dead, or read but
-not yet committed when it was killed) are found by decoding the journal's
-inputs and comparing them with a bit-identical in-process replay of the
-fake (:func:`build_reference`); they count as a line loss of the coup they
-belonged to, which explains ``SEQUENCE_GAP`` and ``DEVICE_FAULT``.
+How a coup is accounted for. The fake is deterministic, so the harness
+replays it in process (:func:`build_reference`) and knows every frame it
+put on the line intact and the coup each belongs to. Decoding the
+journal's inputs tells which of them reached the daemon: the others were
+lost on the line (bytes the fake wrote while the daemon was being killed),
+a *line loss* of their coup. Each ``card`` event is then traced to the card
+frame it reports, so every daemon coup is known by the fake coups its cards
+came from, whatever number it carries. A fake coup is *settled* (a
+``coup.result`` with exactly its hands under its number), *RENUMBERED* (its
+hands under another number), *MIS-SETTLED* (a result mixing it with other
+cards), *void*, *lost* (none of its cards arrived, and the daemon reported
+the gap), *UNRESOLVED* (its cards reached a coup with neither result nor
+void after every deadline) or *UNACCOUNTED*. The misdeal and void codes of
+its daemon coup(s) must be explained by its faults (:data:`CODES_FOR_FAULT`),
+its line losses, and what spills over from the coups around it.
 """
 
 from __future__ import annotations
@@ -58,7 +62,6 @@ from typing import Any, Protocol
 
 import paho.mqtt.client as mqtt
 import yaml
-from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
 from controller.journal import Journal
@@ -491,10 +494,6 @@ def standalone_subscriber(
     return sub
 
 
-# Keep the import used for type checkers that look at the callback API.
-_ = CallbackAPIVersion
-
-
 # --- the run --------------------------------------------------------------------
 
 
@@ -815,9 +814,8 @@ class CoupVerdict:
         return self.codes - self.allowed
 
 
-#: Outcomes that keep a promise, and those that break one.
+#: Outcomes that keep a promise (the others, in capitals, break one).
 GOOD_OUTCOMES = ("settled", "corrected", "void", "lost")
-BAD_OUTCOMES = ("MIS-SETTLED", "RENUMBERED", "UNRESOLVED", "UNACCOUNTED")
 
 
 @dataclass
