@@ -848,6 +848,7 @@ class Report:
     order_violations: list[str] = field(default_factory=list)
     stream_equals_journal: bool = False
     shoe_problems: list[str] = field(default_factory=list)
+    count_problems: list[str] = field(default_factory=list)
     rss: list[RssSample] = field(default_factory=list)
     rss_window: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # min, max, start, end (MB)
     process_problems: list[str] = field(default_factory=list)
@@ -898,11 +899,12 @@ class Report:
         return out
 
     def coup_problems(self) -> list[str]:
-        """Every coup accounted for, none mis-settled, every code explained."""
+        """Every coup accounted for: none mis-settled with mixed hands, none
+        left open or without a trace, every code explained, every shoe the
+        fake dealt started and ended."""
         out = []
         for outcome, what in (
             ("MIS-SETTLED", "coups settled with hands the shoe never dealt together"),
-            ("RENUMBERED", "coups settled with the right hands under another coup's number"),
             ("UNRESOLVED", "coups still awaiting past every deadline (never settled nor void)"),
             ("UNACCOUNTED", "coups with no trace in the stream"),
         ):
@@ -915,6 +917,15 @@ class Report:
                 f"{_some(_brief(self.unexplained))}"
             )
         return out + self.shoe_problems
+
+    def numbering_problems(self) -> list[str]:
+        """Every coup settled under the number the shoe dealt it, and every
+        shoe ending with as many coups as the fake dealt."""
+        vs = self.of("RENUMBERED")
+        out = [
+            f"{len(vs)} coups settled with the right hands under another coup's number: {_some(_brief(vs))}"
+        ]
+        return (out if vs else []) + self.count_problems
 
     def memory_problems(self) -> list[str]:
         if not self.rss:
@@ -933,6 +944,7 @@ class Report:
             + self.delivery_problems()
             + self.line_problems()
             + self.coup_problems()
+            + self.numbering_problems()
             + self.memory_problems()
         )
 
@@ -1137,7 +1149,7 @@ def _match_shoes(events: list[dict[str, Any]], shoes: list[dict[str, Any]], rep:
         ("more", [c for c in counts if c[1] > c[2]]),
     ):
         if sel:
-            rep.shoe_problems.append(
+            rep.count_problems.append(
                 f"{len(sel)} of {len(shoes)} shoes ended counting {what} coups than the fake dealt "
                 f"({sum(abs(c[2] - c[1]) for c in sel)} in all): "
                 + _some(f"shoe {n}: {got} of {want}" for n, got, want in sel)
