@@ -66,15 +66,17 @@ class ShoeComposition:
         return self.capacity - self.dealt
 
     def take(self, card: str | None) -> bool:
-        """Remove a card; returns False if no copy was left (a foreign card).
-        An unread card (``None``) only counts towards cards dealt."""
-        self.dealt += 1
+        """Remove a card; returns False if no copy was left (a foreign card,
+        which is none of the shoe's own and so does not count as dealt from
+        it). An unread card (``None``) only counts towards cards dealt."""
         if card is None:
+            self.dealt += 1
             return True
         left = self.remaining[card]
         if left <= 0:
             return False
         self.remaining[card] = left - 1
+        self.dealt += 1
         return True
 
     def rank_counts(self) -> dict[str, int]:

@@ -485,11 +485,8 @@ class Engine:
         index = s.comp.dealt
         where = coup.number if coup is not None else None
         foreign_deck = f.deck is not None and not 1 <= f.deck <= self.decks
-        if foreign_deck:
-            s.comp.take(None)  # it left the shoe, but is none of the shoe's own copies
-            ok = True
-        else:
-            ok = s.comp.take(f.card)
+        # a foreign-deck card left the shoe but is none of the shoe's own copies
+        ok = True if foreign_deck else s.comp.take(f.card)
         if not ok or foreign_deck:
             what = (
                 f"{f.card}: more copies than {self.decks} deck(s) hold"

@@ -752,14 +752,6 @@ def test_a_deadline_near_the_end_of_the_time_range_keeps_the_schema() -> None:
         jsonschema.validate(ev, validator(ev["type"]).schema)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cards/engine: ShoeComposition.take counts every card as dealt, foreign ones (more copies "
-    "than the decks hold) included, and cards_left is capacity - dealt: once foreign cards have been "
-    "dealt, cards_left goes negative in odds.update (whose schema says minimum 0) and in the "
-    "shoe/state snapshot, and the SHOE_EXHAUSTED test (cards_left == 0) can be stepped over "
-    "(controller/cards.py ShoeComposition.cards_left, controller/engine.py _publish_odds) — reported",
-)
 def test_cards_left_never_goes_negative_when_foreign_cards_are_dealt() -> None:
     engine = Engine("T01", load_profile("punto_banco", {"burn": "fixed:1"}), 1, odds=True)
     events = engine.feed(Button(T0, None, "NEWSHOE"))
