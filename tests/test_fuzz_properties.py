@@ -18,8 +18,9 @@ What "keeps the contract" means for the engine's output is written once, in
 main promises itself.
 
 The tests at the end replay, input by input, the bugs the fuzzers found, so
-that none comes back unnoticed: those fixed as plain tests, an open one as a
-strict xfail that the properties step over (``KNOWN_BUGS``) until it is fixed.
+that none comes back unnoticed: those fixed as plain tests, any open one as
+a strict xfail that the properties step over (``KNOWN_BUGS``) until it is
+fixed.
 """
 
 from __future__ import annotations
@@ -77,9 +78,8 @@ MAX_TS = 253_402_300_799.0
 # rest. When one is fixed its xfail test passes, which fails the run: turn it
 # into a plain test and delete its entry here.
 
-KNOWN_BUGS = {
-    "cards_left": "test_cards_left_never_goes_negative_when_foreign_cards_are_dealt",
-}
+#: invariant code -> the xfail test that pins it (none open at the moment)
+KNOWN_BUGS: dict[str, str] = {}
 
 
 def stepping_over_known_bugs(exc: InvariantError) -> None:
