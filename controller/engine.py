@@ -142,6 +142,10 @@ class Shoe:
     ended_emitted: bool = False
     announced: bool = False
     ending: bool = False  # _end_shoe is running
+    #: cards after a coup settled on its due card following an early RESULT,
+    #: until the dealer's second RESULT or a fourth card tells what they are
+    after_premature: list[Card] | None = None
+    after_premature_coup: int = 0
     ended_by_rule: bool = False  # its last permitted coup was dealt
     dealing_over: bool = False  # the last permitted coup has finished dealing
 
@@ -226,6 +230,16 @@ class Engine:
         self._expire(frame.t)
         if self._fault_waiting == "frame" and not isinstance(frame, (Link, SequenceGap, Hello)):
             self._device_back(frame.t)
+        s = self.shoe
+        if (
+            s is not None
+            and s.after_premature is not None
+            and not (
+                isinstance(frame, (Card, DeviceResult))
+                or (isinstance(frame, Button) and frame.name == "RESULT")
+            )
+        ):
+            self._flush_after_premature(s)
         self._handlers[type(frame)](frame)
         return out
 
@@ -463,6 +477,11 @@ class Engine:
         if not f.game:
             self._out_of_game_card(f)
             return
+        if s is not None and s.after_premature is not None:
+            s.after_premature.append(f)
+            if len(s.after_premature) >= 4:
+                self._flush_after_premature(s)
+            return
         if s is None or (s.phase == "ended" and (f.hand == "first" or not s.ended_by_rule)):
             # A shoe with no NEWSHOE button starts at its first card (Angel
             # Eye marks that card itself). A shoe that ended by its cut card
@@ -603,6 +622,12 @@ class Engine:
             return "B3" if n == 4 else None
         return None
 
+    def _flush_after_premature(self, s: Shoe) -> None:
+        """The cards after an early-RESULT coup were the next coup's."""
+        cards, s.after_premature = s.after_premature or [], None
+        for c in cards:
+            self._on_card(c)
+
     def _complete_whatever_unread(self, coup: Coup) -> bool:
         """True if the tableau is complete for every value of the coup's
         unread cards (at most two are tried: 100 cases)."""
@@ -673,6 +698,11 @@ class Engine:
                 coup.premature = False
                 self._correct(f.t, coup, "PREMATURE_RESULT", "the due card was dealt after an early RESULT")
                 self._close_dealing(coup, f.t)
+                if self.button and s.after_premature is None:
+                    # the dealer usually presses RESULT again: cards before it
+                    # are extra cards of this coup, four are the next coup
+                    s.after_premature = []
+                    s.after_premature_coup = coup.number
             elif not self.button or not coup.dealing:
                 self._close_dealing(coup, f.t)
         elif s.comp.cards_left == 0:
@@ -721,6 +751,25 @@ class Engine:
 
     def _result(self, f: Button | DeviceResult) -> None:
         s = self.shoe
+        if s is not None and s.after_premature is not None:
+            # the dealer's second RESULT: what came between were extra cards
+            # of the coup already settled (burned, as the profile's policy
+            # cannot apply to a settled coup)
+            extras, s.after_premature = s.after_premature, None
+            prev = s.after_premature_coup
+            for c in extras:
+                # the coup stands settled: no misdeal on it, but the card is
+                # shown and surveillance is told (a foreign one alerts in _take)
+                if self._take(s, c, None) is None:
+                    self._alert(
+                        c.t,
+                        "EXTRA_CARD",
+                        f"a card ({c.card or 'unread'}) after the due card of coup {prev}, "
+                        "before the dealer's second RESULT; burned",
+                        prev,
+                    )
+                self._card_event(c, prev, "extra")
+            return
         coup = s.current if s is not None else None
         if s is not None and s.phase == "burn" and coup is None:
             self._alert(f.t, "BURN_MISMATCH", "RESULT pressed before the burn was complete", s.next_coup)

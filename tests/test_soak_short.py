@@ -41,13 +41,6 @@ SETTINGS = Settings(
 )
 
 #: Bugs pinned here, each by a frame-level reproducer below.
-PREMATURE_THEN_EXTRA_OPENS_A_PHANTOM_COUP = (
-    "engine: after an early RESULT the coup is settled as soon as its due card arrives "
-    "(controller/engine.py _deal, branch coup.premature), before the dealer's second RESULT; an "
-    "extra card dealt before that RESULT then opens a new coup, voided at the RESULT "
-    "(PREMATURE_RESULT, 'after only 1 card'), and every later coup of the shoe is numbered one "
-    "higher than it was dealt"
-)
 FAKE_EXCESS_COPY_COUNTS_A_FOREIGN_DECK_CARD = (
     "fake shoe: _deal_foreign counts a card from a foreign deck in shoe.dealt, so a later copy of "
     "that card is recorded as an 'excess_copy' (a copy dealt once every copy is out, which the "
@@ -113,7 +106,6 @@ def test_no_coup_is_settled_with_mixed_hands_left_open_or_lost_without_a_trace(r
     strict=False,
     reason="; ".join(
         (
-            PREMATURE_THEN_EXTRA_OPENS_A_PHANTOM_COUP,
             LOST_RESULT_OF_A_VOID_COUP_MERGES_THE_NEXT,
             WHOLE_COUPS_LOST_RENUMBER_THE_SHOE,
         )
@@ -224,7 +216,6 @@ def test_a_card_from_a_foreign_deck_never_makes_the_shoes_own_copy_foreign() -> 
     assert alerts == [(1, "FOREIGN_CARD")]
 
 
-@engine_bug(PREMATURE_THEN_EXTRA_OPENS_A_PHANTOM_COUP)
 def test_an_extra_card_after_an_early_result_and_the_due_card_keeps_the_next_coups_number() -> None:
     # Coup 1: P AC 3S JH / B 2S TD 2D; RESULT is pressed after four cards,
     # the due P3 and B3 follow, then one card too many (JD), then RESULT.
