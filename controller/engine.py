@@ -90,6 +90,7 @@ class Coup:
     #: frames held while positions are unknown (None: not holding)
     held: list[Frame] | None = None
     gap_missing: int = 0
+    lost_frames: bool = False  # a gap (or a device restart) hit this coup
     gap_entered: list[str] = field(default_factory=list)
     device_result: DeviceResult | None = None
     #: frames for the next coup (the ``next_coup`` extra-card correction)
@@ -969,7 +970,10 @@ class Engine:
             s.phase = "deal"
             self._emit("shoe.burn", coup.t_start, {"first_card": s.first_card, "burned": s.burned})
         own = len(coup.cards) + len(coup.extras)
-        if first is not None and own + sum(isinstance(f, Card) for f in head) > 6:
+        lost = coup.lost_frames or any(isinstance(f, (SequenceGap, Hello)) for f in head)
+        if first is not None and lost and own + sum(isinstance(f, Card) for f in head) > 6:
+            # (without a loss the RESULT cannot have been lost: more than six
+            # cards are then this coup's extra cards)
             self._phantom = held[: first + 1]
             head = [f for f in head if not isinstance(f, Card)]
         else:
@@ -1193,6 +1197,7 @@ class Engine:
         self._gap(coup, f.t, f.missing, detail)
 
     def _gap(self, coup: Coup, t: float, missing: int, detail: str) -> None:
+        coup.lost_frames = True
         coup.gap_missing += missing
         if coup.held is None:
             coup.held = []
