@@ -834,8 +834,7 @@ class Engine:
         self._maybe_finish_shoe(t)
         if coup.carry:
             carry, coup.carry = coup.carry, []
-            for f in carry:
-                self._handlers[type(f)](f)
+            self._refeed(carry)
 
     def _settle(self, coup: Coup, t: float) -> None:
         s = self.shoe
@@ -935,8 +934,7 @@ class Engine:
         if phantom:
             self._void_phantom(phantom, t)
         # frames held past the void coup's RESULT belong to the coups after it
-        for f in rest:
-            self._handlers[type(f)](f)
+        self._refeed(rest)
 
     def _discard_held(self, coup: Coup, held: list[Frame]) -> None:
         """A coup voided while its frames were held: its held cards left the
@@ -1031,7 +1029,7 @@ class Engine:
             coup.gap_entered = []
             if s.current is None and coup.dealing:
                 s.current = coup
-            self._release_frames(coup, entered + held)
+            self._refeed(entered + held)
         if coup.resolved or coup.held is not None or coup.open:
             return
         nxt = self._next_position(coup)
@@ -1048,9 +1046,9 @@ class Engine:
         elif nxt is None and not self.button:
             self._close_dealing(coup, t)
 
-    def _release_frames(self, coup: Coup, frames: list[Frame]) -> None:
-        """Re-apply held frames in their order, now that positions are known:
-        exactly as if they were arriving now (with their own read times)."""
+    def _refeed(self, frames: list[Frame]) -> None:
+        """Apply frames that waited (held, carried) in their order, exactly as
+        if they were arriving now (with their own read times)."""
         for f in frames:
             self._handlers[type(f)](f)
 
