@@ -65,6 +65,48 @@ def _copy_stats(stats: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: Coup ends counted apart by ``_ends_possible``; more are "several".
+_MAX_ENDS = 3
+
+
+def _ends_possible(k: int, need: int, items: list[int], result: bool) -> set[int]:
+    """How many coup ends (RESULTs) the frames lost on the line may hold.
+
+    ``k``: the tableau cards read of the coup in play when frames were first
+    lost, ``need``: how many more cards it needed at least; ``items``: what
+    came since, in order, ``0`` for a card read and ``n > 0`` for ``n``
+    frames lost; ``result``: whether a RESULT closes them (else the count is
+    open). Every coup has 4 to 6 cards and a RESULT; a frame lost may be
+    anything (a card, a RESULT, a status), so more frames than a count needs
+    never rule it out. If no count fits (cards dealt in sight beyond six),
+    none is taken: the cards seen are extra cards of the coup in play.
+    Counts above ``_MAX_ENDS`` are folded into it."""
+    states = {(0, k)}  # (ends so far, cards of the coup now in play)
+    for n in items:
+        nxt: set[tuple[int, int]] = set()
+        for e, c in states:
+            if n == 0:
+                if c < 6:
+                    nxt.add((e, c + 1))
+                continue
+            for add in range(min(n, 6 - c) + 1):
+                nxt.add((e, c + add))
+            # the coup in play still needs what it needed less what it got
+            due = max(need - (c - k) if e == 0 else 0, 4 - c)
+            if c + due > 6:
+                continue
+            j = 1
+            while (used := due + 1 + 5 * (j - 1)) <= n and e + j <= _MAX_ENDS:
+                for c2 in range(min(n - used, 6) + 1):
+                    nxt.add((e + j, c2))
+                j += 1
+            if used <= n:  # more ends than counted apart
+                nxt.add((_MAX_ENDS, 0))
+        states = nxt
+    ends = {e for e, c in states if not result or 4 <= c <= 6}
+    return ends or {0}
+
+
 class CommandError(ValueError):
     """A supervisor command that cannot be applied; nothing changed."""
 
@@ -92,6 +134,15 @@ class Coup:
     gap_missing: int = 0
     lost_frames: bool = False  # a gap (or a device restart) hit this coup
     gap_entered: list[str] = field(default_factory=list)
+    #: what the frames lost in a gap may hold (see ``_ends_possible``): the
+    #: tableau cards of the coup dealt when they were lost, how many more
+    #: cards it needed at least, and the number of the complete coup before
+    #: this one whose RESULT the gap may have swallowed (None: this coup's own)
+    anchor_k: int = 0
+    anchor_need: int = 0
+    anchor_prev: int | None = None
+    #: how many coup ends the gap held, once the first held RESULT told
+    ends: int | None = None
     device_result: DeviceResult | None = None
     #: frames for the next coup (the ``next_coup`` extra-card correction)
     carry: list[Frame] = field(default_factory=list)
@@ -148,6 +199,10 @@ class Shoe:
     after_premature: list[Card] | None = None
     after_premature_coup: int = 0
     ended_by_rule: bool = False  # its last permitted coup was dealt
+    #: frames lost on the line may have held a coup's end, or not: the number
+    #: of every later coup is unknown (each is void) until a supervisor says it
+    numbering_lost: str | None = None
+    renumber_to: int | None = None  # the supervisor's number for the next coup
     dealing_over: bool = False  # the last permitted coup has finished dealing
 
 
@@ -201,6 +256,7 @@ class Engine:
         self._fault_waiting: str | None = None  # "ok" (STAT OK clears) | "frame" (next unbroken frame)
         self._after_void: list[Frame] = []
         self._phantom: list[Frame] = []
+        self._phantom_before = 0  # coups lost whole before the phantom
         self._shoe_ids: set[str] = set()
         self._out: list[Event] = []
         self.counters: dict[str, int] = {}
@@ -266,7 +322,12 @@ class Engine:
             elif name == "enter_card":
                 self._cmd_enter_card(self._coup_arg(cmd), cmd.get("card"), t)
             elif name == "accept":
-                self._cmd_accept(self._coup_arg(cmd), t)
+                s = self.shoe
+                n = cmd.get("coup")
+                if s is not None and s.numbering_lost is not None and isinstance(n, int) and n not in s.coups:
+                    self._cmd_renumber(s, n, t)
+                else:
+                    self._cmd_accept(self._coup_arg(cmd), t)
             elif name == "new_shoe":
                 self._new_shoe(t)
             elif name == "end_shoe":
@@ -451,6 +512,9 @@ class Engine:
             t,
             {
                 "coups": s.coups_count,
+                # false: frames lost may have held whole coups, so ``coups``
+                # counts those seen (the numbering was never given back)
+                "coups_exact": s.numbering_lost is None,
                 "cards_dealt": s.comp.dealt,
                 "tally": dict(s.tally),
                 "reason": reason,
@@ -583,6 +647,10 @@ class Engine:
         self._publish_odds(t)
 
     def _open_coup(self, s: Shoe, t: float) -> Coup:
+        if s.renumber_to is not None:
+            target, s.renumber_to = s.renumber_to, None
+            while s.next_coup < target:
+                self._void_lost_whole(s, t)
         n = s.next_coup
         s.next_coup += 1
         s.coups_count += 1
@@ -594,7 +662,23 @@ class Engine:
             detail = f"coup {n} started after the last permitted coup {s.last_coup}"
             self._misdeal(t, coup, "CUT_CARD_OVERRUN", detail, "void")
             self._void(t, coup, "CUT_CARD_OVERRUN", detail)
+        elif s.numbering_lost is not None:
+            detail = f"this coup's number is unknown: {s.numbering_lost}"
+            self._misdeal(t, coup, "SEQUENCE_GAP", detail, "void")
+            self._void(t, coup, "SEQUENCE_GAP", detail)
         return coup
+
+    def _void_lost_whole(self, s: Shoe, t: float) -> None:
+        """A coup the supervisor's numbering says was dealt while its frames
+        were lost: counted, and void (nothing of it was read)."""
+        n = s.next_coup
+        s.next_coup += 1
+        s.coups_count += 1
+        coup = Coup(number=n, demo=n <= int(self.rules["demo_coups"]), t_start=t, dealing=False)
+        s.coups[n] = coup
+        detail = "lost whole on the line; counted by the supervisor's numbering"
+        self._misdeal(t, coup, "SEQUENCE_GAP", detail, "void")
+        self._void(t, coup, "SEQUENCE_GAP", detail)
 
     def _next_position(self, coup: Coup) -> str | None:
         """The tableau's next position, None when complete, UNKNOWN when an
@@ -780,10 +864,10 @@ class Engine:
         if not self.button:
             return
         if coup.held is not None:
-            if not coup.cards and not any(isinstance(x, Card) for x in coup.held):
-                # a coup held since a gap, with no card yet: this RESULT
-                # closed the coup before it (the gap hid only extras)
-                self._count("stray_result")
+            if (
+                coup.void_code is not None or (coup.anchor_prev is not None and coup.ends is None)
+            ) and not any(isinstance(x, (Button, DeviceResult)) for x in coup.held):
+                self._ends_at_result(coup, f)
                 return
             # Held too: it is the boundary only if it was not pressed early,
             # which the missing card will tell.
@@ -911,9 +995,10 @@ class Engine:
         coup.premature = False
         held, coup.held = coup.held, None
         if held is not None:
-            self._discard_held(coup, held)
+            self._discard_held(coup, held, t)
         rest, self._after_void = self._after_void, []
         phantom, self._phantom = self._phantom, []
+        before, self._phantom_before = self._phantom_before, 0
         self._emit(
             "coup.void",
             t,
@@ -932,11 +1017,11 @@ class Engine:
             self._maybe_finish_shoe(t)
             self._publish_odds(t)
         if phantom:
-            self._void_phantom(phantom, t)
+            self._void_phantom(phantom, t, before)
         # frames held past the void coup's RESULT belong to the coups after it
         self._refeed(rest)
 
-    def _discard_held(self, coup: Coup, held: list[Frame]) -> None:
+    def _discard_held(self, coup: Coup, held: list[Frame], t: float) -> None:
         """A coup voided while its frames were held: its held cards left the
         shoe but their positions were never known, so they are reported as
         ``extra`` of the void coup, up to the first held RESULT; what follows
@@ -968,13 +1053,28 @@ class Engine:
             s.phase = "deal"
             self._emit("shoe.burn", coup.t_start, {"first_card": s.first_card, "burned": s.burned})
         own = len(coup.cards) + len(coup.extras)
-        lost = coup.lost_frames or any(isinstance(f, (SequenceGap, Hello)) for f in head)
-        if first is not None and lost and own + sum(isinstance(f, Card) for f in head) > 6:
+        m = sum(isinstance(f, Card) for f in head)
+        phantom = False
+        if any(isinstance(f, Hello) for f in head):
+            # a device restart: how many frames it lost is unknown
+            phantom = first is not None and own + m > 6
+        elif coup.lost_frames and first is not None:
             # (without a loss the RESULT cannot have been lost: more than six
             # cards are then this coup's extra cards)
+            ends = coup.ends if coup.ends is not None else min(self._ends_in(coup, head, result=True))
+            if coup.anchor_prev is not None:
+                # this coup is the first end's; the RESULT held, the last's
+                if ends >= 2:
+                    self._phantom, self._phantom_before = held[first : first + 1], ends - 2
+            elif ends >= 1:
+                phantom = True
+                self._phantom_before = ends - 1
+        elif coup.lost_frames:
+            self._ends_in(coup, head, result=False)
+        if phantom and first is not None:
             self._phantom = held[: first + 1]
             head = [f for f in head if not isinstance(f, Card)]
-        else:
+        elif not self._phantom:
             second = next((i for i, f in enumerate(rest) if isinstance(f, boundary)), None)
             if (
                 second is not None
@@ -998,12 +1098,19 @@ class Engine:
             s.dealing_over = True
         self._after_void = rest
 
-    def _void_phantom(self, frames: list[Frame], t: float) -> None:
+    def _void_phantom(self, frames: list[Frame], t: float, before: int = 0) -> None:
         """The coup whose RESULT and some frames were lost: its cards were
         read but cannot be placed. Counted (coups are numbered as dealt),
-        reported, void."""
+        reported, void; so are the ``before`` coups lost whole before it."""
         s = self.shoe
         assert s is not None
+        for _ in range(before):
+            lost = self._open_coup(s, t)
+            if not lost.resolved:
+                detail = "lost whole on the line: counted from the cards read around the frames lost"
+                self._misdeal(t, lost, "SEQUENCE_GAP", detail, "void")
+                self._void(t, lost, "SEQUENCE_GAP", detail)
+            self._close_dealing(lost, t)
         coup = self._open_coup(s, t)
         detail = "its frames were partly lost with the previous coup's RESULT: the cards cannot be placed"
         for f in frames:
@@ -1172,19 +1279,33 @@ class Engine:
             self._alert(f.t, "SEQUENCE_GAP", detail, None)
             return
         coup = s.current
-        if coup is not None and coup.dealing and coup.resolved:
-            # a void coup has nothing left to correct; its cards are reported
-            # until its RESULT as before
-            return
         if coup is not None and coup.held is not None:
             # held like any frame: once the frames before it are placed (or
             # voided) it applies where it happened
             coup.held.append(f)
             return
+        if s.numbering_lost is not None:
+            # every coup is void until the numbering is given back: there is
+            # nothing left to hold frames for
+            return
+        if coup is not None and coup.dealing and coup.resolved:
+            # A void coup has nothing left to correct: its cards are reported
+            # until its RESULT. Unless its RESULT may be among the frames
+            # lost: then what follows waits for the next RESULT, which tells
+            # whose it is (_ends_at_result).
+            need = self._need(coup)
+            if f.missing >= need + 1:
+                coup.held = []
+                coup.gap_missing += f.missing
+                coup.lost_frames = True
+                coup.anchor_k, coup.anchor_need = len(coup.cards), need
+            return
+        prev: Coup | None = None
         if coup is not None and coup.dealing and coup.void_code is None and self._next_position(coup) is None:
             # Every card of this coup was read and its tableau is complete:
             # what was lost came after it (its RESULT, an extra card, or the
             # next coup's first cards), so it stands; the next coup is held.
+            prev = coup
             self._close_dealing(coup, f.t)
             coup = None
         if coup is None or not coup.dealing:
@@ -1192,7 +1313,115 @@ class Engine:
                 self._alert(f.t, "SEQUENCE_GAP", detail + " after the last coup", None)
                 return
             coup = self._open_coup(s, f.t)
+            if prev is not None:
+                coup.anchor_prev, coup.anchor_k, coup.anchor_need = prev.number, len(prev.cards), 0
+            else:
+                coup.anchor_k, coup.anchor_need = 0, 4
+        else:
+            coup.anchor_k, coup.anchor_need = len(coup.cards), self._need(coup)
         self._gap(coup, f.t, f.missing, detail)
+
+    def _need(self, coup: Coup) -> int:
+        """The fewest cards the coup still needs to complete its tableau."""
+        nxt = self._next_position(coup)
+        if nxt is None:
+            return 0
+        if nxt == UNKNOWN:
+            return 0 if self._complete_whatever_unread(coup) else 1
+        return max(1, 4 - len(coup.cards))
+
+    def _ends_at_result(self, coup: Coup, f: Button | DeviceResult) -> None:
+        """The first RESULT after a gap that may have swallowed the end of the
+        coup in play: the cards read since tell how many coups ended in the
+        gap (``_ends_possible``). Where more than one count fits, the number
+        of every later coup is unknown (``_lose_numbering``)."""
+        s = self.shoe
+        assert s is not None
+        held: list[Frame] = coup.held if coup.held is not None else []
+        ends = self._ends_in(coup, held, result=True)
+        coup.ends = min(ends)
+        lost = coup.gap_missing + sum(x.missing for x in held if isinstance(x, SequenceGap))
+        # one end, and not one frame of the next coup lost: it is whole
+        whole = ends == {1} and lost == coup.anchor_need + 1 and s.numbering_lost is None
+        frames: list[Frame] = [x for x in held if not isinstance(x, SequenceGap)]
+        frames.append(f)
+        if coup.void_code is not None:
+            coup.held = None
+            if ends == {0}:
+                self._refeed(frames)  # the void coup's own cards and RESULT
+                return
+            # its RESULT was lost: what came since is the next coup's
+            self._close_dealing(coup, f.t)
+            if whole:
+                self._refeed(frames)
+            else:
+                self._void_phantom(frames, f.t, min(ends) - 1)
+                self._refeed([x for x in frames if not isinstance(x, (Card, Button, DeviceResult))])
+            return
+        prev = coup.anchor_prev
+        if ends == {0}:
+            # this RESULT is the coup before's: the frames lost came before
+            # it (extra cards, a status), and this coup has lost nothing
+            coup.held = None
+            coup.lost_frames = False
+            coup.gap_missing = 0
+            for x in held:
+                if isinstance(x, Card):
+                    if self._take(s, x, None) is None:
+                        self._alert(
+                            x.t,
+                            "EXTRA_CARD",
+                            f"a card ({x.card or 'unread'}) after the tableau of coup {prev}, before its "
+                            "RESULT; burned",
+                            prev,
+                        )
+                    self._card_event(x, prev, "extra")
+                elif not isinstance(x, SequenceGap):
+                    self._handlers[type(x)](x)
+            detail = f"the frames lost came before the RESULT of coup {prev}: nothing of this coup was lost"
+            self._correct(f.t, coup, "SEQUENCE_GAP", detail)
+            return
+        held.append(f)
+        if whole:
+            detail = f"the frame lost was the RESULT of coup {prev}: nothing of this coup was lost"
+            self._correct(f.t, coup, "SEQUENCE_GAP", detail)
+            self._after_resolution(coup, f.t)
+
+    def _ends_in(self, coup: Coup, held: list[Frame], *, result: bool) -> set[int]:
+        """``_ends_possible`` for the frames a coup held since its gap; where
+        more than one count fits, or more than one end, the numbering of
+        the coups after it is lost (one end is told apart, not more)."""
+        items = [coup.gap_missing]
+        for x in held:
+            if isinstance(x, Card):
+                items.append(0)
+            elif isinstance(x, SequenceGap):
+                items.append(max(1, x.missing))
+        ends = _ends_possible(coup.anchor_k, coup.anchor_need, items, result)
+        if len(ends) > 1 or _MAX_ENDS in ends:
+            lost = sum(items)
+            self._lose_numbering(held[-1].t if held else coup.t_start, coup, lost, ends)
+        return ends
+
+    def _lose_numbering(self, t: float, coup: Coup, lost: int, ends: set[int]) -> None:
+        """Frames lost may hold more than one count of coup ends: the coups
+        after this one cannot be numbered. Each is void until a supervisor
+        gives the number of the next coup (``accept``) or a new shoe starts."""
+        s = self.shoe
+        assert s is not None
+        if s.numbering_lost is not None:
+            return
+        counts = sorted(ends)
+        top = f"{_MAX_ENDS} or more" if counts[-1] == _MAX_ENDS else str(counts[-1])
+        what = f"{counts[0]} to {top}" if len(counts) > 1 else top
+        s.numbering_lost = f"the {lost} frames lost in coup {coup.number} may hold the end of {what} coups"
+        self._alert(
+            t,
+            "COUP_NUMBERING_LOST",
+            s.numbering_lost + ": every later coup of this shoe is void until a supervisor sends accept "
+            "with the number of the next coup to be dealt, or a new shoe starts",
+            coup.number,
+        )
 
     def _gap(self, coup: Coup, t: float, missing: int, detail: str) -> None:
         coup.lost_frames = True
@@ -1233,7 +1462,10 @@ class Engine:
         s = self.shoe
         coup = s.current if s is not None else None
         if coup is not None and coup.held is not None:
-            coup.held.append(f)
+            if self.button and coup.dealing:
+                self._result(f)  # held there, or it tells what the gap held
+            else:
+                coup.held.append(f)
             return
         elif coup is not None and coup.dealing:
             if f.winner == "quit":
@@ -1415,6 +1647,18 @@ class Engine:
                 self._fault_waiting = None
             self._correct(t, coup, code, "accepted by supervisor")
         self._after_resolution(coup, t)
+
+    def _cmd_renumber(self, s: Shoe, n: int, t: float) -> None:
+        """``accept`` with a coup number while the numbering is lost: the
+        supervisor says the next coup to be dealt is ``n``; the coups between
+        were lost whole and are counted void."""
+        if isinstance(n, bool) or n < s.next_coup:
+            raise CommandError(
+                f"coup numbers below {s.next_coup} are taken: the next coup is {s.next_coup} or later"
+            )
+        s.numbering_lost = None
+        s.renumber_to = n
+        self._alert(t, "COUP_NUMBERING_RESTORED", f"the supervisor numbers the next coup {n}", n)
 
     def _cmd_end_shoe(self, t: float) -> None:
         if self.shoe is None or self.shoe.ended_emitted:

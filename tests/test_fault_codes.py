@@ -253,11 +253,35 @@ def charged_coup(run: Run, stretch: list[tuple[int, dict[str, Any]]]) -> int:
     return coup + 1 if after_the_tableau(run.coup(coup), first) else coup
 
 
+def whole_after_a_lost_result(run: Run) -> set[int]:
+    """Coups charged with a stretch that is one frame, the RESULT of the coup
+    before, and that lost nothing themselves: the engine tells it from their
+    own cards (four or more, then a RESULT, cannot be extra cards of a coup
+    already complete: the frame lost was its RESULT) and settles them."""
+    stretches = lost_stretches(run)
+    hit = {coup for s in stretches for coup, _ in s}
+    out = set()
+    for s in stretches:
+        ((coup, fault),) = s if len(s) == 1 else ((0, {"frame": ""}),)
+        nxt = coup + 1
+        held = coup in {charged_coup(run, other) for other in stretches if other is not s}
+        dealt = any(c["coup"] == nxt for c in run.record)
+        if (
+            fault["frame"] == "RESULT"
+            and dealt
+            and not held
+            and nxt not in hit | set(run.coups_with("unread"))
+        ):
+            out.add(nxt)
+    return out
+
+
 def unsettleable(run: Run) -> set[int]:
     """Coups that must not be settled without a supervisor: every coup a
-    stretch of lost frames is charged to, every coup that lost a frame of
-    its tableau, every coup with an unread card."""
-    coups = {charged_coup(run, s) for s in lost_stretches(run)}
+    stretch of lost frames is charged to (unless the frame was the RESULT of
+    the coup before and it lost nothing itself), every coup that lost a frame
+    of its tableau, every coup with an unread card."""
+    coups = {charged_coup(run, s) for s in lost_stretches(run)} - whole_after_a_lost_result(run)
     coups |= {coup for s in lost_stretches(run) for coup, f in s if not after_the_tableau(run.coup(coup), f)}
     coups |= set(run.coups_with("unread"))
     return coups
@@ -542,7 +566,7 @@ def test_every_stretch_of_lost_frames_is_a_sequence_gap_of_its_coup_and_the_othe
     charged = {charged_coup(run, s) for s in lost_stretches(run)}
     gaps = {e["coup"] for e in run.of_type("misdeal") if e["code"] == "SEQUENCE_GAP"}
     assert gaps == charged
-    assert all(run.voids(coup) for coup in charged)
+    assert all(run.voids(coup) for coup in charged - whole_after_a_lost_result(run))
     assert {e["code"] for e in run.of_type("misdeal")} <= {"SEQUENCE_GAP", "DEVICE_FAULT"}
     assert {n: settled(r) for n, r in run.results.items()} == {
         c["coup"]: run.dealt(c["coup"]) for c in run.record if c["coup"] not in unsettleable(run)
@@ -727,19 +751,25 @@ def test_a_lost_result_never_shifts_the_numbers_of_the_coups_after_it() -> None:
     frames, dealt = lost_result_frames()
     live, late = feed(Engine("T01", load_profile("punto_banco"), DECKS), frames)
     # Coup 1's tableau was complete: it stands. What was lost may hide coup
-    # 2's first cards, so coup 2 is held; coup 2's RESULT, the first of the
-    # held coup, is its boundary.
-    assert results_of(live) == [(1, dealt[1])]
-    assert misdeals_of(live) == [(2, "SEQUENCE_GAP", "awaiting_supervisor")]
-    # At the deadline coup 2 is void, its cards set aside; coup 3 is dealt on.
-    assert misdeals_of(late) == [(2, "SEQUENCE_GAP", "void")]
-    (void,) = [e for e in late if e["type"] == "coup.void"]
-    player, banker = dealt[2]
-    assert void["coup"] == 2
-    assert void["cards"] == [
-        {"position": "extra", "card": c} for c in (player[0], banker[0], player[1], banker[1])
-    ]
-    assert results_of(late) == [(3, dealt[3])]
+    # 2's first cards, so coup 2 is held, until its RESULT: four cards and a
+    # RESULT after one frame lost cannot be extra cards of coup 1 (a coup
+    # has six at most), so that frame was coup 1's RESULT, and coup 2 lost
+    # nothing: the misdeal is corrected and it is settled, as is coup 3.
+    assert misdeals_of(live) == [(2, "SEQUENCE_GAP", "awaiting_supervisor"), (2, "SEQUENCE_GAP", "corrected")]
+    assert results_of(live) == [(1, dealt[1]), (2, dealt[2]), (3, dealt[3])]
+    assert late == []
+
+
+def test_a_lost_frame_after_a_complete_tableau_that_was_not_its_result_opens_no_coup() -> None:
+    """Coup 1 is complete; the frame lost is an extra card; its RESULT comes
+    next. Coup 2, held since the gap, lost nothing; coup 3 never exists."""
+    frames = start() + cards(4, "9S", "KH", "TS", "QH")
+    frames += [SequenceGap(T0, 9, 8, 1), Button(T0, 9, "RESULT"), *cards(10, "8D", "KD", "TD", "QD")]
+    frames.append(Button(T0, 14, "RESULT"))
+    live, late = feed(Engine("T01", load_profile("punto_banco"), DECKS), frames)
+    assert misdeals_of(live) == [(2, "SEQUENCE_GAP", "awaiting_supervisor"), (2, "SEQUENCE_GAP", "corrected")]
+    assert results_of(live) == [(1, (["9S", "TS"], ["KH", "QH"])), (2, (["8D", "TD"], ["KD", "QD"]))]
+    assert late == []
 
 
 def test_a_gap_while_frames_are_held_is_still_a_gap_when_they_are_released() -> None:

@@ -47,18 +47,6 @@ FAKE_EXCESS_COPY_COUNTS_A_FOREIGN_DECK_CARD = (
     "controller sees at once) while one of the shoe's own copies is still in it; the controller "
     "rightly flags only the shoe's last copy, later, in another coup (drivers/fake.py _deal_foreign)"
 )
-LOST_RESULT_OF_A_VOID_COUP_MERGES_THE_NEXT = (
-    "engine: a gap while a void coup is still being dealt is ignored (a void coup 'keeps its cards "
-    "until its boundary'), so when the frame lost was that coup's RESULT the whole next coup is "
-    "taken as extra cards of the void one, its RESULT closes it, and every later coup of the shoe "
-    "is numbered one lower than it was dealt (controller/engine.py _on_gap, since 4ddced4)"
-)
-WHOLE_COUPS_LOST_RENUMBER_THE_SHOE = (
-    "engine/SPEC: coups lost whole on the line (e.g. while the daemon was dead) are not counted, so "
-    "every later coup of the shoe is numbered lower than the shoe dealt it, against SPEC section 3 "
-    "('coup ... counting every coup'); a frame gap cannot say how many RESULTs it swallowed, so "
-    "this needs a SPEC decision (e.g. an explicit renumbering or a void of the rest of the shoe)"
-)
 
 
 @pytest.fixture(scope="module")
@@ -99,28 +87,11 @@ def test_no_coup_is_settled_with_mixed_hands_left_open_or_lost_without_a_trace(r
     assert report.coup_problems() == []
 
 
-# Not strict: whether a campaign meets these depends on its faults and on
-# where the kills fall (a kill can lose whole coups); each is pinned strictly
-# by a frame-level reproducer below.
-@pytest.mark.xfail(
-    strict=False,
-    reason="; ".join(
-        (
-            LOST_RESULT_OF_A_VOID_COUP_MERGES_THE_NEXT,
-            WHOLE_COUPS_LOST_RENUMBER_THE_SHOE,
-        )
-    ),
-)
 def test_every_coup_is_settled_or_voided_under_the_number_the_shoe_dealt_it(report: Report) -> None:
     assert report.numbering_problems() == []
 
 
 # --- the bugs the campaign found, frame by frame -----------------------------------
-
-
-def engine_bug(reason: str) -> pytest.MarkDecorator:
-    """Strict: the test must fail on its assertion until the bug is fixed."""
-    return pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
 
 
 T0 = 1_763_800_000.0
@@ -227,7 +198,6 @@ def test_an_extra_card_after_an_early_result_and_the_due_card_keeps_the_next_cou
     assert numbers == [(1, (["AC", "3S", "JH"], ["2S", "TD", "2D"])), (2, (["9S", "TS"], ["KH", "QH"]))]
 
 
-@engine_bug(LOST_RESULT_OF_A_VOID_COUP_MERGES_THE_NEXT)
 def test_a_lost_result_of_a_void_coup_keeps_the_numbers_of_the_coups_after_it() -> None:
     # Coup 1's B2 is a 2H from a ninth deck (foreign: coup 1 is void) and its
     # RESULT is lost on the line; coups 2 and 3 are naturals, dealt whole.
@@ -242,19 +212,60 @@ def test_a_lost_result_of_a_void_coup_keeps_the_numbers_of_the_coups_after_it() 
     assert numbers == {3}
 
 
-@engine_bug(WHOLE_COUPS_LOST_RENUMBER_THE_SHOE)
-def test_coups_lost_whole_on_the_line_do_not_renumber_the_rest_of_the_shoe() -> None:
-    # Coups 1 and 2 are naturals dealt as usual; all of coup 3 (four cards and
-    # its RESULT) is lost on the line; coups 4 and 5 are then dealt whole.
+def lost_whole_coup_frames() -> tuple[list[Frame], list[Frame]]:
+    """Coups 1 and 2 are naturals dealt as usual; all of coup 3 (four cards
+    and its RESULT) is lost on the line; coups 4 and 5 are then dealt whole.
+    Returns the frames up to coup 4's RESULT, and coup 5's."""
     coups: list[list[str | None]] = [["9S", "KH", "TS", "QH"], ["8D", "2C", "KD", "5C"]]
     frames = shoe_start() + coup_frames(coups, seq=4)  # sequence 4-13
     frames.append(SequenceGap(T0, 19, 14, 5))  # coup 3: sequence 14-18
-    frames += coup_frames([["7H", "7D", "TC", "JS"], ["8C", "3H", "KC", "4H"]], seq=19)
-    events = deal(frames, until=T0 + 10)
-    numbers = {
-        e["coup"] for e in events if e["type"] == "coup.result" and hands(e) == (["8C", "KC"], ["3H", "4H"])
-    }
-    assert numbers == {5}
+    frames += coup_frames([["7H", "7D", "TC", "JS"]], seq=19)
+    return frames, coup_frames([["8C", "3H", "KC", "4H"]], seq=24)
+
+
+COUP_5 = (["8C", "KC"], ["3H", "4H"])
+
+
+def test_coups_lost_whole_on_the_line_are_never_settled_under_another_number() -> None:
+    # Five frames lost between two coups: four cards and a RESULT (a whole
+    # coup), or the first cards of the next one: both fit what follows, so
+    # the numbers of the coups after it are unknown. Nothing after the gap is
+    # settled; every later coup of the shoe is void, and the shoe says its
+    # count of coups is not exact.
+    head, coup5 = lost_whole_coup_frames()
+    e = engine()
+    events = [ev for f in head for ev in e.feed(f)] + e.tick(T0 + 10)
+    events += [ev for f in [*coup5, Button(T0 + 11, 29, "NEWSHOE")] for ev in e.feed(f)]
+    assert [(r["coup"], hands(r)) for r in events if r["type"] == "coup.result"] == [
+        (1, (["9S", "TS"], ["KH", "QH"])),
+        (2, (["8D", "KD"], ["2C", "5C"])),
+    ]
+    assert [
+        a["coup"] for a in events if a["type"] == "security.alert" and a["code"] == "COUP_NUMBERING_LOST"
+    ] == [3]
+    voids = [(v["coup"], v["code"]) for v in events if v["type"] == "coup.void"]
+    assert voids == [(3, "SEQUENCE_GAP"), (4, "SEQUENCE_GAP")]
+    (ended,) = [x for x in events if x["type"] == "shoe.ended"]
+    assert (ended["coups"], ended["coups_exact"]) == (4, False)
+
+
+def test_a_supervisor_gives_the_numbering_back_and_the_coups_lost_whole_are_counted_void() -> None:
+    head, coup5 = lost_whole_coup_frames()
+    e = engine()
+    events = [ev for f in head for ev in e.feed(f)] + e.tick(T0 + 10)
+    reply, out = e.command({"id": "a", "cmd": "accept", "coup": 3}, T0 + 10)
+    assert reply["ok"] is False and "the next coup is 4 or later" in reply["error"] and out == []
+    reply, out = e.command({"id": "b", "cmd": "accept", "coup": 5}, T0 + 10)
+    assert reply == {"id": "b", "ok": True, "error": None}
+    assert [(a["code"], a["coup"]) for a in out] == [("COUP_NUMBERING_RESTORED", 5)]
+    events += out + [ev for f in [*coup5, Button(T0 + 11, 29, "NEWSHOE")] for ev in e.feed(f)]
+    assert [(r["coup"], hands(r)) for r in events if r["type"] == "coup.result"][-1] == (5, COUP_5)
+    # coup 3 holds coup 4's cards (void); coup 4, lost whole by the
+    # supervisor's count, is void with none
+    voids = [(v["coup"], v["code"], len(v["cards"])) for v in events if v["type"] == "coup.void"]
+    assert voids == [(3, "SEQUENCE_GAP", 4), (4, "SEQUENCE_GAP", 0)]
+    (ended,) = [x for x in events if x["type"] == "shoe.ended"]
+    assert (ended["coups"], ended["coups_exact"]) == (5, True)
 
 
 def dealing_order(player: list[str], banker: list[str]) -> list[tuple[str, str]]:

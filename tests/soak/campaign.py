@@ -849,6 +849,10 @@ class Report:
     stream_equals_journal: bool = False
     shoe_problems: list[str] = field(default_factory=list)
     count_problems: list[str] = field(default_factory=list)
+    #: fake shoes whose coup numbering the daemon declared lost (frames lost
+    #: that may hold whole coups): their count is not checked, and every
+    #: coup from there on may be void with SEQUENCE_GAP
+    numbering_lost: dict[int, int] = field(default_factory=dict)
     rss: list[RssSample] = field(default_factory=list)
     rss_window: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # min, max, start, end (MB)
     process_problems: list[str] = field(default_factory=list)
@@ -971,6 +975,12 @@ class Report:
             ("  settled after a correction", str(len(self.of("corrected")))),
             ("  void", f"{len(self.of('void'))} ({counts(self.void_codes)})"),
             ("  lost on the line (gap)", str(len(self.of("lost")))),
+            (
+                "  shoes with numbering lost",
+                f"{len(self.numbering_lost)} (the rest of each void: "
+                + ", ".join(f"shoe {n} from coup {c}" for n, c in sorted(self.numbering_lost.items()))
+                + ")",
+            ),
             ("  MIS-SETTLED (mixed hands)", str(len(self.of("MIS-SETTLED")))),
             ("  RENUMBERED (right hands)", f"{len(self.of('RENUMBERED'))} (shifts: {counts(self.shifts)})"),
             ("  UNRESOLVED past deadline", str(len(self.of("UNRESOLVED")))),
@@ -1136,6 +1146,11 @@ def _match_shoes(events: list[dict[str, Any]], shoes: list[dict[str, Any]], rep:
         end = ended.get(sid)
         if end is None:
             open_.append(f"shoe {rec['shoe']} ({sid})")
+        elif end.get("coups_exact") is False:
+            # frames lost may have held whole coups: the daemon said so, and
+            # counted only what it saw (at most what the fake dealt)
+            if end["coups"] > rec["coups"]:
+                counts.append((rec["shoe"], end["coups"], rec["coups"]))
         elif end["coups"] != rec["coups"]:
             counts.append((rec["shoe"], end["coups"], rec["coups"]))
     if burned_from:
@@ -1228,6 +1243,8 @@ def _account_for_coups(
             rep.alerts[e["code"]] += 1
         if e.get("code") == "SEQUENCE_GAP" and e["shoe"] in shoe_of:
             gaps_in_shoe.add(shoe_of[e["shoe"]])
+        if e["type"] == "security.alert" and e["code"] == "COUP_NUMBERING_LOST" and e["shoe"] in shoe_of:
+            rep.numbering_lost.setdefault(shoe_of[e["shoe"]], e["coup"])
 
     foreign_pending: set[CoupKey] = set()
     extra_copy_in: set[int] = set()
@@ -1247,6 +1264,10 @@ def _account_for_coups(
         mine = sorted(daemon_of.get(key, set()), key=lambda d: d[1])
         v = CoupVerdict(c["shoe"], c["coup"], "UNACCOUNTED", daemon_coups=[n for _, n in mine])
         explained = _explained(key, dealt, line_lost, foreign_pending)
+        lost_from = rep.numbering_lost.get(c["shoe"])
+        if lost_from is not None and c["coup"] >= lost_from:
+            # the daemon numbers no coup after it: each is void (SEQUENCE_GAP)
+            explained |= {"SEQUENCE_GAP", "SHOE_ENDED"}
         evs = [e for d in mine for e in by_coup.get(d, [])]
         v.codes = {e["code"] for e in evs if e["type"] in ("misdeal", "coup.void")}
         v.allowed = set(explained)
