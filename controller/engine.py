@@ -78,19 +78,27 @@ def _ends_possible(k: int, need: int, items: list[int], result: bool) -> set[int
     frames lost; ``result``: whether a RESULT closes them (else the count is
     open). Every coup has 4 to 6 cards and a RESULT; a frame lost may be
     anything (a card, a RESULT, a status), so more frames than a count needs
-    never rule it out. If no count fits (cards dealt in sight beyond six),
-    none is taken: the cards seen are extra cards of the coup in play.
-    Counts above ``_MAX_ENDS`` are folded into it."""
-    states = {(0, k)}  # (ends so far, cards of the coup now in play)
+    never rule it out. Cards read beyond a complete tableau are extra cards,
+    a dealing error in sight: of the counts that fit, those that need the
+    fewest of them are kept (one coup of seven cards read is a coup with an
+    extra card, not seven cards of two coups). If no count fits, none is
+    taken. Counts above ``_MAX_ENDS`` are folded into it."""
+    complete = need == 0 and k >= 4  # any card now is an extra card
+    states = {(0, k): 0}  # (ends so far, cards of the coup now in play) -> extras read
+
+    def keep(into: dict[tuple[int, int], int], key: tuple[int, int], cost: int) -> None:
+        if cost < into.get(key, cost + 1):
+            into[key] = cost
+
     for n in items:
-        nxt: set[tuple[int, int]] = set()
-        for e, c in states:
+        nxt: dict[tuple[int, int], int] = {}
+        for (e, c), cost in states.items():
             if n == 0:
-                if c < 6:
-                    nxt.add((e, c + 1))
+                extra = c >= 6 or (e == 0 and complete)
+                keep(nxt, (e, min(6, c + 1)), cost + extra)
                 continue
             for add in range(min(n, 6 - c) + 1):
-                nxt.add((e, c + add))
+                keep(nxt, (e, c + add), cost)
             # the coup in play still needs what it needed less what it got
             due = max(need - (c - k) if e == 0 else 0, 4 - c)
             if c + due > 6:
@@ -98,13 +106,16 @@ def _ends_possible(k: int, need: int, items: list[int], result: bool) -> set[int
             j = 1
             while (used := due + 1 + 5 * (j - 1)) <= n and e + j <= _MAX_ENDS:
                 for c2 in range(min(n - used, 6) + 1):
-                    nxt.add((e + j, c2))
+                    keep(nxt, (e + j, c2), cost)
                 j += 1
             if used <= n:  # more ends than counted apart
-                nxt.add((_MAX_ENDS, 0))
+                keep(nxt, (_MAX_ENDS, 0), cost)
         states = nxt
-    ends = {e for e, c in states if not result or 4 <= c <= 6}
-    return ends or {0}
+    fits = {key: cost for key, cost in states.items() if not result or 4 <= key[1] <= 6}
+    if not fits:
+        return {0}
+    least = min(fits.values())
+    return {e for (e, _), cost in fits.items() if cost == least}
 
 
 class CommandError(ValueError):
@@ -287,6 +298,11 @@ class Engine:
         self._expire(frame.t)
         if self._fault_waiting == "frame" and not isinstance(frame, (Link, SequenceGap, Hello)):
             self._device_back(frame.t)
+        self._dispatch(frame)
+        return out
+
+    def _dispatch(self, frame: Frame) -> None:
+        """Apply one frame, arriving now or released after a wait."""
         s = self.shoe
         if (
             s is not None
@@ -298,7 +314,6 @@ class Engine:
         ):
             self._flush_after_premature(s)
         self._handlers[type(frame)](frame)
-        return out
 
     def tick(self, now: float) -> list[Event]:
         """Let time pass with no frame: fires correction deadlines."""
@@ -1090,7 +1105,7 @@ class Engine:
                 coup.extras.append(f.card)
                 self._card_event(f, coup.number, "extra")
             elif not isinstance(f, SequenceGap):
-                self._handlers[type(f)](f)
+                self._dispatch(f)
         coup.dealing = False
         if s.current is coup:
             s.current = None
@@ -1157,7 +1172,7 @@ class Engine:
         """Apply frames that waited (held, carried) in their order, exactly as
         if they were arriving now (with their own read times)."""
         for f in frames:
-            self._handlers[type(f)](f)
+            self._dispatch(f)
 
     # ------------------------------------------------------------ cut card
 
@@ -1377,7 +1392,7 @@ class Engine:
                         )
                     self._card_event(x, prev, "extra")
                 elif not isinstance(x, SequenceGap):
-                    self._handlers[type(x)](x)
+                    self._dispatch(x)
             detail = f"the frames lost came before the RESULT of coup {prev}: nothing of this coup was lost"
             self._correct(f.t, coup, "SEQUENCE_GAP", detail)
             return

@@ -297,3 +297,50 @@ def test_the_fake_deals_an_excess_copy_only_once_every_copy_of_the_shoe_is_out()
                 continue  # a foreign card is none of the shoe's copies
             out[card] = out.get(card, 0) + 1
     assert early == []
+
+
+def test_a_lost_second_result_after_an_early_one_released_late_keeps_the_next_coups_whole() -> None:
+    # Coup 1 loses its B1 and is held past everything below, until its
+    # deadline. Coup 2: RESULT pressed early, the due P3 follows, and the
+    # dealer's second RESULT is lost on the line. Coup 3 is a natural, coups
+    # 4 and 5 are dealt whole. Released late, the gap must still end the
+    # wait for the dealer's second RESULT (it did only for frames arriving
+    # live, so coup 3's RESULT was taken for that one and coup 4 merged
+    # into coup 3).
+    frames = shoe_start()
+    frames += [Card(T0, 4, "9S"), SequenceGap(T0, 6, 5, 1), Card(T0, 6, "TS"), Card(T0, 7, "QH")]
+    frames.append(Button(T0, 8, "RESULT"))
+    frames += [Card(T0, 9, "KC"), Card(T0, 10, "9C"), Card(T0, 11, "QC"), Card(T0, 12, "4C")]
+    frames += [Button(T0, 13, "RESULT"), Card(T0, 14, "8D"), SequenceGap(T0, 16, 15, 1)]
+    frames += coup_frames(
+        [["KH", "JD", "8S", "4H"], ["TC", "AH", "6C", "2C", "QH"], ["7S", "2S", "4C", "TC", "TH", "3D"]],
+        seq=16,
+    )
+    e = engine(deadline_s=0.5)
+    events = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 5) + e.tick(T0 + 6)
+    assert [(r["coup"], hands(r)) for r in events if r["type"] == "coup.result"] == [
+        (2, (["KC", "QC", "8D"], ["9C", "4C"])),
+        (4, (["TC", "6C"], ["AH", "2C", "QH"])),
+        (5, (["7S", "4C", "TH"], ["2S", "TC", "3D"])),
+    ]
+    assert [(v["coup"], v["code"]) for v in events if v["type"] == "coup.void"] == [
+        (1, "SEQUENCE_GAP"),
+        (3, "SEQUENCE_GAP"),
+    ]
+
+
+def test_a_lost_result_then_a_coup_with_an_extra_card_is_not_counted_as_two_coups() -> None:
+    # Coup 1, a natural, loses its RESULT. Coup 2 has six cards, then one
+    # card too many (7H), then its RESULT: seven cards read, one coup with
+    # an extra card (not two coups). Coup 3 is a natural.
+    frames = shoe_start() + [Card(T0, 4 + i, c) for i, c in enumerate(("9S", "KH", "TS", "QH"))]
+    frames.append(SequenceGap(T0, 9, 8, 1))
+    coup2 = ["3C", "JC", "8D", "2H", "QD", "4H", "7H"]  # P 3C 8D QD / B JC 2H 4H, extra 7H
+    frames += coup_frames([coup2, ["8C", "3H", "KC", "4H"]], seq=9)
+    events = deal(frames, until=T0 + 10)
+    results = [(r["coup"], hands(r), r["corrections"]) for r in events if r["type"] == "coup.result"]
+    assert results == [
+        (1, (["9S", "TS"], ["KH", "QH"]), []),
+        (2, (["3C", "8D", "QD"], ["JC", "2H", "4H"]), ["SEQUENCE_GAP", "EXTRA_CARD"]),
+        (3, (["8C", "KC"], ["3H", "4H"]), []),
+    ]
