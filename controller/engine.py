@@ -1073,7 +1073,7 @@ class Engine:
         if any(isinstance(f, Hello) for f in head):
             # a device restart: how many frames it lost is unknown
             phantom = first is not None and own + m > 6
-        elif coup.lost_frames and first is not None:
+        elif (coup.lost_frames or any(isinstance(f, SequenceGap) for f in head)) and first is not None:
             # (without a loss the RESULT cannot have been lost: more than six
             # cards are then this coup's extra cards)
             ends = coup.ends if coup.ends is not None else min(self._ends_in(coup, head, result=True))
@@ -1406,13 +1406,18 @@ class Engine:
         """``_ends_possible`` for the frames a coup held since its gap; where
         more than one count fits, or more than one end, the numbering of
         the coups after it is lost (one end is told apart, not more)."""
-        items = [coup.gap_missing]
+        if coup.lost_frames:
+            k, need, items = coup.anchor_k, coup.anchor_need, [coup.gap_missing]
+        else:  # held for another reason (an unread card); frames lost since
+            k, need, items = len(coup.cards), self._need(coup), []
         for x in held:
             if isinstance(x, Card):
                 items.append(0)
             elif isinstance(x, SequenceGap):
                 items.append(max(1, x.missing))
-        ends = _ends_possible(coup.anchor_k, coup.anchor_need, items, result)
+        if not any(items):
+            return {0}
+        ends = _ends_possible(k, need, items, result)
         if len(ends) > 1 or _MAX_ENDS in ends:
             lost = sum(items)
             self._lose_numbering(held[-1].t if held else coup.t_start, coup, lost, ends)

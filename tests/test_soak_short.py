@@ -344,3 +344,20 @@ def test_a_lost_result_then_a_coup_with_an_extra_card_is_not_counted_as_two_coup
         (2, (["3C", "8D", "QD"], ["JC", "2H", "4H"]), ["SEQUENCE_GAP", "EXTRA_CARD"]),
         (3, (["8C", "KC"], ["3H", "4H"]), []),
     ]
+
+
+def test_a_lost_result_while_an_unread_card_holds_the_coup_keeps_the_next_coups_numbers() -> None:
+    # Coup 1: P 8H 2D 9C / B ?? 3C 6H, its B1 unread: from the fourth card on
+    # its frames are held (the unread card decides the tableau), and its
+    # RESULT is lost on the line. Coup 2: P 7D JS / B QC 5H 2H; coup 3 is a
+    # natural. At coup 1's deadline the eleven cards before the first RESULT
+    # cannot all be coup 1's: its RESULT was among the frames lost.
+    frames = shoe_start() + [Card(T0, 4 + i, c) for i, c in enumerate(("8H", None, "2D", "3C", "9C", "6H"))]
+    frames.append(SequenceGap(T0, 11, 10, 1))
+    frames += coup_frames([["7D", "QC", "JS", "5H", "2H"], ["8C", "3H", "KC", "4H"]], seq=11)
+    events = deal(frames, until=T0 + 10)
+    assert [(r["coup"], hands(r)) for r in events if r["type"] == "coup.result"] == [(3, COUP_5)]
+    assert [(v["coup"], v["code"]) for v in events if v["type"] == "coup.void"] == [
+        (1, "UNREAD_CARD"),
+        (2, "SEQUENCE_GAP"),
+    ]
