@@ -401,16 +401,23 @@ class Daemon:
     def _input(self, t: float, kind: str, data: bytes) -> None:
         journal = self.journal
         assert journal is not None
-        journal.append_input(t, kind, data)
+        # Applied first, then the input and its events are stored in one
+        # transaction, before anything is published: one fsync per read.
+        # Should the process die in between, neither is stored: the read is
+        # lost as if on the line (the next frame's sequence shows the gap)
+        # and the engine rebuilt from the journal never saw it.
         events = self._apply_input(t, kind, data)
+        journal.append_input(t, kind, data, events)
         if events:
-            journal.append_events(events)
             self._count(events)
             if self.mqtt is not None:
                 self.mqtt.notify()
         self._inputs_since_checkpoint += 1
+        # a checkpoint bounds the inputs a rebuild replays; one per shoe and
+        # every few hundred inputs keeps that short without a pickle and a
+        # third fsync after every coup (the next coup's first card waited)
         if self._inputs_since_checkpoint >= CHECKPOINT_EVERY_INPUTS or any(
-            e["type"] in ("shoe.ended", "coup.result", "coup.void") for e in events
+            e["type"] == "shoe.ended" for e in events
         ):
             self._checkpoint(journal)
 

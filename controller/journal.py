@@ -205,12 +205,18 @@ class Journal:
 
     # --- inputs ---------------------------------------------------------
 
-    def append_input(self, t: float, kind: InputKind | str, data: bytes) -> int:
-        """Record one input; returns its id once it is durable."""
+    def append_input(
+        self, t: float, kind: InputKind | str, data: bytes, events: Sequence[dict[str, Any]] = ()
+    ) -> int:
+        """Record one input, and the events applying it caused, in one
+        transaction (one fsync: both or neither are durable); returns the
+        input's id once it is. The events are stored as by ``append_events``."""
         if kind not in INPUT_KINDS:
             raise ValueError(f"input kind must be one of {sorted(INPUT_KINDS)}, not {kind!r}")
         with self._lock, self._guard("recording an input"), self._transaction() as db:
             cur = db.execute("INSERT INTO inputs (t, kind, data) VALUES (?, ?, ?)", (t, kind, bytes(data)))
+            if events:
+                self._store_events(db, events, time.time())
             return int(cur.lastrowid or 0)
 
     def inputs_since(self, after_id: int = 0, *, batch: int = 1000) -> Iterator[InputRecord]:
@@ -247,48 +253,53 @@ class Journal:
         if not events:
             return []
         created = time.time() if now is None else now
-        new: list[dict[str, Any]] = []
         with self._lock, self._guard("recording events"), self._transaction() as db:
-            retired = self._retired_seq(db)
-            last = max(self._last_seq(db), retired)
-            for event in events:
-                seq, event_id, text = _identity(event)
-                if seq <= last:
-                    row = db.execute("SELECT event_id, json FROM events WHERE seq = ?", (seq,)).fetchone()
-                    if row is None:
-                        if seq <= retired:
-                            continue  # delivered and pruned long ago
-                        raise JournalConflict(
-                            f"journal {self.path}: event {event_id} has seq {seq}, but the journal is"
-                            f" already at seq {last} and holds no event {seq}"
-                        )
-                    if row[0] != event_id or (row[1] != text and json.loads(row[1]) != json.loads(text)):
-                        raise JournalConflict(
-                            f"journal {self.path}: seq {seq} is already {row[0]} with different content than"
-                            f" the new {event_id}; the engine did not reproduce its past (or two tables share"
-                            " this journal)"
-                        )
-                    continue
-                try:
-                    db.execute(
-                        "INSERT INTO events (seq, event_id, type, shoe, ts, json, created)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            seq,
-                            event_id,
-                            str(event["type"]),
-                            event.get("shoe"),
-                            str(event["ts"]),
-                            text,
-                            created,
-                        ),
-                    )
-                except sqlite3.IntegrityError:
+            return self._store_events(db, events, created)
+
+    def _store_events(
+        self, db: sqlite3.Connection, events: Sequence[dict[str, Any]], created: float
+    ) -> list[dict[str, Any]]:
+        new: list[dict[str, Any]] = []
+        retired = self._retired_seq(db)
+        last = max(self._last_seq(db), retired)
+        for event in events:
+            seq, event_id, text = _identity(event)
+            if seq <= last:
+                row = db.execute("SELECT event_id, json FROM events WHERE seq = ?", (seq,)).fetchone()
+                if row is None:
+                    if seq <= retired:
+                        continue  # delivered and pruned long ago
                     raise JournalConflict(
-                        f"journal {self.path}: event id {event_id} is already stored under another seq"
-                    ) from None
-                last = seq
-                new.append(event)
+                        f"journal {self.path}: event {event_id} has seq {seq}, but the journal is"
+                        f" already at seq {last} and holds no event {seq}"
+                    )
+                if row[0] != event_id or (row[1] != text and json.loads(row[1]) != json.loads(text)):
+                    raise JournalConflict(
+                        f"journal {self.path}: seq {seq} is already {row[0]} with different content than"
+                        f" the new {event_id}; the engine did not reproduce its past (or two tables share"
+                        " this journal)"
+                    )
+                continue
+            try:
+                db.execute(
+                    "INSERT INTO events (seq, event_id, type, shoe, ts, json, created)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        seq,
+                        event_id,
+                        str(event["type"]),
+                        event.get("shoe"),
+                        str(event["ts"]),
+                        text,
+                        created,
+                    ),
+                )
+            except sqlite3.IntegrityError:
+                raise JournalConflict(
+                    f"journal {self.path}: event id {event_id} is already stored under another seq"
+                ) from None
+            last = seq
+            new.append(event)
         return new
 
     @staticmethod
