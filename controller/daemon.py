@@ -5,10 +5,12 @@ sd_notify and the metrics.
 Order of work for every read, so that nothing is lost and nothing is
 published twice under a new id:
 
-1. the raw chunk is committed to the journal as an input;
-2. it is decoded and fed to the engine;
-3. the events are committed to the journal (the outbox);
-4. outputs deliver from the journal after their own marks.
+1. the raw chunk is decoded and fed to the engine;
+2. the chunk (as an input) and the events it caused (the outbox) are
+   committed to the journal in one transaction, one fsync: both or neither
+   (a crash before the commit loses the read as if on the line, and the
+   engine rebuilt from the journal never saw it);
+3. outputs deliver from the journal after their own marks.
 
 After a crash the daemon loads the latest engine checkpoint, re-feeds the
 journal's inputs recorded after it to the same decoder and engine, and

@@ -642,7 +642,11 @@ class FakeShoe:
             card, how, deck = rng.choice(_CARDS), "foreign_deck", self.decks + 1
         else:
             card, how = rng.choice(_CARDS), "extra_copy"
-        shoe.dealt[card] = shoe.dealt.get(card, 0) + 1
+        if how != "foreign_deck":
+            # a copy the controller counts as one of the shoe's own (a card
+            # from a foreign deck is none of them: the shoe still holds all
+            # its copies of that card)
+            shoe.dealt[card] = shoe.dealt.get(card, 0) + 1
         self._fault("foreign", position=hand, card=card, how=how, deck=deck)
         yield from self._send_card(card, hand, deck, foreign=True)
         return card

@@ -40,14 +40,6 @@ SETTINGS = Settings(
     timeout_s=600.0,
 )
 
-#: Bugs pinned here, each by a frame-level reproducer below.
-FAKE_EXCESS_COPY_COUNTS_A_FOREIGN_DECK_CARD = (
-    "fake shoe: _deal_foreign counts a card from a foreign deck in shoe.dealt, so a later copy of "
-    "that card is recorded as an 'excess_copy' (a copy dealt once every copy is out, which the "
-    "controller sees at once) while one of the shoe's own copies is still in it; the controller "
-    "rightly flags only the shoe's last copy, later, in another coup (drivers/fake.py _deal_foreign)"
-)
-
 
 @pytest.fixture(scope="module")
 def report(mosquitto: BrokerFactory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
@@ -275,7 +267,6 @@ def dealing_order(player: list[str], banker: list[str]) -> list[tuple[str, str]]
     return [(pos, hand[i]) for pos, hand, i in slots if i < len(hand)]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=FAKE_EXCESS_COPY_COUNTS_A_FOREIGN_DECK_CARD)
 def test_the_fake_deals_an_excess_copy_only_once_every_copy_of_the_shoe_is_out() -> None:
     # Two decks, seed 3: a genuine 7H in coup 3, the 7H of deck 3 in coup 5,
     # then a 7H recorded as an excess copy in coup 7.

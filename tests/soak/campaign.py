@@ -1251,10 +1251,9 @@ def _account_for_coups(
     for c in coups:
         if c["shoe"] in extra_copy_in:
             foreign_pending.add((c["shoe"], c["coup"]))
-        # an extra copy shows only once the shoe's own copies are out; so
-        # does any foreign card whose copies the fake counted as the shoe's
-        # (see test_soak_short.py, FAKE_EXCESS_COPY_COUNTS_A_FOREIGN_DECK_CARD)
-        if any(f["kind"] == "foreign" for f in c["faults"]):
+        # an extra copy (of a card the shoe still holds) shows only once the
+        # shoe's own copies are out, in a later coup
+        if any(f["kind"] == "foreign" and f["how"] == "extra_copy" for f in c["faults"]):
             extra_copy_in.add(c["shoe"])
 
     during = _codes_during_holds(coups, card_events, keys, sources, by_coup, line_lost)
