@@ -266,6 +266,9 @@ class Engine:
         self._fault_coup: int | None = None  # coup with an open DEVICE_FAULT
         self._fault_waiting: str | None = None  # "ok" (STAT OK clears) | "frame" (next unbroken frame)
         self._after_void: list[Frame] = []
+        #: frames lost since the last shoe ended (its successor's NEWSHOE and
+        #: burn may be among them)
+        self._lost_after_shoe = 0
         self._phantom: list[Frame] = []
         self._phantom_before = 0  # coups lost whole before the phantom
         self._shoe_ids: set[str] = set()
@@ -476,7 +479,32 @@ class Engine:
         self._shoe_ids.add(sid)
         shoe = Shoe(id=sid, t_start=t, comp=ShoeComposition(self.decks), commit=None, order=None)
         self.shoe = shoe
+        self._lost_after_shoe = 0
         return shoe
+
+    def _start_shoe_unseen(self, t: float) -> Shoe:
+        """A card after frames were lost once a shoe had ended: the next
+        shoe's NEWSHOE and burn may have been lost with them (or this is a
+        card past the last coup). Either way nothing of it can be settled
+        before a supervisor says where the shoe stands: it starts here, its
+        burn unchecked and its numbering lost."""
+        lost = self._lost_after_shoe
+        s = self._start_shoe(t)
+        self._announce(s)
+        s.phase = "deal"
+        detail = (
+            f"{lost} frames lost after the last shoe ended: this shoe's NEWSHOE and burn may be among them"
+        )
+        self._alert(t, "BURN_MISMATCH", detail + "; its burn is not checked", None)
+        s.numbering_lost = detail
+        self._alert(
+            t,
+            "COUP_NUMBERING_LOST",
+            detail + ": every coup of this shoe is void until a supervisor sends accept with the number of "
+            "the next coup to be dealt, or a new shoe starts",
+            None,
+        )
+        return s
 
     def _announce(self, s: Shoe) -> None:
         """``shoe.started``, stamped with the shoe's start, once its first
@@ -562,7 +590,9 @@ class Engine:
             if len(s.after_premature) >= 4:
                 self._flush_after_premature(s)
             return
-        if s is None or (s.phase == "ended" and (f.hand == "first" or not s.ended_by_rule)):
+        if s is not None and s.phase == "ended" and self._lost_after_shoe and f.hand != "first":
+            s = self._start_shoe_unseen(f.t)
+        elif s is None or (s.phase == "ended" and (f.hand == "first" or not s.ended_by_rule)):
             # A shoe with no NEWSHOE button starts at its first card (Angel
             # Eye marks that card itself). A shoe that ended by its cut card
             # does not: a card after its last coup is CUT_CARD_OVERRUN.
@@ -728,21 +758,23 @@ class Engine:
         for c in cards:
             self._on_card(c)
 
-    def _complete_whatever_unread(self, coup: Coup) -> bool:
+    def _complete_whatever_unread(self, coup: Coup, *, some: bool = False) -> bool:
         """True if the tableau is complete for every value of the coup's
-        unread cards (at most two are tried: 100 cases)."""
+        unread cards (``some``: for at least one); at most two are tried
+        (100 cases), more are never complete for every value and may be for
+        some."""
         holes = [i for i, c in enumerate(coup.cards) if c is None]
         if len(holes) > 2:
-            return False
+            return some
         stand_in = "TA23456789"  # a card of each point value 0..9
         saved = list(coup.cards)
         try:
             for values in itertools.product(range(10), repeat=len(holes)):
                 for i, v in zip(holes, values, strict=True):
                     coup.cards[i] = stand_in[v] + "S"
-                if self._next_position(coup) is not None:
-                    return False
-            return True
+                if (self._next_position(coup) is None) == some:
+                    return some
+            return not some
         finally:
             coup.cards[:] = saved
 
@@ -1292,6 +1324,8 @@ class Engine:
             self._fault_waiting = None  # the sequence is broken: no automatic resume
         if s is None or s.ended_emitted:
             self._alert(f.t, "SEQUENCE_GAP", detail, None)
+            if s is not None:
+                self._lost_after_shoe += max(1, f.missing)
             return
         coup = s.current
         if coup is not None and coup.held is not None:
@@ -1342,7 +1376,8 @@ class Engine:
         if nxt is None:
             return 0
         if nxt == UNKNOWN:
-            return 0 if self._complete_whatever_unread(coup) else 1
+            # the fewest: complete if the unread card(s) can make it so
+            return 0 if self._complete_whatever_unread(coup, some=True) else 1
         return max(1, 4 - len(coup.cards))
 
     def _ends_at_result(self, coup: Coup, f: Button | DeviceResult) -> None:

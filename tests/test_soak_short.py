@@ -352,3 +352,50 @@ def test_a_lost_result_while_an_unread_card_holds_the_coup_keeps_the_next_coups_
         (1, "UNREAD_CARD"),
         (2, "SEQUENCE_GAP"),
     ]
+
+
+def test_a_lost_result_after_an_unread_card_that_may_complete_the_tableau_is_counted() -> None:
+    # Coup 1: P ?? KC / B 9C 6C, its P1 unread (it was a 9H: a Player
+    # natural, nothing more dealt) and its RESULT lost on the line. Coup 2:
+    # P 3S QC 8D / B 4D QH; coup 3 is a natural. The unread card may have
+    # completed coup 1's tableau, so the frame lost may be its RESULT: five
+    # cards and a RESULT after it are coup 2 (void: its coup number is right,
+    # its cards cannot be placed), and coup 3 keeps its number.
+    frames = shoe_start() + [Card(T0, 4 + i, c) for i, c in enumerate((None, "9C", "KC", "6C"))]
+    frames.append(SequenceGap(T0, 9, 8, 1))
+    frames += coup_frames([["3S", "4D", "QC", "QH", "8D"], ["8C", "3H", "KC", "4H"]], seq=9)
+    events = deal(frames, until=T0 + 10)
+    assert [(r["coup"], hands(r)) for r in events if r["type"] == "coup.result"] == [(3, COUP_5)]
+    # coup 1 waits for its unread card and for its gap: the first deadline voids it
+    voids = [(v["coup"], v["code"]) for v in events if v["type"] == "coup.void"]
+    assert voids in ([(1, "UNREAD_CARD"), (2, "SEQUENCE_GAP")], [(1, "SEQUENCE_GAP"), (2, "SEQUENCE_GAP")])
+
+
+def test_a_shoe_whose_newshoe_was_lost_on_the_line_is_a_new_shoe_with_its_numbering_lost() -> None:
+    # A shoe ends by its cut card (coups 1-3); the next shoe's NEWSHOE and
+    # its first card (a 2: two cards burned) are lost on the line. The cards
+    # after the gap are not overrun coups of the shoe that ended (every one
+    # void as CUT_CARD_OVERRUN, and the shoe's exhausted count calling them
+    # foreign): they start a new shoe, whose burn and numbering are unknown.
+    from firmware_protocols.frames import CutCard
+
+    frames = shoe_start() + coup_frames([["9S", "KH", "TS", "QH"]], seq=4)
+    frames.append(CutCard(T0, 9))
+    frames += coup_frames([["8D", "2C", "KD", "5C"], ["7H", "7D", "TC", "JS"]], seq=10)
+    frames.append(SequenceGap(T0 + 1, 22, 20, 2))
+    frames += [Card(T0 + 1, 22, "4S"), Card(T0 + 1, 23, "5S")]  # the two burned cards
+    frames += coup_frames([["8C", "3H", "KC", "4H"]], seq=24, t=T0 + 1)
+    frames.append(Button(T0 + 2, 29, "NEWSHOE"))
+    events = deal(frames, until=T0 + 10)
+    started = [e["shoe"] for e in events if e["type"] == "shoe.started"]
+    assert len(started) == 2  # (the third, loaded last, has dealt no card)
+    second = [e for e in events if e["shoe"] == started[1]]
+    alerts = [a["code"] for a in second if a["type"] == "security.alert"]
+    assert alerts == ["BURN_MISMATCH", "COUP_NUMBERING_LOST"]
+    assert [r for r in second if r["type"] == "coup.result"] == []
+    assert {v["code"] for v in second if v["type"] == "coup.void"} == {"SEQUENCE_GAP"}
+    (ended,) = [e for e in second if e["type"] == "shoe.ended"]
+    assert ended["coups_exact"] is False
+    first = [e for e in events if e["shoe"] == started[0]]
+    assert [r["coup"] for r in first if r["type"] == "coup.result"] == [1, 2, 3]
+    assert not [e for e in events if e.get("code") in ("CUT_CARD_OVERRUN", "FOREIGN_CARD")]

@@ -1147,10 +1147,9 @@ def _match_shoes(events: list[dict[str, Any]], shoes: list[dict[str, Any]], rep:
         if end is None:
             open_.append(f"shoe {rec['shoe']} ({sid})")
         elif end.get("coups_exact") is False:
-            # frames lost may have held whole coups: the daemon said so, and
-            # counted only what it saw (at most what the fake dealt)
-            if end["coups"] > rec["coups"]:
-                counts.append((rec["shoe"], end["coups"], rec["coups"]))
+            # frames lost may have held whole coups: the daemon said its count
+            # is not exact (every coup after it void, none numbered)
+            pass
         elif end["coups"] != rec["coups"]:
             counts.append((rec["shoe"], end["coups"], rec["coups"]))
     if burned_from:
@@ -1244,7 +1243,8 @@ def _account_for_coups(
         if e.get("code") == "SEQUENCE_GAP" and e["shoe"] in shoe_of:
             gaps_in_shoe.add(shoe_of[e["shoe"]])
         if e["type"] == "security.alert" and e["code"] == "COUP_NUMBERING_LOST" and e["shoe"] in shoe_of:
-            rep.numbering_lost.setdefault(shoe_of[e["shoe"]], e["coup"])
+            # (coup null: from the shoe's first coup: its start was lost)
+            rep.numbering_lost.setdefault(shoe_of[e["shoe"]], e["coup"] or 1)
 
     foreign_pending: set[CoupKey] = set()
     extra_copy_in: set[int] = set()
