@@ -209,6 +209,9 @@ class Shoe:
     #: until the dealer's second RESULT or a fourth card tells what they are
     after_premature: list[Card] | None = None
     after_premature_coup: int = 0
+    #: set when that coup is void: a second RESULT before a fourth card
+    #: says the cards between were its own (due cards after an early press)
+    after_premature_void: Coup | None = None
     ended_by_rule: bool = False  # its last permitted coup was dealt
     #: frames lost on the line may have held a coup's end, or not: the number
     #: of every later coup is unknown (each is void) until a supervisor says it
@@ -587,7 +590,8 @@ class Engine:
             return
         if s is not None and s.after_premature is not None:
             s.after_premature.append(f)
-            if len(s.after_premature) >= 4:
+            # (after a void coup's early RESULT, the next RESULT decides)
+            if len(s.after_premature) >= (8 if s.after_premature_void is not None else 4):
                 self._flush_after_premature(s)
             return
         if s is not None and s.phase == "ended" and self._lost_after_shoe and f.hand != "first":
@@ -752,11 +756,84 @@ class Engine:
             return "B3" if n == 4 else None
         return None
 
+    def _tableau_exact(self, cards: list[str | None]) -> bool:
+        """Whether these cards, dealt in order, make one complete tableau with
+        none left over (an unread card: not known, so no)."""
+        trial = Coup(number=0, demo=False, t_start=0.0)
+        for c in cards:
+            pos = self._next_position(trial)
+            if pos is None or pos == UNKNOWN or c is None:
+                return False
+            trial.positions.append(pos)
+            trial.cards.append(c)
+        return self._next_position(trial) is None
+
+    def _after_void_early_result(
+        self, s: Shoe, void: Coup, cards: list[Card], f: Button | DeviceResult
+    ) -> None:
+        """The RESULT after a void coup's early one: the cards between were
+        its due cards (this is the dealer's second RESULT), or the next
+        coup's (the first RESULT ended the void coup), or its due cards and
+        then the next coup's. The tableau tells which, when only one fits."""
+        trial = Coup(
+            number=0, demo=False, t_start=0.0, positions=list(void.positions), cards=list(void.cards)
+        )
+        due = 0
+        for c in cards:
+            pos = self._next_position(trial)
+            if pos is None or pos == UNKNOWN:
+                break
+            trial.positions.append(pos)
+            trial.cards.append(c.card)
+            due += 1
+        codes = [c.card for c in cards]
+        next_only = self._tableau_exact(codes)  # the first RESULT ended the void coup
+        after_due = 0 < due < len(cards) and self._tableau_exact(codes[due:])
+        if not next_only and not after_due and len(cards) < 4:
+            after_due, due = False, len(cards)  # its due cards (and extras), then the second RESULT
+        elif not after_due:
+            due = 0
+        for c in cards[:due]:
+            self._take(s, c, void)
+            pos = self._next_position(void)
+            if pos is None or pos == UNKNOWN:
+                void.extras.append(c.card)
+                self._card_event(c, void.number, "extra")
+            else:
+                void.positions.append(pos)
+                void.cards.append(c.card)
+                self._card_event(c, void.number, pos)
+        rest = cards[due:]
+        if not rest:
+            return  # the dealer's second RESULT
+        for c in rest:
+            self._on_card(c)
+        coup = s.current
+        if coup is not None and next_only == after_due:
+            detail = (
+                f"coup {void.number} had its RESULT with a card due: whether the cards after it were its due "
+                "cards or this coup's cannot be told from them"
+            )
+            self._misdeal(f.t, coup, "PREMATURE_RESULT", detail, "void")
+            self._void(f.t, coup, "PREMATURE_RESULT", detail)
+        self._result(f)
+
     def _flush_after_premature(self, s: Shoe) -> None:
         """The cards after an early-RESULT coup were the next coup's."""
         cards, s.after_premature = s.after_premature or [], None
+        void, s.after_premature_void = s.after_premature_void, None
         for c in cards:
             self._on_card(c)
+        coup = s.current
+        if void is not None and coup is not None and cards and coup.number == void.number + 1:
+            # no second RESULT: the first of these cards may have been the
+            # void coup's due card, so this coup's hands are not known
+            detail = (
+                f"coup {void.number} had its RESULT with a card due and no second RESULT followed: "
+                "this coup's first card may be its due card"
+            )
+            self._misdeal(cards[0].t, coup, "PREMATURE_RESULT", detail, "void")
+            self._void(cards[0].t, coup, "PREMATURE_RESULT", detail)
 
     def _complete_whatever_unread(self, coup: Coup, *, some: bool = False) -> bool:
         """True if the tableau is complete for every value of the coup's
@@ -889,6 +966,10 @@ class Engine:
             # cannot apply to a settled coup)
             extras, s.after_premature = s.after_premature, None
             prev = s.after_premature_coup
+            void, s.after_premature_void = s.after_premature_void, None
+            if void is not None:
+                self._after_void_early_result(s, void, extras, f)
+                return
             for c in extras:
                 # the coup stands settled: no misdeal on it, but the card is
                 # shown and surveillance is told (a foreign one alerts in _take)
@@ -921,7 +1002,16 @@ class Engine:
             coup.held.append(f)
             return
         if coup.void_code is not None:
+            nxt = self._next_position(coup)
             self._close_dealing(coup, f.t)
+            if nxt is not None and nxt != UNKNOWN and len(coup.cards) >= 4 and s.after_premature is None:
+                # Pressed early, or the dealer stopped dealing the void coup:
+                # a second RESULT before a fourth card says the cards between
+                # were its due cards (counted as a coup of their own they
+                # would shift every later number); a fourth card, the next coup.
+                s.after_premature = []
+                s.after_premature_coup = coup.number
+                s.after_premature_void = coup
             return
         nxt = self._next_position(coup)
         if nxt is None:
