@@ -809,7 +809,7 @@ class Engine:
         for c in rest:
             self._on_card(c)
         coup = s.current
-        if coup is not None and next_only == after_due:
+        if coup is not None and not coup.resolved and next_only == after_due:
             detail = (
                 f"coup {void.number} had its RESULT with a card due: whether the cards after it were its due "
                 "cards or this coup's cannot be told from them"
@@ -1004,7 +1004,14 @@ class Engine:
         if coup.void_code is not None:
             nxt = self._next_position(coup)
             self._close_dealing(coup, f.t)
-            if nxt is not None and nxt != UNKNOWN and len(coup.cards) >= 4 and s.after_premature is None:
+            if (
+                nxt is not None
+                and nxt != UNKNOWN
+                and len(coup.cards) >= 4
+                and s.after_premature is None
+                and not coup.lost_frames  # (its tableau is then not known)
+                and s.numbering_lost is None  # (no number to keep)
+            ):
                 # Pressed early, or the dealer stopped dealing the void coup:
                 # a second RESULT before a fourth card says the cards between
                 # were its due cards (counted as a coup of their own they
@@ -1426,6 +1433,8 @@ class Engine:
         if s.numbering_lost is not None:
             # every coup is void until the numbering is given back: there is
             # nothing left to hold frames for
+            if coup is not None:
+                coup.lost_frames = True
             return
         if coup is not None and coup.dealing and coup.resolved:
             # A void coup has nothing left to correct: its cards are reported
@@ -1433,10 +1442,10 @@ class Engine:
             # lost: then what follows waits for the next RESULT, which tells
             # whose it is (_ends_at_result).
             need = self._need(coup)
+            coup.lost_frames = True  # its positions are no longer known
             if f.missing >= need + 1:
                 coup.held = []
                 coup.gap_missing += f.missing
-                coup.lost_frames = True
                 coup.anchor_k, coup.anchor_need = len(coup.cards), need
             return
         prev: Coup | None = None

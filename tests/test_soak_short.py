@@ -467,3 +467,24 @@ def test_an_early_result_in_a_void_coup_then_cards_that_fit_either_way_settle_no
         (1, "FOREIGN_CARD"),
         (2, "PREMATURE_RESULT"),
     ]
+
+
+def test_a_void_coup_that_lost_cards_ends_at_its_result_whatever_its_tableau_says() -> None:
+    # Coup 1: P KH JH TH / B KC QS 2S. After KH and KC the line drops; coup 1
+    # is void at its deadline; the line comes back with JH and QS lost. The
+    # cards read since (TH, 2S) cannot be placed, so the tableau cannot say
+    # that a card was still due at its RESULT: coup 2 (P KS QC 9C / B TD KC
+    # 5S) is dealt and settled as usual.
+    from firmware_protocols.frames import Link
+
+    frames: list[Frame] = [*shoe_start(), Card(T0, 4, "KH"), Card(T0, 5, "KC"), Link(T0, None, False)]
+    t1 = T0 + 5  # past coup 1's deadline
+    frames += [Link(t1, None, True), SequenceGap(t1, 8, 6, 2), Card(t1, 8, "TH"), Card(t1, 9, "2S")]
+    frames.append(Button(t1, 10, "RESULT"))
+    frames += coup_frames([["KS", "TD", "QC", "KC", "9C", "5S"]], seq=11, t=t1)
+    e = engine()
+    events = [ev for f in frames for ev in (e.tick(f.t) + e.feed(f))] + e.tick(t1 + 10)
+    assert [(r["coup"], hands(r)) for r in events if r["type"] == "coup.result"] == [
+        (2, (["KS", "QC", "9C"], ["TD", "KC", "5S"]))
+    ]
+    assert [(v["coup"], v["code"]) for v in events if v["type"] == "coup.void"] == [(1, "DEVICE_FAULT")]
