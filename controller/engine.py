@@ -542,6 +542,25 @@ class Engine:
         # past its RESULT are dealt on (they were dealt before this shoe
         # ended), which may open, settle or leave open further coups: loop.
         while True:
+            if s.after_premature is not None:
+                self._flush_after_premature(s)
+            cur = s.current
+            if cur is not None and cur.resolved and cur.held is not None:
+                # a void coup still dealt, holding frames to tell whose they
+                # are: with the shoe ending, its held cards are its extras
+                held, cur.held = cur.held, None
+                for x in held:
+                    if isinstance(x, Card):
+                        self._take(s, x, cur)
+                        cur.extras.append(x.card)
+                        self._card_event(x, cur.number, "extra")
+            if cur is not None and cur.resolved and cur.carry:
+                # a card set aside to open the next coup: it opens it now
+                carry, cur.carry = cur.carry, []
+                cur.dealing = False
+                s.current = None
+                self._refeed(carry)
+                continue
             pending = sorted((c for c in s.coups.values() if not c.resolved), key=lambda c: c.number)
             if not pending:
                 break
