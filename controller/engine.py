@@ -551,9 +551,7 @@ class Engine:
                 held, cur.held = cur.held, None
                 for x in held:
                     if isinstance(x, Card):
-                        self._take(s, x, cur)
-                        cur.extras.append(x.card)
-                        self._card_event(x, cur.number, "extra")
+                        self._set_aside(s, cur, x)
             if cur is not None and cur.resolved and cur.carry:
                 # a card set aside to open the next coup: it opens it now
                 carry, cur.carry = cur.carry, []
@@ -813,15 +811,7 @@ class Engine:
         elif not after_due:
             due = 0
         for c in cards[:due]:
-            self._take(s, c, void)
-            pos = self._next_position(void)
-            if pos is None or pos == UNKNOWN:
-                void.extras.append(c.card)
-                self._card_event(c, void.number, "extra")
-            else:
-                void.positions.append(pos)
-                void.cards.append(c.card)
-                self._card_event(c, void.number, pos)
+            self._deal_void(s, void, c)
         rest = cards[due:]
         if not rest:
             return  # the dealer's second RESULT
@@ -874,6 +864,26 @@ class Engine:
         finally:
             coup.cards[:] = saved
 
+    def _set_aside(self, s: Shoe, coup: Coup, f: Card) -> tuple[str, str] | None:
+        """A card that left the shoe in ``coup`` with no position: taken from
+        the composition and shown as the coup's ``extra`` card."""
+        problem = self._take(s, f, coup)
+        coup.extras.append(f.card)
+        self._card_event(f, coup.number, "extra")
+        return problem
+
+    def _deal_void(self, s: Shoe, coup: Coup, f: Card) -> None:
+        """A card of a void coup: shown where the tableau puts it, or as an
+        extra card once it is complete (or an unread card decides it)."""
+        pos = self._next_position(coup)
+        if pos is None or pos == UNKNOWN:
+            self._set_aside(s, coup, f)
+            return
+        self._take(s, f, coup)
+        coup.positions.append(pos)
+        coup.cards.append(f.card)
+        self._card_event(f, coup.number, pos)
+
     def _deal(self, s: Shoe, coup: Coup, f: Card) -> None:
         if f.hand in BURN_HANDS:
             self._alert(
@@ -881,17 +891,10 @@ class Engine:
             )
         if coup.void_code is not None:
             # a void coup keeps its cards until its boundary, none settled
-            self._take(s, f, coup)
-            pos = self._next_position(coup)
-            if pos is None or pos == UNKNOWN:
-                coup.extras.append(f.card)
-                self._card_event(f, coup.number, "extra")
-            else:
-                coup.positions.append(pos)
-                coup.cards.append(f.card)
-                self._card_event(f, coup.number, pos)
-                if pos != UNKNOWN and not self.button and self._next_position(coup) is None:
-                    self._close_dealing(coup, f.t)
+            placed = len(coup.cards)
+            self._deal_void(s, coup, f)
+            if len(coup.cards) > placed and not self.button and self._next_position(coup) is None:
+                self._close_dealing(coup, f.t)
             return
         pos = self._next_position(coup)
         if pos == UNKNOWN:
@@ -950,9 +953,7 @@ class Engine:
             coup.carry.append(f)
             self._correct(f.t, coup, "EXTRA_CARD", detail + "; it opens the next coup")
             return
-        problem = self._take(s, f, coup)
-        coup.extras.append(f.card)
-        self._card_event(f, coup.number, "extra")
+        problem = self._set_aside(s, coup, f)
         if problem is not None:
             self._void_for(f.t, coup, problem)
         elif policy == "void":
@@ -1249,9 +1250,7 @@ class Engine:
                 rest = rest[second + 1 :]
         for f in head:
             if isinstance(f, Card):
-                self._take(s, f, coup)
-                coup.extras.append(f.card)
-                self._card_event(f, coup.number, "extra")
+                self._set_aside(s, coup, f)
             elif not isinstance(f, SequenceGap):
                 self._dispatch(f)
         coup.dealing = False
@@ -1278,9 +1277,7 @@ class Engine:
         detail = "its frames were partly lost with the previous coup's RESULT: the cards cannot be placed"
         for f in frames:
             if isinstance(f, Card):
-                self._take(s, f, coup)
-                coup.extras.append(f.card)
-                self._card_event(f, coup.number, "extra")
+                self._set_aside(s, coup, f)
         if coup.resolved:  # after the last coup: void already (CUT_CARD_OVERRUN)
             self._close_dealing(coup, t)
             return

@@ -401,17 +401,17 @@ def test_a_shoe_whose_newshoe_was_lost_on_the_line_is_a_new_shoe_with_its_number
     assert not [e for e in events if e.get("code") in ("CUT_CARD_OVERRUN", "FOREIGN_CARD")]
 
 
+def void_coup_with_its_p3_due() -> list[Frame]:
+    """Coup 1: P 5C TS / B 2H 3S, its B1 a 2H from a ninth deck (foreign: the
+    coup is void); the Player's 5 draws, so P3 is due (sequence 0-7)."""
+    return [*shoe_start(), Card(T0, 4, "5C"), Card(T0, 5, "2H", deck=9), Card(T0, 6, "TS"), Card(T0, 7, "3S")]
+
+
 def test_an_early_result_in_a_void_coup_does_not_count_its_due_card_as_a_coup() -> None:
     # Coup 1's B1 is a 2H from a ninth deck (foreign: void). P 5C TS / B 2H
     # 3S: the Player draws; the dealer presses RESULT after four cards, deals
     # the due P3 (TH) and presses RESULT again. Coups 2 and 3 are naturals.
-    frames = [
-        *shoe_start(),
-        Card(T0, 4, "5C"),
-        Card(T0, 5, "2H", deck=9),
-        Card(T0, 6, "TS"),
-        Card(T0, 7, "3S"),
-    ]
+    frames = void_coup_with_its_p3_due()
     frames += [Button(T0, 8, "RESULT"), Card(T0, 9, "TH"), Button(T0, 10, "RESULT")]
     frames += coup_frames([["9S", "KH", "TS", "QH"], ["8C", "3H", "KC", "4H"]], seq=11)
     events = deal(frames, until=T0 + 10)
@@ -427,13 +427,7 @@ def test_an_early_result_in_a_void_coup_with_no_second_result_is_told_by_the_tab
     # RESULT: TH 9S KH TS QH is no single tableau (a Banker natural after
     # four cards, then one card too many), while TH as coup 1's due P3 and
     # then 9S KH TS QH (a Player natural) fit: coup 2 is settled as dealt.
-    frames = [
-        *shoe_start(),
-        Card(T0, 4, "5C"),
-        Card(T0, 5, "2H", deck=9),
-        Card(T0, 6, "TS"),
-        Card(T0, 7, "3S"),
-    ]
+    frames = void_coup_with_its_p3_due()
     frames += [Button(T0, 8, "RESULT"), Card(T0, 9, "TH")]
     frames += coup_frames([["9S", "KH", "TS", "QH"], ["8C", "3H", "KC", "4H"]], seq=10)
     events = deal(frames, until=T0 + 10)
@@ -452,13 +446,7 @@ def test_an_early_result_in_a_void_coup_then_cards_that_fit_either_way_settle_no
     # the Banker's 6 stands on an 8); with 2S as coup 1's P3 (its Banker's 5
     # stands on a 2), the rest is a coup too (P 9C 7H, B KD 8C: a Banker
     # natural). Both fit: the coup is void, never settled on a guess.
-    frames = [
-        *shoe_start(),
-        Card(T0, 4, "5C"),
-        Card(T0, 5, "2H", deck=9),
-        Card(T0, 6, "TS"),
-        Card(T0, 7, "3S"),
-    ]
+    frames = void_coup_with_its_p3_due()
     frames.append(Button(T0, 8, "RESULT"))
     frames += coup_frames([["2S", "9C", "KD", "7H", "8C"]], seq=9)
     events = deal(frames, until=T0 + 10)
