@@ -323,6 +323,10 @@ class Daemon:
 
     def _run(self) -> int:
         cfg = self.cfg
+        # First what can fail for a reason the operator must fix (the
+        # metrics port taken), before the journal is touched or the device
+        # is opened: one line and a non-zero exit, nothing half-started.
+        self._open_metrics()
         self.journal = journal = Journal(cfg.journal)
         self._rebuild(journal)
         self._checkpoint(journal)
@@ -330,7 +334,6 @@ class Daemon:
         self._driver = driver
         driver.open()
         self._open_outputs(journal)
-        self._open_metrics()
         self._live = True
         self._pump()
         self.notifier.send("READY=1\nSTATUS=dealing: device open, journal and outputs up")

@@ -7,6 +7,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from controller.errors import RuntimeFailure
+
 
 class Metrics:
     def __init__(self, addr: tuple[str, int]) -> None:
@@ -26,7 +28,12 @@ class Metrics:
             "shoe_journal_backlog", "Journalled events not yet delivered, by output", ["output"], registry=reg
         )
         self.broker = Gauge("shoe_broker_connected", "1 when the MQTT broker connection is up", registry=reg)
-        start_http_server(addr[1], addr=addr[0], registry=reg)
+        try:
+            start_http_server(addr[1], addr=addr[0], registry=reg)
+        except OSError as exc:  # in use, not an address of this host, a privileged port
+            raise RuntimeFailure(
+                f"metrics: cannot listen on {addr[0]}:{addr[1]}: {exc.strerror or exc}"
+            ) from None
 
     def observe(self, events: list[dict[str, Any]], decoder: Any, daemon: Any) -> None:
         for e in events:

@@ -1,0 +1,62 @@
+"""Expected errors as a new user meets them (issue 10, part D): each is
+run through the installed ``shoe-controller`` console script, and must end
+with one line on stderr, no traceback, and the SPEC's exit code (2 usage or
+configuration, 1 runtime)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+
+CAPTURES = Path(__file__).parent / "captures"
+SCRIPT = Path(sys.executable).with_name("shoe-controller")
+
+
+def cli(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    assert SCRIPT.exists(), f"the console script is not installed next to {sys.executable}"
+    return subprocess.run(
+        [str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False
+    )
+
+
+def one_line_error(r: subprocess.CompletedProcess[str], code: int) -> str:
+    """The single stderr line of a command that failed with ``code``."""
+    assert r.returncode == code, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+# --- metrics port -----------------------------------------------------------
+
+
+def test_a_metrics_port_in_use_is_one_line_before_the_journal_or_device_is_touched(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        journal = tmp_path / "journal.sqlite3"
+        config = tmp_path / "config.yaml"
+        config.write_text(
+            "table: T01\n"
+            "device: {driver: fake, cards_per_second: 0}\n"
+            f"journal: {journal}\n"
+            f"metrics: 127.0.0.1:{port}\n"
+            "outputs: {stdout: false}\n"
+        )
+        r = cli("run", "-c", str(config))
+    line = one_line_error(r, 1)
+    assert line.startswith("shoe-controller run: metrics: cannot listen on 127.0.0.1:"), line
+    assert "in use" in line, line
+    assert not journal.exists(), "the daemon started before finding the metrics port taken"
+    assert r.stdout == ""
