@@ -15,6 +15,7 @@ Pure parsing: the caller opens files.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ def parse_lines(lines: Iterable[str], source: str = "<capture>") -> Iterator[Rec
             if line.count(" ") == 1 and line.split(" ")[1] in "<>":
                 ts, direction, payload = *line.split(" "), ""
             else:
-                raise ShoelogError(f"{source}:{n}: expected '<t> <|> <payload>'") from None
+                raise ShoelogError(f"{source}:{n}: expected '<seconds> <direction> <payload>'") from None
         if direction not in ("<", ">"):
             raise ShoelogError(f"{source}:{n}: direction must be '<' or '>', not {direction!r}")
         try:
@@ -85,26 +86,46 @@ def parse_lines(lines: Iterable[str], source: str = "<capture>") -> Iterator[Rec
         yield Record(t, direction, data, n)
 
 
+def open_capture(path: str | Path) -> IO[bytes]:
+    """Open a capture for reading; a path that is missing, a directory or
+    unreadable is a ``UsageError`` that says which."""
+    if os.path.isdir(path):
+        raise UsageError(f"{path}: is a directory, not a capture file")
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _text_lines(fh: IO[bytes], source: str) -> Iterator[str]:
+    """The file's lines as text; bytes that are not UTF-8 are a
+    ``ShoelogError`` naming the line (a capture is UTF-8 text, SPEC section 2)."""
+    for n, raw in enumerate(fh, 1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ShoelogError(
+                f"{source}:{n}: not UTF-8 text ({exc.reason} at column {exc.start + 1}); "
+                "a capture is text: write raw bytes as hex:"
+            ) from None
+
+
 def read_header(path: str | Path) -> dict[str, str]:
     """The metadata of a capture (every ``# key=value`` line, later wins)."""
     meta: dict[str, str] = {}
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
+    with open_capture(path) as fh:
+        for line in _text_lines(fh, str(path)):
             if line.startswith("#"):
                 meta.update(parse_meta(line))
     return meta
 
 
 def read_shoelog(path: str | Path) -> Iterator[Record | dict[str, str]]:
-    try:
-        fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the generator
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+    fh = open_capture(path)
     with fh:
-        try:
-            yield from parse_lines(fh, str(path))
-        except UnicodeDecodeError as exc:
-            raise ShoelogError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+        yield from parse_lines(_text_lines(fh, str(path)), str(path))
 
 
 class ShoelogWriter:

@@ -60,3 +60,36 @@ def test_a_metrics_port_in_use_is_one_line_before_the_journal_or_device_is_touch
     assert "in use" in line, line
     assert not journal.exists(), "the daemon started before finding the metrics port taken"
     assert r.stdout == ""
+
+
+# --- captures that cannot be read -------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["replay", "roads"])
+def test_a_capture_that_is_not_utf8_is_one_line_naming_the_line(tmp_path: Path, command: str) -> None:
+    capture = tmp_path / "latin1.shoelog"
+    capture.write_bytes(b"# protocol=shoe-ascii/1\n1763800000.000 < $SH,0,HELLO,FAKE\xe9-1*7E\n")
+    line = one_line_error(cli(command, str(capture)), 2)
+    assert line == (
+        f"shoe-controller {command}: {capture}:2: not UTF-8 text (invalid continuation byte "
+        "at column 34); a capture is text: write raw bytes as hex:"
+    )
+
+
+@pytest.mark.parametrize("command", ["replay", "roads"])
+def test_a_directory_given_as_a_capture_is_named_a_directory(tmp_path: Path, command: str) -> None:
+    line = one_line_error(cli(command, str(tmp_path)), 2)
+    assert line == f"shoe-controller {command}: {tmp_path}: is a directory, not a capture file"
+
+
+def test_replay_checks_every_file_before_writing_an_event(tmp_path: Path) -> None:
+    r = cli("replay", str(CAPTURES / "profile_punto_banco.shoelog"), str(tmp_path / "missing.shoelog"))
+    assert one_line_error(r, 2).endswith("missing.shoelog: no such file")
+    assert r.stdout == ""
+
+
+def test_a_capture_line_that_is_not_a_record_says_what_a_record_is(tmp_path: Path) -> None:
+    capture = tmp_path / "typo.shoelog"
+    capture.write_text("# protocol=shoe-ascii/1\n1763800000.000<$SH,0,HELLO,FAKE-1,1.0,000001*7E\n")
+    line = one_line_error(cli("replay", str(capture)), 2)
+    assert line == f"shoe-controller replay: {capture}:2: expected '<seconds> <direction> <payload>'"

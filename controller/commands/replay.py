@@ -10,7 +10,7 @@ import time
 from controller.errors import UsageError
 from controller.events import dumps
 from controller.replay import ReplayOptions, ReplayStats, replay_events
-from controller.shoelog import Record
+from controller.shoelog import Record, open_capture
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,8 +25,7 @@ def run(args: argparse.Namespace) -> int:
         roads=args.roads,
     )
     for path in args.files:
-        if not os.path.isfile(path):
-            raise UsageError(f"{path}: no such file")
+        open_capture(path).close()  # every file readable before the first event
     show_progress = sys.stderr.isatty() and not args.no_progress
     out = sys.stdout
     write = out.write

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from controller.errors import RuntimeFailure, UsageError
+from controller.errors import RuntimeFailure
 from controller.replay import ReplayOptions, replay_events
 from controller.roads import build_roads, render_svg
+from controller.shoelog import open_capture
 
 
 def last_shoe_coups(events: Iterable[Mapping[str, Any]]) -> tuple[str | None, list[Mapping[str, Any]]]:
@@ -49,8 +49,7 @@ def last_shoe_coups(events: Iterable[Mapping[str, Any]]) -> tuple[str | None, li
 
 def run(args: argparse.Namespace) -> int:
     path = args.file
-    if not os.path.isfile(path):
-        raise UsageError(f"{path}: no such file")
+    open_capture(path).close()
     opts = ReplayOptions(profile=args.profile, decks=args.decks)
     shoe, coups = last_shoe_coups(replay_events(path, opts))
     if shoe is None:
