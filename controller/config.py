@@ -34,7 +34,10 @@ from controller.errors import ConfigError
 BUILTIN_PROFILES: tuple[str, ...] = ("punto_banco", "ez_baccarat", "baccarat_27")
 PROTOCOLS: tuple[str, ...] = ("shoe-ascii/1", "shoe-bin/1", "angel-eye/2", "auto")
 # The fake shoe owns its fault vocabulary; the config only checks a spec with it.
-from drivers.fake import FAULT_KINDS  # noqa: E402, F401 - re-exported: the kinds a config may name
+from drivers.fake import (  # noqa: E402
+    FAULT_KINDS,  # noqa: F401 - re-exported: the kinds a config may name
+    MAX_CARDS_PER_SECOND,
+)
 from drivers.fake import parse_faults as _parse_fake_faults  # noqa: E402
 
 Protocol = Literal["shoe-ascii/1", "shoe-bin/1", "angel-eye/2", "auto"]
@@ -127,7 +130,7 @@ class FakeDevice(_Model):
     driver: Literal["fake"]
     protocol: Protocol = "shoe-ascii/1"
     seed: int = 1
-    cards_per_second: float = Field(default=2.0, ge=0.0)
+    cards_per_second: float = Field(default=2.0, ge=0.0, le=MAX_CARDS_PER_SECOND, allow_inf_nan=False)
     faults: str = ""
 
     @field_validator("faults")

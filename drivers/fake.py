@@ -70,6 +70,7 @@ import fcntl
 import hashlib
 import importlib
 import json
+import math
 import os
 import random
 import select
@@ -118,6 +119,11 @@ FAULT_KINDS: tuple[str, ...] = (
 )
 # How each probability is applied: per frame sent during a coup, per card of
 # a coup, or once per coup.
+#: The fastest pace the fake deals at (0 = as fast as the reader reads):
+#: synthetic time is kept in whole microseconds, and a pace past this is
+#: no shoe's; a real dealer deals about one card a second.
+MAX_CARDS_PER_SECOND = 10_000.0
+
 PER_FRAME_FAULTS = frozenset({"garbage", "badck", "gap"})
 PER_CARD_FAULTS = frozenset({"unread", "faceup", "wronghand"})
 PER_COUP_FAULTS = frozenset({"extra", "premature", "jam", "disconnect", "foreign"})
@@ -235,6 +241,15 @@ class _Shoe:
         return self.next >= len(self.order)
 
 
+def check_cards_per_second(value: float) -> float:
+    """``value`` if it is a pace the fake can deal at, else ValueError."""
+    if not (math.isfinite(value) and 0 <= value <= MAX_CARDS_PER_SECOND):
+        raise ValueError(
+            f"cards per second must be 0 (as fast as possible) to {MAX_CARDS_PER_SECOND:g}, not {value!r}"
+        )
+    return value
+
+
 class FakeShoe:
     """A simulated shoe. ``shoes=0`` deals forever; ``cards_per_second``
     only sets the synthetic timestamps (``0``: a fixed 1 ms per card).
@@ -270,8 +285,7 @@ class FakeShoe:
             raise ValueError(f"cut_card_min {cut_card_min} leaves no room to deal in {decks} deck(s)")
         if shoes < 0:
             raise ValueError("shoes must be >= 0 (0 = forever)")
-        if cards_per_second < 0:
-            raise ValueError("cards_per_second must be >= 0")
+        check_cards_per_second(cards_per_second)
         self.seed = seed
         self.protocol = protocol
         self.decks = decks

@@ -93,3 +93,28 @@ def test_a_capture_line_that_is_not_a_record_says_what_a_record_is(tmp_path: Pat
     capture.write_text("# protocol=shoe-ascii/1\n1763800000.000<$SH,0,HELLO,FAKE-1,1.0,000001*7E\n")
     line = one_line_error(cli("replay", str(capture)), 2)
     assert line == f"shoe-controller replay: {capture}:2: expected '<seconds> <direction> <payload>'"
+
+
+# --- the fake shoe's pace ---------------------------------------------------
+
+
+@pytest.mark.parametrize("pace", ["nan", "inf", "-inf", "-1", "10000.5", "1e9"])
+def test_fake_refuses_a_pace_outside_0_to_10000_cards_a_second(pace: str) -> None:
+    line = one_line_error(cli("fake", f"--cards-per-second={pace}", "--shoes", "1"), 2)
+    assert line.startswith(
+        "shoe-controller fake: --cards-per-second: cards per second must be 0 (as fast as possible) to 10000,"
+    ), line
+
+
+def test_fake_deals_at_the_fastest_pace_it_takes() -> None:
+    r = cli("fake", "--cards-per-second", "10000", "--shoes", "1", "--decks", "1", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("CARD") > 40
+
+
+@pytest.mark.parametrize("pace", [".nan", ".inf", "-1", "10001"])
+def test_a_config_refuses_a_fake_pace_outside_the_range(tmp_path: Path, pace: str) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"table: T01\ndevice: {{driver: fake, cards_per_second: {pace}}}\n")
+    line = one_line_error(cli("check-config", str(config)), 2)
+    assert f"{config}: device.cards_per_second:" in line, line

@@ -17,7 +17,7 @@ from types import FrameType
 from typing import Any
 
 from controller.errors import RuntimeFailure, UsageError
-from drivers.fake import FakeShoe, serve_pty, write_stream
+from drivers.fake import FakeShoe, check_cards_per_second, serve_pty, write_stream
 
 
 class _Terminated(Exception):
@@ -29,8 +29,10 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.cards_per_second < 0:
-        raise UsageError("--cards-per-second must be >= 0")
+    try:
+        check_cards_per_second(args.cards_per_second)
+    except ValueError as exc:
+        raise UsageError(f"--cards-per-second: {exc}") from None
     if args.shoes < 0:
         raise UsageError("--shoes must be >= 0 (0 = forever)")
     try:
