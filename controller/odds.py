@@ -47,7 +47,11 @@ How it is fast (about 1 ms for every bet of a profile, pure Python)
 
 With fewer than six cards left some coups cannot be completed: the
 probabilities are then those of a coup completing with that result and
-``win + push + lose`` falls short of 1 by the chance the shoe runs out.
+``win + push + lose`` falls short of 1 by the chance the shoe runs out (a
+coup the shoe cannot finish is void and settles no bet, pair bets
+included: with under six cards those are counted by walking every order of
+the cards). Bets that mix a pair with other facts keep the six-card
+weighting there.
 """
 
 from __future__ import annotations
@@ -604,7 +608,9 @@ class OddsCalculator:
             outcomes[w] = outcomes[w] + probs[i]
 
         main_p = [probs[i] for i in self._main_lanes]
-        pair_p = _pair_cells(n, num) if any(p.kind == "pair" for p in self._plans.values()) else []
+        pair_p: list[Num] = []
+        if any(p.kind == "pair" for p in self._plans.values()):
+            pair_p = _pair_cells(n, num) if total >= 6 else _pair_cells_short(n, self.tableau, num)
         mixed_p: list[Num] = []
         if self._mixed_lanes:
             q1, qboth = _zero_pair_chances(n, num)
@@ -646,6 +652,38 @@ def _pair_cells(n: Sequence[int], num: type[Num]) -> list[Num]:
     den = _falling(total, 4)
     one = s2 * (total - 2) * (total - 3)  # player pair (and, alike, banker pair), any other
     return [num(both) / den, num(one - both) / den, num(one - both) / den, num(den - 2 * one + both) / den]
+
+
+def _coup_cards(values: Sequence[int], tab: Tableau) -> int:
+    """How many cards the coup dealt from the top of ``values`` uses."""
+    p1, b1, p2, b2 = values[:4]
+    pt, bt = (p1 + p2) % 10, (b1 + b2) % 10
+    if pt in tab.natural or bt in tab.natural:
+        return 4
+    if pt in tab.player_draws_on:
+        return 6 if len(values) > 4 and values[4] in tab.banker_draws_when_player_drew[bt] else 5
+    return 5 if bt in tab.banker_draws_when_player_stood else 4
+
+
+def _pair_cells_short(n: Sequence[int], tab: Tableau, num: type[Num]) -> list[Num]:
+    """``_pair_cells`` for a shoe of fewer than six cards, where some coups
+    cannot be completed: the chance of each pair cell *and* a completed
+    coup (a coup the shoe cannot finish is void and settles no bet). Every
+    order of the at most five cards is walked (at most 120)."""
+    cards = [r for r, x in enumerate(n) for _ in range(x)]  # rank indices (RANKS order)
+    if len(cards) < 4:
+        return [num(0)] * 4
+    value = [(r + 1) % 10 if r < 9 else 0 for r in range(13)]
+    ways = [0, 0, 0, 0]
+    orders = 0
+    for order in itertools.permutations(cards):
+        orders += 1
+        values = [value[r] for r in order]
+        if _coup_cards(values, tab) > len(order):
+            continue  # needs a card the shoe does not hold
+        cell = _PAIR_CELLS.index((order[0] == order[2], order[1] == order[3]))
+        ways[cell] += 1
+    return [num(w) / orders for w in ways]
 
 
 def _zero_pair_chances(n: Sequence[int], num: type[Num]) -> tuple[Num, Num]:

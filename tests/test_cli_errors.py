@@ -5,15 +5,14 @@ configuration, 1 runtime)."""
 
 from __future__ import annotations
 
-import os
+import json
 import socket
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import free_port
 
 CAPTURES = Path(__file__).parent / "captures"
 SCRIPT = Path(sys.executable).with_name("shoe-controller")
@@ -118,3 +117,32 @@ def test_a_config_refuses_a_fake_pace_outside_the_range(tmp_path: Path, pace: st
     config.write_text(f"table: T01\ndevice: {{driver: fake, cards_per_second: {pace}}}\n")
     line = one_line_error(cli("check-config", str(config)), 2)
     assert f"{config}: device.cards_per_second:" in line, line
+
+
+# --- odds of a shoe too short -----------------------------------------------
+
+
+def _all_but(*keep: str) -> str:
+    return ",".join(r + s for r in "A23456789TJQK" for s in "SHDC" if r + s not in keep)
+
+
+def test_odds_with_fewer_cards_than_any_coup_needs_is_a_usage_error() -> None:
+    line = one_line_error(cli("odds", "--decks", "1", "--remove", _all_but("2S", "3S", "4S")), 2)
+    assert line == (
+        "shoe-controller odds: --remove leaves 3 cards: every coup needs at least 4 "
+        "(two for each hand), so no bet can be settled"
+    )
+
+
+def test_odds_with_five_cards_says_how_often_a_coup_cannot_finish() -> None:
+    r = cli("odds", "--decks", "1", "--remove", _all_but("2S", "3S", "4S", "5S", "6S"))
+    assert r.returncode == 0, r.stderr
+    assert "cannot finish     13.3333%" in r.stdout
+    assert "With 5 cards left, a coup that needs a sixth card cannot be completed" in r.stdout
+    # and a pair bet is not settled on a coup that cannot finish either
+    assert "player_pair        0.0000%     0.0000%    86.6667%" in r.stdout
+    r = cli("odds", "--decks", "1", "--remove", _all_but("2S", "3S", "4S", "5S", "6S"), "--json")
+    doc = json.loads(r.stdout)
+    assert doc["exact"]["incomplete"] == "2/15"
+    for bet in doc["exact"]["bets"].values():
+        assert Fraction(bet["win"]) + Fraction(bet["push"]) + Fraction(bet["lose"]) == Fraction(13, 15)

@@ -349,6 +349,29 @@ def test_shoe_too_short_to_finish_every_coup(cards: int) -> None:
     assert sum(r.outcomes.values()) == total
 
 
+@pytest.mark.parametrize(
+    "ranks",
+    [(1, 1, 3, 3), (1, 1, 3, 3, 5), (0, 0, 0, 9, 9), (4, 4, 4, 4, 12), (5, 5, 8, 8, 2), (9, 10, 9, 10)],
+)
+def test_pair_bets_of_a_shoe_too_short_to_finish_count_only_completed_coups(
+    ranks: tuple[int, ...],
+) -> None:
+    """A coup the shoe cannot finish is void: its pair bets are not settled
+    either (they used to be counted on the first four cards whatever came
+    after, so pair bets alone summed to 1)."""
+    counts = [0] * 13
+    for rank in ranks:
+        counts[rank] += 1
+    dist = brute_force_ranks(counts)
+    bets, tab = profile_bets("punto_banco")
+    r = odds_for(counts, bets, tab, exact=True)
+    for name, rules in bets.items():
+        win, push, lose, ev = expected(dist, rules, lambda k: facts(*k))
+        got = r.bets[name]
+        assert (got.win, got.push, got.lose, got.ev) == (win, push, lose, ev), name
+        assert got.win + got.push + got.lose == sum(dist.values()) == sum(r.outcomes.values())
+
+
 def test_fewer_than_four_cards_gives_nothing() -> None:
     bets, tab = profile_bets("punto_banco")
     r = odds_for([1, 1, 1] + [0] * 10, bets, tab, exact=True)
@@ -621,8 +644,9 @@ def test_odds_command_json(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert main(["odds", "--json", "--profile", "ez_baccarat", "--remove", "7H, 7S,kd"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc) == {"decks", "profile", "cards_left", "outcomes", "bets", "exact"}
+    assert set(doc) == {"decks", "profile", "cards_left", "outcomes", "incomplete", "bets", "exact"}
     assert (doc["decks"], doc["profile"], doc["cards_left"]) == (8, "ez_baccarat", 413)
+    assert doc["incomplete"] == 0 and doc["exact"]["incomplete"] == "0"
     assert set(doc["bets"]) == {"player", "banker", "tie", "dragon7", "panda8"}
     bets, tab = profile_bets("ez_baccarat")
     want = odds_for(rank_counts(8, ["7H", "7S", "KD"]), bets, tab, exact=True)

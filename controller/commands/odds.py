@@ -5,13 +5,16 @@ profile, for a fresh shoe or after removing cards.
 The human table shows percentages; ``--json`` prints::
 
     {"decks", "profile", "cards_left",
-     "outcomes": {"player", "banker", "tie"},
+     "outcomes": {"player", "banker", "tie"}, "incomplete",
      "bets": {name: {"win", "push", "lose", "ev", "house_edge"}},
      "exact": {"outcomes": {...}, "bets": {...}}}
 
 with floats, and under ``"exact"`` the same numbers as fraction strings
-(``"1146126283218944/2499199137751680"``, ``"0"``). A card that is not a
-card, or more copies removed than the shoe holds, is a usage error (exit 2).
+(``"1146126283218944/2499199137751680"``, ``"0"``). ``incomplete`` is the
+chance that the coup cannot be completed because the shoe runs out (only
+with 4 or 5 cards left; 0 otherwise). A card that is not a card, more
+copies removed than the shoe holds, or fewer than 4 cards left (no coup
+can be dealt) is a usage error (exit 2).
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from controller.odds import OddsResult, from_profile, odds_for, rank_counts
 from controller.rules import load_profile
 
 _BET_FIELDS = ("win", "push", "lose", "ev", "house_edge")
+#: The fewest cards a coup can use (two for each hand); with fewer left no
+#: coup can be dealt at all.
+MIN_COUP_CARDS = 4
 
 
 def _removed(text: str) -> list[str]:
@@ -50,16 +56,29 @@ def report(decks: int, profile_name: str, remove: str) -> dict[str, Any]:
         counts = rank_counts(decks, _removed(remove))
     except CardError as exc:
         raise UsageError(f"--remove: {exc}") from None
+    left = sum(counts)
+    if left < MIN_COUP_CARDS:
+        raise UsageError(
+            f"--remove leaves {left} card{'s' if left != 1 else ''}: every coup needs at least "
+            f"{MIN_COUP_CARDS} (two for each hand), so no bet can be settled"
+        )
     bets, tableau = from_profile(profile)
     result = odds_for(counts, bets, tableau, exact=True)
     floats = _numbers(result, float)
+    # With fewer than six cards left the coups that need a fifth or sixth
+    # card cannot complete: they have no winner, and every bet's
+    # win + push + lose falls short of 1 by exactly this.
+    incomplete = 1 - sum(result.outcomes.values(), Fraction(0))
+    exact = _numbers(result, str)
+    exact["incomplete"] = str(incomplete)
     return {
         "decks": decks,
         "profile": profile.name,
         "cards_left": result.cards_left,
         "outcomes": floats["outcomes"],
+        "incomplete": float(incomplete),
         "bets": floats["bets"],
-        "exact": _numbers(result, str),
+        "exact": exact,
     }
 
 
@@ -75,6 +94,15 @@ def render(doc: dict[str, Any], title: str, removed: list[str]) -> str:
     lines.append(f"{'outcome':<14}{'probability':>12}")
     for who, p in doc["outcomes"].items():
         lines.append(f"{who:<14}{_pct(p):>12}")
+    if doc["incomplete"]:
+        lines.append(f"{'cannot finish':<14}{_pct(doc['incomplete']):>12}")
+        lines.append("")
+        lines.append(
+            f"With {doc['cards_left']} cards left, a coup that needs a "
+            f"{'fifth' if doc['cards_left'] == 4 else 'sixth'} card cannot be completed "
+            f"({_pct(doc['incomplete'])} of deals): it settles no bet, so each bet's "
+            "win + push + lose falls short of 100% by that much."
+        )
     lines.append("")
     lines.append(f"{'bet':<14}{'win':>12}{'push':>12}{'lose':>12}{'EV per unit':>14}{'house edge':>12}")
     for name, b in doc["bets"].items():
