@@ -20,6 +20,7 @@ import os
 import re
 import stat
 import types
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -299,12 +300,9 @@ class Config(_Model):
     @field_validator("table")
     @classmethod
     def _table(cls, value: str) -> str:
-        if not _TABLE_RE.fullmatch(value):
-            raise _error(
-                "table",
-                "must be 1 to 32 of A-Z a-z 0-9 _ - (it is an MQTT topic level), not {value!r}",
-                value=value,
-            )
+        problem = table_problem(value)
+        if problem is not None:
+            raise _error("table", "{problem}", problem=problem)
         return value
 
     @field_validator("profile")
@@ -328,6 +326,18 @@ class Config(_Model):
 
     def metrics_address(self) -> tuple[str, int] | None:
         return None if self.metrics is None else parse_host_port(self.metrics)
+
+
+def table_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a table id, or None when it can. A table id
+    is an MQTT topic level and the first part of every ``event_id``, so no
+    ``/``, ``+`` or ``#``, and never empty (the config's rule, used for
+    ``replay --table`` and a capture's ``# table=`` too)."""
+    if _TABLE_RE.fullmatch(value):
+        return None
+    return (
+        f"must be 1 to 32 of A-Z a-z 0-9 _ - (an MQTT topic level and part of every event_id), not {value!r}"
+    )
 
 
 def builtin_profiles() -> tuple[str, ...]:
@@ -464,6 +474,15 @@ def _walk(loc: tuple[int | str, ...]) -> tuple[list[str], list[type[BaseModel]]]
     return shown, candidates
 
 
+def did_you_mean(key: str, allowed: Sequence[str]) -> str:
+    """The hint after "unknown key": the closest allowed key when one is
+    close, else the allowed keys (`` (did you mean 'table'?)``)."""
+    guess = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    if guess:
+        return f" (did you mean {guess[0]!r}?)"
+    return f" (allowed: {', '.join(allowed)})" if allowed else ""
+
+
 def _tag(model: type[BaseModel]) -> object:
     field = model.model_fields.get("driver")
     args = get_args(field.annotation) if field is not None else ()
@@ -478,13 +497,7 @@ def _describe(err: Any) -> str:
         key = str(loc[-1])
         allowed = sorted({f for m in parents for f in m.model_fields})
         path = ".".join([*shown, key])
-        guess = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-        hint = (
-            f" (did you mean {guess[0]!r}?)"
-            if guess
-            else (f" (allowed: {', '.join(allowed)})" if allowed else "")
-        )
-        return f"{path}: unknown key{hint}"
+        return f"{path}: unknown key{did_you_mean(key, allowed)}"
     shown, _ = _walk(loc)
     path = ".".join(shown) or "(top level)"
     if kind == "union_tag_invalid":

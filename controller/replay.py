@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.config import table_problem
 from controller.engine import Engine
 from controller.errors import UsageError
 from controller.events import Event
@@ -45,7 +46,13 @@ class ReplayStats:
 def settings_for(path: str | Path, opts: ReplayOptions) -> dict[str, Any]:
     """The capture's own header, then defaults, overridden by options."""
     meta = read_header(path)
-    table = opts.table or meta.get("table") or DEFAULTS["table"]
+    if opts.table is not None:
+        table, source = opts.table, "--table"
+    else:
+        table, source = meta.get("table", DEFAULTS["table"]), f"{path}: '# table='"
+    problem = table_problem(table)
+    if problem is not None:
+        raise UsageError(f"{source} {problem}")
     protocol = opts.protocol or meta.get("protocol") or DEFAULTS["protocol"]
     profile = opts.profile or meta.get("profile") or DEFAULTS["profile"]
     decks_text = str(opts.decks) if opts.decks is not None else meta.get("decks", DEFAULTS["decks"])

@@ -22,11 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from controller.config import did_you_mean
 from controller.errors import UsageError
+from controller.rules import RULE_KEYS
 
 #: 9999-12-31T23:59:59Z: RFC 3339 has four-digit years.
 MAX_T = 253_402_300_799.0
 _META_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
+#: What a ``# key=value`` line may set (SPEC section 2): the capture's
+#: protocol, table, profile and decks, and any rule setting of a profile.
+META_KEYS: tuple[str, ...] = ("protocol", "table", "profile", "decks", *RULE_KEYS)
 
 
 class ShoelogError(UsageError):
@@ -41,10 +46,16 @@ class Record:
     line: int
 
 
-def parse_meta(line: str) -> dict[str, str]:
+def parse_meta(line: str, where: str = "<capture>") -> dict[str, str]:
     """``# protocol=shoe-ascii/1 table=T01`` -> {"protocol": ..., "table": ...};
-    a comment without pairs gives {}."""
-    return dict(_META_RE.findall(line.lstrip("#")))
+    a comment without pairs gives {}. A key that is not one of
+    :data:`META_KEYS` is a ``ShoelogError`` naming it (a misspelt
+    ``# tabel=`` must not be ignored, as a misspelt config key is not)."""
+    meta = dict(_META_RE.findall(line.lstrip("#")))
+    for key in meta:
+        if key not in META_KEYS:
+            raise ShoelogError(f"{where}: unknown key {key!r}{did_you_mean(key, META_KEYS)}")
+    return meta
 
 
 def parse_lines(lines: Iterable[str], source: str = "<capture>") -> Iterator[Record | dict[str, str]]:
@@ -54,7 +65,7 @@ def parse_lines(lines: Iterable[str], source: str = "<capture>") -> Iterator[Rec
         if not line.strip():
             continue
         if line.startswith("#"):
-            meta = parse_meta(line)
+            meta = parse_meta(line, f"{source}:{n}")
             if meta:
                 yield meta
             continue
@@ -116,9 +127,9 @@ def read_header(path: str | Path) -> dict[str, str]:
     """The metadata of a capture (every ``# key=value`` line, later wins)."""
     meta: dict[str, str] = {}
     with open_capture(path) as fh:
-        for line in _text_lines(fh, str(path)):
+        for n, line in enumerate(_text_lines(fh, str(path)), 1):
             if line.startswith("#"):
-                meta.update(parse_meta(line))
+                meta.update(parse_meta(line, f"{path}:{n}"))
     return meta
 
 

@@ -146,3 +146,69 @@ def test_odds_with_five_cards_says_how_often_a_coup_cannot_finish() -> None:
     assert doc["exact"]["incomplete"] == "2/15"
     for bet in doc["exact"]["bets"].values():
         assert Fraction(bet["win"]) + Fraction(bet["push"]) + Fraction(bet["lose"]) == Fraction(13, 15)
+
+
+# --- table ids and capture headers ------------------------------------------
+
+PB = CAPTURES / "profile_punto_banco.shoelog"
+
+
+def _with_header(tmp_path: Path, header: str) -> Path:
+    """The punto banco capture under another first line."""
+    capture = tmp_path / "capture.shoelog"
+    lines = PB.read_text().splitlines(keepends=True)
+    capture.write_text(header + "\n" + "".join(lines[1:]))
+    return capture
+
+
+@pytest.mark.parametrize("table", ["T/01", "T+", "#", "", "x" * 33, "T 1"])
+def test_replay_table_must_be_a_safe_topic_level(table: str) -> None:
+    r = cli("replay", str(PB), f"--table={table}")
+    line = one_line_error(r, 2)
+    assert line == (
+        "shoe-controller replay: --table must be 1 to 32 of A-Z a-z 0-9 _ - "
+        f"(an MQTT topic level and part of every event_id), not {table!r}"
+    )
+    assert r.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["replay", "roads"])
+@pytest.mark.parametrize("table", ["T/01", "a+b", "T#", ""])
+def test_a_capture_table_must_be_a_safe_topic_level(tmp_path: Path, command: str, table: str) -> None:
+    capture = _with_header(tmp_path, f"# protocol=shoe-ascii/1 table={table}")
+    line = one_line_error(cli(command, str(capture)), 2)
+    assert line.startswith(f"shoe-controller {command}: {capture}: '# table=' must be 1 to 32 of"), line
+    assert line.endswith(f"not {table!r}"), line
+
+
+def test_table_on_the_command_line_overrides_a_bad_one_in_the_capture(tmp_path: Path) -> None:
+    capture = _with_header(tmp_path, "# protocol=shoe-ascii/1 table=T/01")
+    r = cli("replay", str(capture), "--table", "T09")
+    assert r.returncode == 0, r.stderr
+    assert {json.loads(line)["table"] for line in r.stdout.splitlines()} == {"T09"}
+
+
+@pytest.mark.parametrize(
+    ("header", "hint"),
+    [
+        ("# protocol=shoe-ascii/1 tabel=T01", "unknown key 'tabel' (did you mean 'table'?)"),
+        ("# protocl=shoe-ascii/1", "unknown key 'protocl' (did you mean 'protocol'?)"),
+        ("# protocol=shoe-ascii/1 cut_card=14", "unknown key 'cut_card' (did you mean 'cut_card_min'?)"),
+        (
+            "# protocol=shoe-ascii/1 zzz=1",
+            "unknown key 'zzz' (allowed: protocol, table, profile, decks, burn, cut_card_min, "
+            "after_cut, coup_boundary, demo_coups, correction_deadline_s, extra_card)",
+        ),
+    ],
+)
+def test_an_unknown_capture_header_key_is_named_with_a_suggestion(
+    tmp_path: Path, header: str, hint: str
+) -> None:
+    capture = _with_header(tmp_path, header)
+    assert one_line_error(cli("replay", str(capture)), 2) == f"shoe-controller replay: {capture}:1: {hint}"
+
+
+def test_a_comment_line_without_key_value_pairs_is_still_a_comment(tmp_path: Path) -> None:
+    capture = _with_header(tmp_path, "# protocol=shoe-ascii/1 table=T01\n# recorded at table 1: dealer A")
+    r = cli("replay", str(capture))
+    assert r.returncode == 0, r.stderr
