@@ -43,6 +43,54 @@ class ReplayStats:
     dropped: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
+#: What each decoder counter counts, for the summary: (singular, plural).
+#: ``garbage`` counts bytes; the other drops count frames; a repeated copy
+#: (Angel Eye sends every message three times; any protocol's resend) is
+#: not a loss and is listed apart; a sequence gap counts gaps, whatever
+#: their size. A counter not listed here is shown as ``name=N``.
+_DROP_UNITS: dict[str, tuple[str, str]] = {
+    "garbage": ("byte of garbage", "bytes of garbage"),
+    "truncated": ("truncated frame", "truncated frames"),
+    "too_long": ("over-long frame", "over-long frames"),
+    "malformed": ("malformed frame", "malformed frames"),
+    "bad_checksum": ("frame with a bad checksum", "frames with a bad checksum"),
+    "conflicting_duplicate": (
+        "frame repeating the last one's sequence with other bytes",
+        "frames repeating the last one's sequence with other bytes",
+    ),
+    "unknown_message": ("unknown message", "unknown messages"),
+}
+_NOT_DROPS = {"frames", "duplicate", "sequence_gap"}
+
+
+def _count(n: int, units: tuple[str, str]) -> str:
+    return f"{n} {units[0] if n == 1 else units[1]}"
+
+
+def summary(path: str | Path, stats: ReplayStats) -> str:
+    """The one-line summary ``replay`` prints on stderr for a file: what was
+    read, what was decoded, and what was dropped, each with its unit."""
+    parts = [
+        f"{_count(stats.records, ('record', 'records'))} ({_count(stats.bytes, ('byte', 'bytes'))})",
+        f"{_count(stats.frames, ('frame', 'frames'))} decoded",
+    ]
+    repeats = stats.dropped.get("duplicate", 0)
+    if repeats:
+        parts.append(
+            f"{_count(repeats, ('repeated copy', 'repeated copies'))} skipped (the same frame sent again)"
+        )
+    gaps = stats.dropped.get("sequence_gap", 0)
+    if gaps:
+        parts.append(_count(gaps, ("sequence gap", "sequence gaps")))
+    drops = [
+        _count(n, _DROP_UNITS[k]) if k in _DROP_UNITS else f"{k}={n}"
+        for k, n in sorted(stats.dropped.items())
+        if k not in _NOT_DROPS and n
+    ]
+    parts.append(f"dropped: {', '.join(drops) if drops else 'nothing'}")
+    return f"replay: {path}: " + "; ".join(parts)
+
+
 def settings_for(path: str | Path, opts: ReplayOptions) -> dict[str, Any]:
     """The capture's own header, then defaults, overridden by options."""
     meta = read_header(path)

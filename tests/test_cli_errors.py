@@ -212,3 +212,44 @@ def test_a_comment_line_without_key_value_pairs_is_still_a_comment(tmp_path: Pat
     capture = _with_header(tmp_path, "# protocol=shoe-ascii/1 table=T01\n# recorded at table 1: dealer A")
     r = cli("replay", str(capture))
     assert r.returncode == 0, r.stderr
+
+
+# --- the replay summary -----------------------------------------------------
+
+
+def test_the_replay_summary_counts_repeated_copies_apart_from_records_and_drops(tmp_path: Path) -> None:
+    """A shoe that sends every message three times (as Angel Eye does):
+    its copies were shown as 'dropped: duplicate=56' beside '28 records',
+    as if twice the file had been lost."""
+    lines = PB.read_text().splitlines(keepends=True)
+    tripled = tmp_path / "tripled.shoelog"
+    # the HELLO restarts the sequence, so only its first copy counts as a frame
+    tripled.write_text(lines[0] + "".join(line * 3 for line in lines[1:] if not line.startswith("#")))
+    r = cli("replay", str(tripled))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [
+        f"replay: {tripled}: 84 records (1662 bytes); 30 frames decoded; "
+        "54 repeated copies skipped (the same frame sent again); dropped: nothing"
+    ]
+
+
+def test_the_replay_summary_gives_each_drop_its_unit() -> None:
+    r = cli("replay", str(CAPTURES / "line_garbage.shoelog"), str(CAPTURES / "line_bad_checksum.shoelog"))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [
+        f"replay: {CAPTURES / 'line_garbage.shoelog'}: 15 records (254 bytes); 11 frames decoded; "
+        "dropped: 26 bytes of garbage, 1 truncated frame",
+        f"replay: {CAPTURES / 'line_bad_checksum.shoelog'}: 12 records (241 bytes); 12 frames decoded; "
+        "1 sequence gap; dropped: 1 frame with a bad checksum",
+    ]
+
+
+def test_a_counter_the_summary_does_not_know_is_shown_by_name() -> None:
+    from controller.replay import ReplayStats, summary
+
+    stats = ReplayStats(records=1, bytes=7, frames=0)
+    stats.dropped.update({"new_reason": 2, "duplicate": 1})
+    assert summary("f", stats) == (
+        "replay: f: 1 record (7 bytes); 0 frames decoded; 1 repeated copy skipped "
+        "(the same frame sent again); dropped: new_reason=2"
+    )

@@ -9,7 +9,7 @@ import time
 
 from controller.errors import UsageError
 from controller.events import dumps
-from controller.replay import ReplayOptions, ReplayStats, replay_events
+from controller.replay import ReplayOptions, ReplayStats, replay_events, summary
 from controller.shoelog import Record, open_capture
 
 
@@ -59,11 +59,7 @@ def run(args: argparse.Namespace) -> int:
                 out.flush()
         if bar is not None:
             bar.close()
-        dropped = " ".join(f"{k}={v}" for k, v in sorted(stats.dropped.items())) or "none"
-        print(
-            f"replay: {path}: {stats.records} records, {stats.frames} frames, dropped: {dropped}",
-            file=sys.stderr,
-        )
+        print(summary(path, stats), file=sys.stderr)
     out.flush()
     return 0
 
