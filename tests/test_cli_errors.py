@@ -253,3 +253,26 @@ def test_a_counter_the_summary_does_not_know_is_shown_by_name() -> None:
         "replay: f: 1 record (7 bytes); 0 frames decoded; 1 repeated copy skipped "
         "(the same frame sent again); dropped: new_reason=2"
     )
+
+
+# --- record on a device that cannot be opened --------------------------------
+
+
+def test_record_on_a_port_that_cannot_be_opened_exits_1_and_writes_nothing(tmp_path: Path) -> None:
+    port = tmp_path / "ttyUSB-missing"
+    config = tmp_path / "config.yaml"
+    config.write_text(f"table: T01\ndevice: {{driver: serial, port: {port}}}\n")
+    out = tmp_path / "session.shoelog"
+    line = one_line_error(cli("record", "-c", str(config), "-o", str(out), timeout=30), 1)
+    assert line.startswith(f"shoe-controller record: cannot open {port}: "), line
+    assert line.endswith("; nothing recorded"), line
+    assert not out.exists()
+
+
+def test_record_on_a_file_that_is_no_serial_port_exits_1(tmp_path: Path) -> None:
+    not_a_tty = tmp_path / "notes.txt"
+    not_a_tty.write_text("hello\n")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"table: T01\ndevice: {{driver: serial, port: {not_a_tty}}}\n")
+    line = one_line_error(cli("record", "-c", str(config), "-o", str(tmp_path / "o.shoelog"), timeout=30), 1)
+    assert line.startswith(f"shoe-controller record: cannot open {not_a_tty}: "), line

@@ -157,16 +157,32 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--duration must be >= 0 (0 = until SIGINT)")
     config = load_config(args.config)
     driver = open_driver(config)
+    # A device that cannot be opened at the start is a mistake to fix (a
+    # wrong path, no permission), not a link to wait for: say so and stop,
+    # before any file is written. A link lost later is waited for and kept
+    # in the capture as a comment.
+    try:
+        driver.open()
+    except RuntimeError as exc:  # e.g. no USB backend: waiting would not help
+        raise RuntimeFailure(str(exc)) from None
+    first = driver.read(0)
+    if isinstance(first, LinkEvent) and not first.up:
+        driver.close()
+        raise RuntimeFailure(f"{first.detail}; nothing recorded")
     try:
         out = open(args.output, "w", encoding="utf-8")  # noqa: SIM115 - closed below
     except OSError as exc:
+        driver.close()
         raise RuntimeFailure(f"cannot write {args.output}: {exc.strerror or exc}") from None
 
     previous = {signum: signal.signal(signum, _raise_stop) for signum in (signal.SIGTERM, signal.SIGINT)}
     capture = _Capture(out, config)
     deadline = time.monotonic() + args.duration if args.duration > 0 else None
     try:
-        driver.open()
+        if isinstance(first, LinkEvent):
+            capture.link(first)
+        elif first is not None:
+            capture.chunk(*first)
         while True:
             timeout = 0.5
             if deadline is not None:
