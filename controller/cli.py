@@ -68,13 +68,46 @@ def _build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--profile")
     rd.add_argument("--decks", type=int)
 
-    ctl = sub.add_parser("ctl", help="send a supervisor command through the broker")
-    ctl.add_argument("action", choices=["void", "enter-card", "accept", "new-shoe", "end-shoe"])
-    ctl.add_argument("-c", "--config", required=True)
-    ctl.add_argument("--coup", type=int)
-    ctl.add_argument("--card")
-    ctl.add_argument("--reason", default="")
-    ctl.add_argument("--timeout", type=float, default=10.0)
+    ctl = sub.add_parser(
+        "ctl",
+        help="send a supervisor command through the broker",
+        description="Send one supervisor command to a table's controller and say what it did.",
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-c",
+        "--config",
+        required=True,
+        help="a supervisor's config: table and outputs.mqtt, no device needed",
+    )
+    common.add_argument("--table", help="the table to command (default: the config's table)")
+    common.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds to wait for the reply (0.1..600)"
+    )
+    common.add_argument(
+        "--json", action="store_true", help="print the controller's raw reply (one JSON line)"
+    )
+    actions = ctl.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    coup_help = "the coup's number in the current shoe"
+    void = actions.add_parser("void", parents=[common], help="void a coup (Article X)")
+    void.add_argument("--coup", type=int, required=True, metavar="N", help=coup_help)
+    void.add_argument("--reason", default="", help="recorded in the misdeal event")
+    enter = actions.add_parser(
+        "enter-card",
+        parents=[common],
+        help="enter an unread or lost card; the reply names the position it filled",
+    )
+    enter.add_argument("--coup", type=int, required=True, metavar="N", help=coup_help)
+    enter.add_argument("--card", required=True, help="card code, e.g. TD (ten of diamonds), 7H")
+    accept = actions.add_parser(
+        "accept",
+        parents=[common],
+        help="accept a coup's gap, wrong hand or device fault (or, numbering lost: the next coup's number)",
+    )
+    accept.add_argument("--coup", type=int, required=True, metavar="N", help=coup_help)
+    actions.add_parser("new-shoe", parents=[common], help="a fresh shoe is loaded")
+    actions.add_parser("end-shoe", parents=[common], help="end the shoe in play")
     return p
 
 

@@ -340,6 +340,15 @@ def table_problem(value: str) -> str | None:
     )
 
 
+class ClientConfig(Config):
+    """A config for the commands that only talk to the broker (``ctl``,
+    ``replay --out mqtt``): a supervisor's, with ``table`` and
+    ``outputs.mqtt`` and no device. Every key is checked as in a daemon's
+    config; ``device`` may be left out (``run`` never takes this model)."""
+
+    device: Device | None = None  # type: ignore[assignment]
+
+
 def builtin_profiles() -> tuple[str, ...]:
     """The SPEC's profiles plus any other profile YAML shipped in the package."""
     shipped = {p.stem for p in (Path(__file__).parent / "profiles").glob("*.yaml")}
@@ -395,6 +404,19 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 def load_config(path: str | os.PathLike[str]) -> Config:
     """Read and validate a config file; any problem raises ``ConfigError``
     whose message starts with the file and names every bad key path."""
+    return parse_config(_read(path), os.fspath(path))
+
+
+def load_client_config(path: str | os.PathLike[str]) -> ClientConfig:
+    """A config for ``ctl`` or ``replay --out mqtt``: checked like any
+    other, but a ``device:`` section is not needed (a supervisor's box has
+    no shoe)."""
+    cfg = parse_config(_read(path), os.fspath(path), model=ClientConfig)
+    assert isinstance(cfg, ClientConfig)
+    return cfg
+
+
+def _read(path: str | os.PathLike[str]) -> str:
     name = os.fspath(path)
     try:
         with open(name, encoding="utf-8") as f:
@@ -403,10 +425,10 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         raise ConfigError(f"{name}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return parse_config(text, name)
+    return text
 
 
-def parse_config(text: str, name: str = "<config>") -> Config:
+def parse_config(text: str, name: str = "<config>", *, model: type[Config] = Config) -> Config:
     """Validate config text (``name`` is used in messages)."""
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)
@@ -430,7 +452,7 @@ def parse_config(text: str, name: str = "<config>") -> Config:
             f"{name}: the config must be a mapping (table: ..., device: ...), not a {type(data).__name__}"
         )
     try:
-        return Config.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         problems = [_describe(err) for err in exc.errors(include_url=False)]
         if len(problems) == 1:
@@ -506,6 +528,11 @@ def _describe(err: Any) -> str:
     if kind == "union_tag_not_found":
         return f"{path}.driver: required (serial, usb, fake or replay)"
     if kind == "missing":
+        if loc == ("device",):
+            return (
+                "device: required key missing (the daemon needs its shoe; only ctl and "
+                "replay --out mqtt take a config without one)"
+            )
         return f"{path}: required key missing"
     msg: str = err["msg"]
     if kind == "model_type":

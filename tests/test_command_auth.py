@@ -87,7 +87,18 @@ def test_the_daemon_applies_signed_commands_and_refuses_the_rest(
     try:
         assert sub.wait_for(lambda ms: any(m.topic == "baccarat/T01/card" for m in ms), 60)
         ok = subprocess.run(
-            [sys.executable, "-m", "controller.cli", "ctl", "new-shoe", "-c", str(cfg), "--timeout", "20"],
+            [
+                sys.executable,
+                "-m",
+                "controller.cli",
+                "ctl",
+                "new-shoe",
+                "-c",
+                str(cfg),
+                "--timeout",
+                "20",
+                "--json",
+            ],
             capture_output=True,
             text=True,
             timeout=60,

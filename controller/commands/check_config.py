@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from controller.config import Config, load_config
+from controller.config import ClientConfig, Config, load_client_config, load_config
+from controller.errors import ConfigError
 
 
 def _check_profile(cfg: Config) -> str | None:
@@ -22,6 +23,29 @@ def _check_profile(cfg: Config) -> str | None:
         return "profile not loaded (controller.rules is not in this build)"
     rules.load_profile(cfg.profile, cfg.rules.overrides() or None)  # raises ConfigError
     return None
+
+
+def _broker(cfg: Config) -> str:
+    m = cfg.outputs.mqtt
+    assert m is not None
+    scheme = "mqtts" if m.tls else "mqtt"
+    auth = f" as {m.username}" if m.username else ""
+    return f"{scheme}://{m.host}:{m.port}/{m.topic_prefix}/{cfg.table}{auth} (MQTT {m.protocol})"
+
+
+def client_summary(cfg: ClientConfig) -> list[str]:
+    """A config without a device: what ``ctl`` and ``replay --out mqtt`` do with it."""
+    m = cfg.outputs.mqtt
+    assert m is not None
+    lines = [
+        f"table {cfg.table}",
+        f"broker: {_broker(cfg)}",
+        f"commands signed with {m.command_key_file}"
+        if m.command_key_file
+        else "commands unsigned (the controller's command_key_file, if it has one, would refuse them)",
+        "no device: a config for ctl and replay --out mqtt; run refuses it",
+    ]
+    return lines
 
 
 def summary(cfg: Config) -> list[str]:
@@ -39,12 +63,7 @@ def summary(cfg: Config) -> list[str]:
     if cfg.outputs.jsonl:
         outputs.append(f"jsonl {cfg.outputs.jsonl}")
     if cfg.outputs.mqtt:
-        m = cfg.outputs.mqtt
-        scheme = "mqtts" if m.tls else "mqtt"
-        auth = f" as {m.username}" if m.username else ""
-        outputs.append(
-            f"mqtt {scheme}://{m.host}:{m.port}/{m.topic_prefix}/{cfg.table}{auth} (MQTT {m.protocol})"
-        )
+        outputs.append(f"mqtt {_broker(cfg)}")
     overrides = cfg.rules.overrides()
     lines = [
         f"table {cfg.table}, profile {cfg.profile}, {cfg.decks} decks",
@@ -61,6 +80,17 @@ def summary(cfg: Config) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    client = load_client_config(args.file)
+    if client.device is None:
+        if client.outputs.mqtt is None:
+            raise ConfigError(
+                f"{args.file}: neither a device (a daemon's config) nor outputs.mqtt "
+                "(a supervisor's config for ctl)"
+            )
+        print(f"ok: {args.file}")
+        for line in client_summary(client):
+            print(f"  {line}")
+        return 0
     cfg = load_config(args.file)
     note = _check_profile(cfg)
     print(f"ok: {args.file}")

@@ -1,19 +1,29 @@
 """``shoe-controller ctl void|enter-card|accept|new-shoe|end-shoe``: send one
-supervisor command to a table through the broker and print its reply.
+supervisor command to a table through the broker and say what it did.
 
 The broker settings come from the config's ``outputs.mqtt`` (a supervisor's
-own credentials: the shipped ACL lets only supervisors publish commands).
-Exit 0 when the controller applied the command, 1 when it refused it or no
-reply came in time, 2 for usage errors.
+own credentials: the shipped ACL lets only supervisors publish commands);
+the config needs no ``device:`` section (``examples/supervisor.yaml``).
+
+The answer is a sentence on stdout (``coup 12 void: supervisor``). The
+controller's reply says only whether the command applied, so for what it
+did (the position an entered card filled, the misdeal an ``accept``
+corrected, the new shoe's id) ``ctl`` also listens to the table's events
+for a moment after the reply; if they do not come in time the sentence
+says only what the reply does. ``--json`` prints the raw reply instead.
+Exit 0 when the controller applied the command, 1 when it refused it (its
+reason on stderr) or no reply came in time, 2 for usage errors.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as mqtt
@@ -21,7 +31,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.cards import CardError, parse_card
 from controller.command_auth import read_key, sign
-from controller.config import load_config
+from controller.config import load_client_config, table_problem
 from controller.errors import RuntimeFailure, UsageError
 
 ACTIONS = {
@@ -31,37 +41,125 @@ ACTIONS = {
     "new-shoe": "new_shoe",
     "end-shoe": "end_shoe",
 }
+#: The event topics (under ``<prefix>/<table>/``) that tell what a command did.
+EVENT_TOPICS = ("card", "misdeal", "coup/void", "security/alert", "shoe/started", "shoe/ended")
+#: How long to wait, after the reply, for the events that say what was done.
+EVENT_GRACE_S = 2.0
+MAX_TIMEOUT_S = 600.0
+
+Event = dict[str, Any]
 
 
 def build_command(args: argparse.Namespace) -> dict[str, Any]:
     cmd: dict[str, Any] = {"id": f"ctl-{uuid.uuid4().hex[:12]}", "cmd": ACTIONS[args.action]}
     if cmd["cmd"] in ("void", "enter_card", "accept"):
-        if args.coup is None:
-            raise UsageError(f"{args.action} needs --coup N")
+        if args.coup is None or args.coup < 1:
+            raise UsageError(f"{args.action} needs --coup N with N >= 1")
         cmd["coup"] = args.coup
     if cmd["cmd"] == "enter_card":
-        if not args.card:
-            raise UsageError("enter-card needs --card, e.g. --card TD")
         try:
-            cmd["card"] = parse_card(args.card)
+            cmd["card"] = parse_card(args.card or "")
         except CardError as exc:
-            raise UsageError(str(exc)) from None
+            raise UsageError(f"--card: {exc}") from None
     if cmd["cmd"] == "void":
         cmd["reason"] = args.reason
     return cmd
 
 
+# --- what the command did, from the events that followed -------------------
+
+
+def _entered(cmd: dict[str, Any]) -> Callable[[list[Event]], str | None]:
+    def find(events: list[Event]) -> str | None:
+        cards = [e for e in events if e.get("type") == "card" and e.get("card") == cmd["card"]]
+        # An unread card is filled in place: its event says ``entered``. A
+        # card entered for a lost frame is dealt, first, when the coup's
+        # held cards are released: an ordinary card event of the coup.
+        for e in sorted(cards, key=lambda e: not e.get("entered")):
+            if e.get("position") == "burn" and e.get("entered"):
+                return f"coup {cmd['coup']}: {cmd['card']} entered as the first card (it sets the burn)"
+            if e.get("coup") == cmd["coup"]:
+                return f"coup {cmd['coup']}: {cmd['card']} entered as {e.get('position')}"
+        return None
+
+    return find
+
+
+def _accepted(cmd: dict[str, Any]) -> Callable[[list[Event]], str | None]:
+    def find(events: list[Event]) -> str | None:
+        for e in events:
+            if e.get("type") == "security.alert" and e.get("code") == "COUP_NUMBERING_RESTORED":
+                return f"coup numbering restored: the next coup dealt is coup {e.get('coup')}"
+        codes = [
+            str(e["code"])
+            for e in events
+            if e.get("type") == "misdeal" and e.get("coup") == cmd["coup"] and e.get("action") == "corrected"
+        ]
+        if codes:
+            return f"coup {cmd['coup']}: {', '.join(codes)} accepted"
+        return None
+
+    return find
+
+
+def _shoe(kind: str) -> Callable[[list[Event]], str | None]:
+    def find(events: list[Event]) -> str | None:
+        for e in events:
+            if e.get("type") == kind:
+                if kind == "shoe.started":
+                    return f"new shoe {e.get('shoe')} started"
+                return f"shoe {e.get('shoe')} ended after {e.get('coups')} coups"
+        return None
+
+    return find
+
+
+def describe(cmd: dict[str, Any]) -> tuple[Callable[[list[Event]], str | None] | None, str]:
+    """How to read the events that follow an applied command, and the
+    sentence to give when they say nothing (or do not come in time)."""
+    name = cmd["cmd"]
+    if name == "void":
+        reason = f" ({cmd['reason']})" if cmd.get("reason") else ""
+        return None, f"coup {cmd['coup']} void: supervisor{reason}"
+    if name == "enter_card":
+        return _entered(cmd), (
+            f"coup {cmd['coup']}: {cmd['card']} entered in place of a lost frame; "
+            "it takes its position when the held cards are released"
+        )
+    if name == "accept":
+        return _accepted(cmd), f"coup {cmd['coup']}: accepted"
+    if name == "new_shoe":
+        return _shoe("shoe.started"), "new shoe started"
+    return _shoe("shoe.ended"), "shoe ended"
+
+
+# --- the exchange with the broker -------------------------------------------
+
+
 def run(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
+    if not (math.isfinite(args.timeout) and 0.1 <= args.timeout <= MAX_TIMEOUT_S):
+        raise UsageError(f"--timeout must be 0.1 to {MAX_TIMEOUT_S:g} seconds, not {args.timeout!r}")
+    cfg = load_client_config(args.config)
     m = cfg.outputs.mqtt
     if m is None:
         raise UsageError(f"{args.config}: outputs.mqtt is needed to reach the broker")
+    table = cfg.table
+    if args.table is not None:
+        problem = table_problem(args.table)
+        if problem is not None:
+            raise UsageError(f"--table {problem}")
+        table = args.table
     cmd = build_command(args)
     if m.command_key_file is not None:
         cmd = sign(cmd, read_key(m.command_key_file), time.time())
-    prefix = f"{m.topic_prefix}/{cfg.table}"
+    prefix = f"{m.topic_prefix}/{table}"
+    reading, fallback = describe(cmd)
+    listen = not args.json and reading is not None
     reply: dict[str, Any] = {}
+    events: list[Event] = []
+    lock = threading.Lock()
     got = threading.Event()
+    said = threading.Event()  # the events say what was done
     subscribed = threading.Event()
     failure: list[str] = []
 
@@ -80,14 +178,17 @@ def run(args: argparse.Namespace) -> int:
             failure.append(f"broker refused the connection: {rc}")
             got.set()
             return
-        c.subscribe(f"{prefix}/cmd/reply", qos=1)
+        topics = [f"{prefix}/cmd/reply"] + ([f"{prefix}/{t}" for t in EVENT_TOPICS] if listen else [])
+        c.subscribe([(t, 1) for t in topics])
 
     def on_subscribe(c: mqtt.Client, _u: Any, _mid: Any, codes: Any, _p: Any = None) -> None:
-        if any(getattr(rc, "is_failure", False) for rc in codes):
+        if getattr(codes[0], "is_failure", False):
             failure.append("the broker refused the subscription to cmd/reply (ACL?)")
             got.set()
             return
-        subscribed.set()
+        with lock:
+            events.clear()  # only what follows the command can say what it did
+            subscribed.set()
         c.publish(f"{prefix}/cmd", json.dumps(cmd, separators=(",", ":")), qos=1)
 
     def on_message(_c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
@@ -95,9 +196,21 @@ def run(args: argparse.Namespace) -> int:
             data = json.loads(msg.payload)
         except ValueError:
             return
-        if isinstance(data, dict) and data.get("id") == cmd["id"]:
-            reply.update(data)
-            got.set()
+        if not isinstance(data, dict):
+            return
+        if msg.topic == f"{prefix}/cmd/reply":
+            if data.get("id") == cmd["id"]:
+                reply.update(data)
+                got.set()
+            return
+        if msg.retain or reading is None:
+            return
+        with lock:
+            if not subscribed.is_set():
+                return
+            events.append(data)
+            if reading(events) is not None:
+                said.set()
 
     client.on_connect = on_connect
     client.on_subscribe = on_subscribe
@@ -108,15 +221,27 @@ def run(args: argparse.Namespace) -> int:
         raise RuntimeFailure(f"cannot reach the broker at {m.host}:{m.port}: {exc}") from None
     client.loop_start()
     try:
+        start = time.monotonic()
         if not got.wait(args.timeout):
             where = "no reply" if subscribed.is_set() else "not connected"
             raise RuntimeFailure(
-                f"{where} within {args.timeout:g} s from table {cfg.table} (command {cmd['id']})"
+                f"{where} within {args.timeout:g} s from table {table} (command {cmd['id']})"
             )
+        if listen and reply.get("ok") and not failure:
+            left = args.timeout - (time.monotonic() - start)
+            said.wait(max(0.0, min(EVENT_GRACE_S, left)))
     finally:
         client.disconnect()
         client.loop_stop()
     if failure:
         raise RuntimeFailure(failure[0])
-    print(json.dumps(reply, separators=(",", ":")))
-    return 0 if reply.get("ok") else 1
+    if args.json:
+        print(json.dumps(reply, separators=(",", ":")))
+        return 0 if reply.get("ok") else 1
+    if not reply.get("ok"):
+        what = args.action + (f" coup {cmd['coup']}" if "coup" in cmd else "")
+        raise RuntimeFailure(f"table {table} refused {what}: {reply.get('error') or 'no reason given'}")
+    with lock:
+        sentence = reading(events) if reading is not None else None
+    print(sentence or fallback)
+    return 0
