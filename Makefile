@@ -35,8 +35,22 @@ deps-system:
 	@# a system-wide mosquitto service is not needed (nor used) by the tests
 	@true
 
-demo: $(STAMP)
-	$(BIN)/shoe-controller run
+# The demo: the daemon on its embedded default (a fake shoe, punto banco,
+# 8 decks). On a terminal a line per coup; piped (make demo | jq .) the
+# JSON lines. The install is quiet (its output goes to var/install.log),
+# and every demo starts afresh in its own directory: its journal is the
+# demo's alone, so a `run` elsewhere never loses the journal it resumes.
+DEMO_DIR ?= var/demo
+demo:
+	@if ! $(MAKE) --no-print-directory -q $(STAMP) 2>/dev/null; then \
+	  mkdir -p var; \
+	  echo "Installing shoe-controller into $(VENV) (output in var/install.log)..." >&2; \
+	  $(MAKE) --no-print-directory $(STAMP) >var/install.log 2>&1 || \
+	    { tail -n 20 var/install.log >&2; echo "The install failed: var/install.log has it all." >&2; exit 1; }; \
+	fi
+	@rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
+	@echo "A fake shoe deals punto banco, 8 decks; Ctrl-C stops it. (JSON lines: make demo | cat)" >&2
+	@cd $(DEMO_DIR) && exec $(abspath $(BIN))/shoe-controller run
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -24,6 +24,11 @@ def _build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the daemon (no config: fake shoe, events on stdout)")
     run.add_argument("-c", "--config", help="config YAML (SPEC section 7)")
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON lines on stdout even on a terminal (elsewhere they always are)",
+    )
 
     rp = sub.add_parser("replay", help="replay .shoelog captures through the engine")
     rp.add_argument("files", nargs="+", metavar="FILE")

@@ -102,12 +102,14 @@ class Daemon:
         *,
         driver: Driver | None = None,
         stdout: Any = None,
+        stdout_text: bool = False,
         stop_at_eof: bool = False,
     ) -> None:
         self.cfg = cfg
         self.profile = load_profile(cfg.profile, cfg.rules.overrides() or None)
         self.stop_at_eof = stop_at_eof
         self._stdout = stdout
+        self._stdout_text = stdout_text
         self._driver = driver
         self._stop = threading.Event()
         self._reopen = threading.Event()
@@ -277,7 +279,9 @@ class Daemon:
         if o.stdout:
             from controller.outputs.stdout import StdoutOutput
 
-            self.outputs.append(StdoutOutput(journal, stream=self._stdout or sys.stdout))
+            self.outputs.append(
+                StdoutOutput(journal, stream=self._stdout or sys.stdout, text=self._stdout_text)
+            )
         if o.jsonl:
             from controller.outputs.jsonl import JsonlOutput
 

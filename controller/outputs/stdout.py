@@ -1,12 +1,15 @@
 """JSON lines on standard output: one event per line, exactly as stored in
-the journal, flushed after every batch."""
+the journal, flushed after every batch. With ``text=True`` (``run`` on a
+terminal) a line a person reads instead (``controller.outputs.text``)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import TextIO
 
 from controller.journal import Journal
+from controller.outputs.text import render
 
 
 class StdoutOutput:
@@ -14,12 +17,19 @@ class StdoutOutput:
     default); an event counts as delivered once the stream is flushed."""
 
     def __init__(
-        self, journal: Journal, *, stream: TextIO | None = None, name: str = "stdout", batch: int = 500
+        self,
+        journal: Journal,
+        *,
+        stream: TextIO | None = None,
+        name: str = "stdout",
+        batch: int = 500,
+        text: bool = False,
     ) -> None:
         self.name = name
         self._journal = journal
         self._stream = stream if stream is not None else sys.stdout
         self._batch = batch
+        self._text = text
 
     def pump(self) -> int:
         """Write everything pending; returns how many events were written.
@@ -29,7 +39,11 @@ class StdoutOutput:
             pending = self._journal.pending(self.name, self._batch)
             if not pending:
                 return written
-            self._stream.write("".join(p.json + "\n" for p in pending))
+            if self._text:
+                lines = (render(json.loads(p.json)) for p in pending)
+                self._stream.write("".join(line + "\n" for line in lines if line is not None))
+            else:
+                self._stream.write("".join(p.json + "\n" for p in pending))
             self._stream.flush()
             self._journal.mark_delivered(self.name, pending[-1].seq)
             written += len(pending)

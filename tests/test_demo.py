@@ -1,0 +1,176 @@
+"""What a newcomer sees (issue 10, part E): ``run`` on a terminal prints a
+line per coup, piped it prints exactly the JSON lines of the SPEC, and
+``make demo`` starts a fresh demo every time (quietly installed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from controller.outputs.text import render
+from tests.test_cli_errors import SCRIPT
+
+ROOT = Path(__file__).parent.parent
+CAPTURES = Path(__file__).parent / "captures"
+
+
+def _expected(name: str) -> list[dict[str, object]]:
+    text = (CAPTURES / f"{name}.expected.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+# --- the lines themselves ---------------------------------------------------
+
+
+def test_a_coup_is_one_line_with_cards_totals_and_winner() -> None:
+    lines = [line for e in _expected("profile_punto_banco") if (line := render(e)) is not None]
+    coups = [line for line in lines if line.startswith("coup")]
+    results = [e for e in _expected("profile_punto_banco") if e["type"] == "coup.result"]
+    assert len(coups) == len(results) > 0
+    first = results[0]
+    player, banker = first["player"], first["banker"]
+    assert isinstance(player, dict) and isinstance(banker, dict)
+    assert f"Player {' '.join(player['cards'])} = {player['total']}" in coups[0]
+    assert f"Banker {' '.join(banker['cards'])} = {banker['total']}" in coups[0]
+    assert coups[0].startswith(f"coup {first['coup']:>3}  ")
+    # cards, odds and roads have no line of their own
+    assert not any(render(e) for e in _expected("profile_punto_banco") if e["type"] in ("card", "roads"))
+
+
+def test_a_misdeal_and_a_void_coup_say_what_happened() -> None:
+    lines = [line for e in _expected("x_sequence_gap") if (line := render(e)) is not None]
+    assert (
+        "coup   1  misdeal SEQUENCE_GAP, awaiting supervisor until 08:28:48 UTC: frames lost: "
+        "expected sequence 8, received 9 (1 missing)"
+    ) in lines
+    assert "coup   1  VOID (SEQUENCE_GAP): not corrected within 120 s [P1 6S, B1 7C, extra QD]" in lines, (
+        lines
+    )
+
+
+# --- run: a terminal or a pipe ----------------------------------------------
+
+
+def _config(tmp_path: Path) -> Path:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "table: T01\n"
+        "device: {driver: fake, seed: 4, cards_per_second: 0}\n"
+        f"journal: {tmp_path / 'journal.sqlite3'}\n"
+        "odds: false\n"
+    )
+    return config
+
+
+def _on_a_terminal(argv: Sequence[str], until: str, cwd: Path, timeout: float = 60) -> str:
+    """Run ``argv`` with stdout on a pseudo-terminal until ``until`` shows,
+    then interrupt it; everything it wrote there."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        list(argv), stdout=slave, stderr=subprocess.DEVNULL, cwd=cwd, start_new_session=True
+    )
+    os.close(slave)
+    out = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while until.encode() not in out and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    out += os.read(master, 65536)
+                except OSError:
+                    break
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(30)
+        os.close(master)
+    return out.decode().replace("\r\n", "\n")
+
+
+def test_run_on_a_terminal_prints_a_line_per_coup(tmp_path: Path) -> None:
+    out = _on_a_terminal([str(SCRIPT), "run", "-c", str(_config(tmp_path))], "coup   3", tmp_path)
+    lines = out.splitlines()
+    assert lines[0] == "device online (HELLO) FAKE-SHOE 1.0", lines
+    assert lines[1].startswith("--- shoe ") and lines[2].startswith("--- burn: first card ")
+    assert lines[3].startswith("coup   1  Player "), lines
+    assert not any(line.startswith("{") for line in lines)
+
+
+def test_run_json_on_a_terminal_prints_json_lines(tmp_path: Path) -> None:
+    out = _on_a_terminal(
+        [str(SCRIPT), "run", "-c", str(_config(tmp_path)), "--json"], '"type":"coup.result"', tmp_path
+    )
+    events = [json.loads(line) for line in out.splitlines() if line.strip()][:-1]  # last may be cut
+    assert events[0]["type"] == "device.status"
+    assert any(e["type"] == "card" for e in events)
+
+
+def test_run_piped_writes_exactly_json_lines_with_no_config(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [str(SCRIPT), "run"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=tmp_path, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(4)]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+    events = [json.loads(line) for line in lines]
+    assert [e["type"] for e in events[:2]] == ["device.status", "shoe.started"]
+    assert (tmp_path / "var" / "journal.sqlite3").exists()  # the SPEC's journal under ./var/
+
+
+# --- make demo --------------------------------------------------------------
+
+
+def _make() -> str:
+    found = shutil.which("make")
+    if found is None:
+        pytest.fail("make is not installed")
+    return found
+
+
+def test_make_demo_twice_starts_a_fresh_demo_each_time(tmp_path: Path) -> None:
+    """The second demo used to resume the first one's journal: the fake shoe
+    starts again from its seed, so the controller saw a device restart
+    mid-coup, a SEQUENCE_GAP and a void coup before anything else."""
+    demo_dir = tmp_path / "demo"
+    argv = [_make(), "-s", "--no-print-directory", "-C", str(ROOT), "demo", f"DEMO_DIR={demo_dir}"]
+    first = _on_a_terminal(argv, "coup   1", tmp_path, timeout=120)
+    assert (demo_dir / "var" / "journal.sqlite3").exists()
+    second = _on_a_terminal(argv, "coup   1", tmp_path, timeout=120)
+    for out in (first, second):
+        lines = out.splitlines()
+        assert lines[0] == "device online (HELLO) FAKE-SHOE 1.0", out
+        assert lines[1].startswith("--- shoe ") and lines[2].startswith("--- burn")
+        assert lines[3].startswith("coup   1  Player "), out
+        assert "misdeal" not in out and "VOID" not in out
+    # the same seed deals the same first coup, under a new shoe id
+    assert first.splitlines()[3] == second.splitlines()[3]
+
+
+def test_make_demo_piped_is_json_lines(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [_make(), "-s", "--no-print-directory", "-C", str(ROOT), "demo", f"DEMO_DIR={tmp_path / 'demo'}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(3)]
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(30)
+    assert [json.loads(line)["type"] for line in lines] == ["device.status", "shoe.started", "card"]
