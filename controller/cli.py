@@ -39,8 +39,20 @@ def _build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--realtime", action="store_true", help="pace the replay by the file's timestamps")
     rp.add_argument("--odds", action="store_true", help="emit odds.update events")
     rp.add_argument("--roads", action="store_true", help="emit roads events after every coup")
-    rp.add_argument("--out", choices=["jsonl", "mqtt"], default="jsonl")
-    rp.add_argument("-c", "--config", help="config YAML (for --out mqtt)")
+    rp.add_argument(
+        "--out",
+        choices=["jsonl", "mqtt"],
+        default="jsonl",
+        help="jsonl: JSON lines on stdout; mqtt: to the broker of -c (QoS 1, each event acknowledged)",
+    )
+    rp.add_argument("-c", "--config", help="for --out mqtt: a config with outputs.mqtt (no device needed)")
+    rp.add_argument(
+        "--mqtt-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="--out mqtt fails when the broker acknowledges nothing for S seconds (default 30, at most 600)",
+    )
     rp.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
 
     fk = sub.add_parser("fake", help="run a fake shoe")

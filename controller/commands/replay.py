@@ -1,21 +1,42 @@
-"""``shoe-controller replay FILE...``: captures to JSON lines on stdout."""
+"""``shoe-controller replay FILE...``: captures to JSON lines on stdout, or
+with ``--out mqtt -c config.yaml`` to the broker of the config's
+``outputs.mqtt`` (``controller.replay_mqtt``)."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
+from typing import Any
 
+from controller.config import load_client_config
 from controller.errors import UsageError
 from controller.events import dumps
 from controller.replay import ReplayOptions, ReplayStats, replay_events, summary
 from controller.shoelog import Record, open_capture
 
+#: The longest --mqtt-timeout: a broker that acknowledges nothing for ten
+#: minutes is not coming back within one replay.
+MAX_MQTT_TIMEOUT_S = 600.0
+
 
 def run(args: argparse.Namespace) -> int:
+    publisher: Any = None
     if args.out == "mqtt":
-        raise UsageError("--out mqtt is not available yet: replay to JSON lines (the default)")
+        if not args.config:
+            raise UsageError("--out mqtt needs -c config.yaml with the broker's outputs.mqtt")
+        if not (math.isfinite(args.mqtt_timeout) and 0 < args.mqtt_timeout <= MAX_MQTT_TIMEOUT_S):
+            raise UsageError(f"--mqtt-timeout must be above 0 and at most {MAX_MQTT_TIMEOUT_S:g} seconds")
+        cfg = load_client_config(args.config)
+        if cfg.outputs.mqtt is None:
+            raise UsageError(f"{args.config}: --out mqtt needs outputs.mqtt (the broker)")
+        from controller.replay_mqtt import MqttReplay
+
+        publisher = MqttReplay(cfg.outputs.mqtt, stall_timeout=args.mqtt_timeout)
+    elif args.config:
+        raise UsageError("-c is only for --out mqtt (the broker's settings)")
     opts = ReplayOptions(
         profile=args.profile,
         decks=args.decks,
@@ -52,14 +73,21 @@ def run(args: argparse.Namespace) -> int:
             if bar is not None:
                 bar.update(len(rec.data) * 2 + 20)
 
-        for event in replay_events(path, opts, stats=stats, on_record=on_record):
-            write(dumps(event))
-            write("\n")
-            if pacer is not None:
-                out.flush()
+        events = replay_events(path, opts, stats=stats, on_record=on_record)
+        published = None
+        if publisher is not None:
+            published = publisher.publish(events, flush_each=pacer is not None)
+        else:
+            for event in events:
+                write(dumps(event))
+                write("\n")
+                if pacer is not None:
+                    out.flush()
         if bar is not None:
             bar.close()
         print(summary(path, stats), file=sys.stderr)
+        if published is not None:
+            print(published, file=sys.stderr)
     out.flush()
     return 0
 

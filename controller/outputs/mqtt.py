@@ -80,8 +80,13 @@ class MqttOutput:
         reconnect_delay: tuple[float, float] = (1.0, 30.0),
         retry_delay: float = 5.0,
         keepalive: int = 30,
+        presence: bool = True,
     ) -> None:
         self.name = name
+        #: False for a publisher that is not the table's controller (replay
+        #: --out mqtt): no Last Will, no retained online/offline status and
+        #: no command subscription, so it never speaks for the live table.
+        self._presence = presence
         self.table = table
         self._cfg = cfg
         self._journal = journal
@@ -139,7 +144,8 @@ class MqttOutput:
             # acted on minutes later; the supervisor sees no reply and retries.
             clean_session=None if v5 else True,
         )
-        client.will_set(self.topic_status, "offline", qos=1, retain=True)
+        if self._presence:
+            client.will_set(self.topic_status, "offline", qos=1, retain=True)
         if cfg.username is not None:
             client.username_pw_set(cfg.username, cfg.password())
         if cfg.tls is not None:
@@ -182,7 +188,7 @@ class MqttOutput:
         if self._sender is not None:
             self._sender.join(timeout)
             self._settle_acks()  # the sender is gone: record the last acks here
-        if self._connected.is_set():
+        if self._connected.is_set() and self._presence:
             info = self._client.publish(self.topic_status, "offline", qos=1, retain=True)
             try:
                 info.wait_for_publish(timeout)
@@ -257,8 +263,9 @@ class MqttOutput:
             return
         self._last_error = ""
         log.info("mqtt: connected to %s:%s", self._cfg.host, self._cfg.port)
-        client.subscribe(self.topic_cmd, qos=1)
-        client.publish(self.topic_status, "online", qos=1, retain=True)
+        if self._presence:
+            client.subscribe(self.topic_cmd, qos=1)
+            client.publish(self.topic_status, "online", qos=1, retain=True)
         with self._state_lock:
             self._state_dirty = self._state is not None
         self._connected.set()
