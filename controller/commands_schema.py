@@ -17,6 +17,11 @@ Accepted shapes (every other key is an error, so a typo is not ignored)::
 ``ID`` is a non-empty string (at most 128 characters) or an integer; it is
 echoed in the reply. ``coup`` is a positive integer; ``card`` a card code
 (normalised: ``"td"``, ``"10D"`` -> ``"TD"``).
+
+Every command also carries ``ts`` (the sender's Unix time, a finite
+number) and may carry ``table`` (the table it is meant for) and ``sig``
+(its HMAC): ``controller.command_auth`` checks them against the clock, the
+controller's table and the key; here only their shapes are checked.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from controller.cards import CardError, parse_card
 MAX_PAYLOAD = 4096
 MAX_ID = 128
 MAX_REASON = 500
+TABLE_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 #: The fields each command takes besides ``id`` and ``cmd``.
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -104,7 +110,7 @@ def parse_command(payload: bytes) -> dict[str, Any]:
     if not isinstance(cmd, str) or cmd not in COMMANDS:
         raise CommandError(f"unknown cmd {cmd!r} (one of {', '.join(COMMANDS)})", cid)
     fields = COMMANDS[cmd]
-    extra = sorted(set(data) - {"id", "cmd", "ts", "sig", *fields})
+    extra = sorted(set(data) - {"id", "cmd", "table", "ts", "sig", *fields})
     if extra:
         raise CommandError(f"{cmd}: unknown field {extra[0]!r}", cid)
     for name in fields:
@@ -121,6 +127,11 @@ def parse_command(payload: bytes) -> dict[str, Any]:
             out["card"] = parse_card(card)
         except CardError as exc:
             raise CommandError(f"{cmd}: {exc}", cid) from None
+    if "table" in data:
+        table = data["table"]
+        if not isinstance(table, str) or not TABLE_RE.fullmatch(table):
+            raise CommandError(f"{cmd}: 'table' must be a table name ([A-Za-z0-9_-], 1 to 32)", cid)
+        out["table"] = table
     if "ts" in data:
         ts = data["ts"]
         if isinstance(ts, bool) or not isinstance(ts, (int, float)):
