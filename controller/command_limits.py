@@ -70,6 +70,7 @@ class CommandInbox:
         self.admitted = 0  # totals, for metrics and tests
         self.dropped_rate = 0
         self.dropped_full = 0
+        self.high_water = 0  # the most commands ever waiting at once
 
     def admit(self) -> bool:
         """One message arrived on the command topic: may it be read?"""
@@ -89,6 +90,7 @@ class CommandInbox:
                 self._dropped += 1
                 return
             self._queue.append(cmd)
+            self.high_water = max(self.high_water, len(self._queue))
 
     def take(self, n: int) -> list[dict[str, Any]]:
         with self._lock:
