@@ -42,6 +42,7 @@ from controller.command_auth import CommandGate, read_key
 from controller.command_limits import CommandInbox, RefusalAlerts
 from controller.config import Config
 from controller.engine import Engine
+from controller.errors import ConfigError
 from controller.events import Event
 from controller.journal import Journal, JournalError
 from controller.rules import load_profile
@@ -126,6 +127,9 @@ class Daemon:
         self._command_key = (
             read_key(m.command_key_file) if m is not None and m.command_key_file is not None else None
         )
+        if self._command_key is not None and not self._command_key:
+            assert m is not None
+            raise ConfigError(f"outputs.mqtt.command_key_file: {m.command_key_file} is empty")
         self.metrics: Any = None
         self._inputs_since_checkpoint = 0
         self._checkpoint_input = 0

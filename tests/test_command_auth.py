@@ -235,3 +235,17 @@ def test_the_daemon_applies_signed_commands_refuses_the_rest_and_a_replay_after_
         ]
     assert [c["id"] for c in applied] == [end_id], "applied once, never replayed"
     assert [m for m in sub.on("baccarat/T01/shoe/ended") if b"ended by supervisor" in m.payload]
+
+
+def test_an_empty_command_key_is_a_config_error_not_a_traceback(tmp_path: Path) -> None:
+    cfg = _write_config(tmp_path, 1883)
+    (tmp_path / "command.key").write_bytes(b"\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "run", "-c", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()]
+    assert "command_key_file" in r.stderr and "empty" in r.stderr and "Traceback" not in r.stderr
