@@ -15,7 +15,7 @@ Accepted shapes (every other key is an error, so a typo is not ignored)::
     {"id": ID, "cmd": "end_shoe"}
 
 ``ID`` is a non-empty string (at most 128 characters) or an integer; it is
-echoed in the reply. ``coup`` is a positive integer; ``card`` a card code
+echoed in the reply. ``coup`` is an integer from 1 to 1000; ``card`` a card code
 (normalised: ``"td"``, ``"10D"`` -> ``"TD"``).
 
 Every command also carries ``ts`` (the sender's Unix time, a finite
@@ -35,6 +35,11 @@ from controller.cards import CardError, parse_card
 MAX_PAYLOAD = 4096
 MAX_ID = 128
 MAX_REASON = 500
+#: No shoe holds more coups (12 decks, at least 4 cards a coup: 156); the
+#: engine bounds ``accept`` more tightly by the cards left in the shoe.
+MAX_COUP = 1000
+#: ``ts`` is Unix seconds: finite, from 1970 to the year 5138.
+MAX_TS = 1e11
 TABLE_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 #: The fields each command takes besides ``id`` and ``cmd``.
@@ -80,8 +85,8 @@ def _command_id(value: Any) -> CommandId:
 
 
 def _coup(value: Any, cid: CommandId) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CommandError("'coup' must be a positive integer", cid)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUP:
+        raise CommandError(f"'coup' must be an integer from 1 to {MAX_COUP}", cid)
     return value
 
 
@@ -134,8 +139,8 @@ def parse_command(payload: bytes) -> dict[str, Any]:
         out["table"] = table
     if "ts" in data:
         ts = data["ts"]
-        if isinstance(ts, bool) or not isinstance(ts, (int, float)):
-            raise CommandError(f"{cmd}: 'ts' must be Unix seconds", cid)
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not 0 <= ts < MAX_TS:
+            raise CommandError(f"{cmd}: 'ts' must be Unix seconds (a number from 0 to {MAX_TS:g})", cid)
         out["ts"] = ts
     if "sig" in data:
         sig = data["sig"]
