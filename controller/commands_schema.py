@@ -14,7 +14,7 @@ Accepted shapes (every other key is an error, so a typo is not ignored)::
     {"id": ID, "cmd": "new_shoe"}
     {"id": ID, "cmd": "end_shoe"}
 
-``ID`` is a non-empty string (at most 128 characters) or an integer; it is
+``ID`` is a non-empty string (at most 128 characters) or a 64-bit integer; it is
 echoed in the reply. ``coup`` is an integer from 1 to 1000; ``card`` a card code
 (normalised: ``"td"``, ``"10D"`` -> ``"TD"``).
 
@@ -81,6 +81,8 @@ def _command_id(value: Any) -> CommandId:
         raise CommandError("'id' must be a string or an integer")
     if isinstance(value, str) and not 0 < len(value) <= MAX_ID:
         raise CommandError(f"'id' must be 1 to {MAX_ID} characters")
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise CommandError("an integer 'id' must fit in 64 bits (signed)")
     return value
 
 

@@ -77,8 +77,12 @@ def test_each_field_is_taken_at_its_bound_and_refused_past_it() -> None:
     good = {"id": "i" * 128, "coup": 1000, "reason": "r" * 500, "table": "T" * 32, "ts": 99_999_999_999.9}
     assert parse_command(cmd(**{**base, **good}))["coup"] == 1000
     assert parse_command(cmd(**{**base, "ts": 0}))["ts"] == 0
+    assert parse_command(cmd(**{**base, "id": 2**63 - 1}))["id"] == 2**63 - 1
+    assert parse_command(cmd(**{**base, "id": -(2**63)}))["id"] == -(2**63)
     for field, bad, message in [
         ("id", "i" * 129, "'id' must be 1 to 128"),
+        ("id", 2**63, "must fit in 64 bits"),
+        ("id", -(2**63) - 1, "must fit in 64 bits"),
         ("coup", 1001, "'coup' must be an integer from 1 to 1000"),
         ("coup", 10**400, "'coup' must be an integer from 1 to 1000"),
         ("reason", "r" * 501, "at most 500 characters"),
