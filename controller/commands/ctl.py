@@ -13,6 +13,10 @@ for a moment after the reply; if they do not come in time the sentence
 says only what the reply does. ``--json`` prints the raw reply instead.
 Exit 0 when the controller applied the command, 1 when it refused it (its
 reason on stderr) or no reply came in time, 2 for usage errors.
+
+Every command is stamped with its table and the current time (``ts``) and,
+when the config has ``command_key_file``, signed over both, so this host's
+clock must be within a few seconds of the controller's (NTP).
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.cards import CardError, parse_card
-from controller.command_auth import read_key, sign
+from controller.command_auth import read_key, sign, stamp
+from controller.commands_schema import MAX_COUP
 from controller.config import load_client_config, table_problem
 from controller.errors import RuntimeFailure, UsageError
 
@@ -53,8 +58,8 @@ Event = dict[str, Any]
 def build_command(args: argparse.Namespace) -> dict[str, Any]:
     cmd: dict[str, Any] = {"id": f"ctl-{uuid.uuid4().hex[:12]}", "cmd": ACTIONS[args.action]}
     if cmd["cmd"] in ("void", "enter_card", "accept"):
-        if args.coup is None or args.coup < 1:
-            raise UsageError(f"{args.action} needs --coup N with N >= 1")
+        if args.coup is None or not 1 <= args.coup <= MAX_COUP:
+            raise UsageError(f"--coup must be 1 to {MAX_COUP}")
         cmd["coup"] = args.coup
     if cmd["cmd"] == "enter_card":
         try:
@@ -150,8 +155,12 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--table {problem}")
         table = args.table
     cmd = build_command(args)
+    # every command carries its table and time (the controller refuses one
+    # without a fresh ts); signed over both when the config has the key
     if m.command_key_file is not None:
-        cmd = sign(cmd, read_key(m.command_key_file), time.time())
+        cmd = sign(cmd, read_key(m.command_key_file), time.time(), table)
+    else:
+        cmd = stamp(cmd, table, time.time())
     prefix = f"{m.topic_prefix}/{table}"
     reading, fallback = describe(cmd)
     listen = not args.json and reading is not None
