@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -159,9 +160,19 @@ def test_ctl_answers_in_sentences_and_names_the_position_an_entered_card_filled(
         reply = json.loads(r.stdout)
         assert reply["ok"] is False and "already settled or void" in reply["error"]
 
-        r = ctl("end-shoe", "-c", sup)
+        r = ctl("new-shoe", "-c", sup)
         shoe = json.loads(sub.on("baccarat/T01/shoe/started")[0].payload)["shoe"]
-        assert (r.returncode, r.stdout) == (0, f"shoe {shoe} ended after {coup} coups\n"), r.stderr
+        assert (r.returncode, r.stdout) == (
+            0,
+            f"shoe {shoe} ended after {coup} coups; the next card starts the new shoe\n",
+        ), r.stderr
+
+        # the new shoe, loaded but not yet dealt from
+        r = ctl("end-shoe", "-c", sup)
+        assert r.returncode == 0, r.stderr
+        assert re.fullmatch(r"shoe \S+ ended after 0 coups\n", r.stdout), r.stdout
+        r = ctl("end-shoe", "-c", sup)
+        assert one_line_error(r, 1) == "shoe-controller ctl: table T01 refused end-shoe: no shoe in play"
 
         r = ctl("new-shoe", "-c", sup, "--json")
         assert r.returncode == 0 and json.loads(r.stdout)["ok"] is True, r.stderr

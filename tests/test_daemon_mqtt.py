@@ -132,7 +132,7 @@ def test_daemon_publishes_every_topic_and_answers_commands(
 
         r = _ctl(cfg, "new-shoe")
         assert r.returncode == 0, r.stderr
-        assert r.stdout.startswith("new shoe ") and r.stdout.endswith(" started\n"), r.stdout
+        assert r.stdout.startswith("shoe ") and r.stdout.endswith("; the next card starts the new shoe\n")
         assert sub.wait_for(lambda ms: sum(m.topic == "baccarat/T01/shoe/started" for m in ms) >= 2, 20)
 
         sub.publish("baccarat/T01/cmd", b'{"id": "bad", "cmd": "launch"}')

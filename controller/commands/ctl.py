@@ -8,7 +8,7 @@ the config needs no ``device:`` section (``examples/supervisor.yaml``).
 The answer is a sentence on stdout (``coup 12 void: supervisor``). The
 controller's reply says only whether the command applied, so for what it
 did (the position an entered card filled, the misdeal an ``accept``
-corrected, the new shoe's id) ``ctl`` also listens to the table's events
+corrected, the shoe a new-shoe ended) ``ctl`` also listens to the table's events
 for a moment after the reply; if they do not come in time the sentence
 says only what the reply does. ``--json`` prints the raw reply instead.
 Exit 0 when the controller applied the command, 1 when it refused it (its
@@ -107,13 +107,13 @@ def _accepted(cmd: dict[str, Any]) -> Callable[[list[Event]], str | None]:
     return find
 
 
-def _shoe(kind: str) -> Callable[[list[Event]], str | None]:
+def _shoe_ended(then: str) -> Callable[[list[Event]], str | None]:
+    # new_shoe ends the shoe in play (if any); the new one is announced by
+    # its first card, which may come much later
     def find(events: list[Event]) -> str | None:
         for e in events:
-            if e.get("type") == kind:
-                if kind == "shoe.started":
-                    return f"new shoe {e.get('shoe')} started"
-                return f"shoe {e.get('shoe')} ended after {e.get('coups')} coups"
+            if e.get("type") == "shoe.ended":
+                return f"shoe {e.get('shoe')} ended after {e.get('coups')} coups{then}"
         return None
 
     return find
@@ -134,8 +134,9 @@ def describe(cmd: dict[str, Any]) -> tuple[Callable[[list[Event]], str | None] |
     if name == "accept":
         return _accepted(cmd), f"coup {cmd['coup']}: accepted"
     if name == "new_shoe":
-        return _shoe("shoe.started"), "new shoe started"
-    return _shoe("shoe.ended"), "shoe ended"
+        then = "; the next card starts the new shoe"
+        return _shoe_ended(then), "new shoe loaded: the next card starts it"
+    return _shoe_ended(""), "shoe ended"
 
 
 # --- the exchange with the broker -------------------------------------------
