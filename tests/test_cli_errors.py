@@ -264,7 +264,7 @@ def test_record_on_a_port_that_cannot_be_opened_exits_1_and_writes_nothing(tmp_p
     config.write_text(f"table: T01\ndevice: {{driver: serial, port: {port}}}\n")
     out = tmp_path / "session.shoelog"
     line = one_line_error(cli("record", "-c", str(config), "-o", str(out), timeout=30), 1)
-    assert line.startswith(f"shoe-controller record: cannot open {port}: "), line
+    assert line.startswith("shoe-controller record: ") and str(port) in line, line
     assert line.endswith("; nothing recorded"), line
     assert not out.exists()
 
@@ -275,4 +275,5 @@ def test_record_on_a_file_that_is_no_serial_port_exits_1(tmp_path: Path) -> None
     config = tmp_path / "config.yaml"
     config.write_text(f"table: T01\ndevice: {{driver: serial, port: {not_a_tty}}}\n")
     line = one_line_error(cli("record", "-c", str(config), "-o", str(tmp_path / "o.shoelog"), timeout=30), 1)
-    assert line.startswith(f"shoe-controller record: cannot open {not_a_tty}: "), line
+    assert line.startswith("shoe-controller record: ") and str(not_a_tty) in line, line
+    assert line.endswith("; nothing recorded"), line
