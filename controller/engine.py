@@ -1355,6 +1355,10 @@ class Engine:
     def _on_hello(self, f: Hello) -> None:
         self.device = {"model": f.model, "firmware": f.firmware, "serial": f.serial}
         self._emit("device.status", f.t, {"state": "online", "code": "HELLO", "device": dict(self.device)})
+        if self._fault_coup is not None:
+            # the sequence restarted: frames may have been lost unseen, so
+            # neither the next frame nor STAT OK says it resumed unbroken
+            self._fault_waiting = None
         coup = self._coup_in_play()
         if coup is not None:
             # a restart breaks the sequence: frames may have been lost unseen
