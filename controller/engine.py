@@ -68,6 +68,10 @@ def _copy_stats(stats: dict[str, Any]) -> dict[str, Any]:
 #: Coup ends counted apart by ``_ends_possible``; more are "several".
 _MAX_ENDS = 3
 
+#: The fewest cards a coup has (two to each hand): what a coup lost whole on
+#: the line took from the shoe at least.
+MIN_COUP_CARDS = 4
+
 
 def _ends_possible(k: int, need: int, items: list[int], result: bool) -> set[int]:
     """How many coup ends (RESULTs) the frames lost on the line may hold.
@@ -116,6 +120,10 @@ def _ends_possible(k: int, need: int, items: list[int], result: bool) -> set[int
         return {0}
     least = min(fits.values())
     return {e for (e, _), cost in fits.items() if cost == least}
+
+
+def _coups(n: int) -> str:
+    return f"{n} coup" if n == 1 else f"{n} coups"
 
 
 class CommandError(ValueError):
@@ -217,6 +225,10 @@ class Shoe:
     #: of every later coup is unknown (each is void) until a supervisor says it
     numbering_lost: str | None = None
     renumber_to: int | None = None  # the supervisor's number for the next coup
+    #: the engine's count of frames lost on the line, and of losses of unknown
+    #: size (device restarts), when this shoe's window opened: every coup it
+    #: lost whole was in the frames lost since (``Engine._renumber_range``)
+    loss_mark: tuple[int, int] = (0, 0)
     dealing_over: bool = False  # the last permitted coup has finished dealing
 
 
@@ -275,6 +287,13 @@ class Engine:
         self._phantom: list[Frame] = []
         self._phantom_before = 0  # coups lost whole before the phantom
         self._shoe_ids: set[str] = set()
+        #: frames lost on the line so far (gaps of known size), and losses of
+        #: unknown size (device restarts, gaps that cannot say): bound the
+        #: coups a shoe can have lost whole; snapshot when a shoe ends
+        self._lost_frames = 0
+        self._lost_unknown = 0
+        self._loss_at_end = (0, 0)
+        self._odds_quiet = False  # coups lost whole are being counted
         self._out: list[Event] = []
         self.counters: dict[str, int] = {}
         self._handlers = self._make_handlers()
@@ -302,6 +321,10 @@ class Engine:
         out: list[Event] = []
         self._out = out
         self._expire(frame.t)
+        if isinstance(frame, SequenceGap) and frame.missing > 0:
+            self._lost_frames += frame.missing
+        elif isinstance(frame, (SequenceGap, Hello)):
+            self._lost_unknown += 1
         if self._fault_waiting == "frame" and not isinstance(frame, (Link, SequenceGap, Hello)):
             self._device_back(frame.t)
         self._dispatch(frame)
@@ -387,6 +410,11 @@ class Engine:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # (a checkpoint written before these existed)
+        state.setdefault("_lost_frames", 0)
+        state.setdefault("_lost_unknown", 1)  # what it lost before is not known
+        state.setdefault("_loss_at_end", (0, 0))
+        state.setdefault("_odds_quiet", False)
         self.__dict__.update(state)
         if self.odds:
             from controller.odds import OddsCalculator
@@ -481,6 +509,7 @@ class Engine:
             sid = f"{base}.{n}"
         self._shoe_ids.add(sid)
         shoe = Shoe(id=sid, t_start=t, comp=ShoeComposition(self.decks), commit=None, order=None)
+        shoe.loss_mark = (self._lost_frames, self._lost_unknown)
         self.shoe = shoe
         self._lost_after_shoe = 0
         return shoe
@@ -493,6 +522,7 @@ class Engine:
         burn unchecked and its numbering lost."""
         lost = self._lost_after_shoe
         s = self._start_shoe(t)
+        s.loss_mark = self._loss_at_end  # its first coups were among the frames lost since
         self._announce(s)
         s.phase = "deal"
         detail = (
@@ -570,6 +600,7 @@ class Engine:
         s.current = None
         s.phase = "ended"
         s.ended_emitted = True
+        self._loss_at_end = (self._lost_frames, self._lost_unknown)
         self._emit(
             "shoe.ended",
             t,
@@ -715,8 +746,28 @@ class Engine:
     def _open_coup(self, s: Shoe, t: float) -> Coup:
         if s.renumber_to is not None:
             target, s.renumber_to = s.renumber_to, None
-            while s.next_coup < target:
-                self._void_lost_whole(s, t)
+            high, why = self._renumber_range(s)
+            if target > high:
+                # only a checkpoint written before the range was checked can
+                # hold one: refused as the command would be now
+                s.numbering_lost = f"the supervisor's number {target} is out of range ({why})"
+                self._alert(
+                    t,
+                    "COMMAND_REJECTED",
+                    f"accept {target}: the next coup is {s.next_coup} to {high} ({why}); "
+                    "the numbering stays lost",
+                    None,
+                )
+            elif s.next_coup < target:
+                # each is void with no card; the odds are those of the coup
+                # after the last of them, published once
+                self._odds_quiet = True
+                try:
+                    while s.next_coup < target:
+                        self._void_lost_whole(s, t)
+                finally:
+                    self._odds_quiet = False
+                self._publish_odds(t)
         n = s.next_coup
         s.next_coup += 1
         s.coups_count += 1
@@ -1663,7 +1714,7 @@ class Engine:
         the face-down burned cards still unknown); plus ADVANTAGE alerts when
         a bet's counter-view expectation crosses the threshold."""
         s = self.shoe
-        if self._calc is None or s is None or s.ended_emitted or s.dealing_over:
+        if self._calc is None or s is None or s.ended_emitted or s.dealing_over or self._odds_quiet:
             return
         if s.last_coup is not None and s.next_coup > s.last_coup:
             return
@@ -1826,13 +1877,42 @@ class Engine:
         """``accept`` with a coup number while the numbering is lost: the
         supervisor says the next coup to be dealt is ``n``; the coups between
         were lost whole and are counted void."""
+        high, why = self._renumber_range(s)
         if isinstance(n, bool) or n < s.next_coup:
             raise CommandError(
-                f"coup numbers below {s.next_coup} are taken: the next coup is {s.next_coup} or later"
+                f"coup numbers below {s.next_coup} are taken: the next coup is {s.next_coup} to {high}"
             )
+        if n > high:
+            raise CommandError(f"coup {n} is not plausible: the next coup is {s.next_coup} to {high} ({why})")
         s.numbering_lost = None
         s.renumber_to = n
         self._alert(t, "COUP_NUMBERING_RESTORED", f"the supervisor numbers the next coup {n}", n)
+
+    def _renumber_range(self, s: Shoe) -> tuple[int, str]:
+        """The highest number ``accept`` may give the next coup while the
+        numbering is lost, and why. The coups between the engine's next
+        number and it were dealt whole while their frames were lost: each
+        took at least ``MIN_COUP_CARDS`` of the cards the engine has not
+        seen, and, with the RESULT button, at least that many frames and its
+        RESULT of the frames lost on the line since this shoe's window opened
+        (its start; for a shoe whose start was lost, the end of the shoe
+        before). A device restart loses an unknown number of frames: then
+        only the cards bound it. This also bounds what one card does once a
+        number is accepted: at most (cards left) / 4 coups voided, two events
+        each (156 with 12 decks)."""
+        left = max(0, s.comp.cards_left)
+        most = left // MIN_COUP_CARDS
+        why = f"{left} cards left in the shoe hold at most {_coups(most)} of {MIN_COUP_CARDS} cards"
+        frames, unknown = self._lost_frames - s.loss_mark[0], self._lost_unknown - s.loss_mark[1]
+        if not unknown:
+            per = MIN_COUP_CARDS + self.button
+            by_frames = frames // per
+            if by_frames < most:
+                most = by_frames
+                what = f"{MIN_COUP_CARDS} cards and a RESULT" if self.button else f"{MIN_COUP_CARDS} cards"
+                why = f"the {frames} frames lost on the line in this shoe hold at most {_coups(most)}"
+                why += f" of {what}"
+        return s.next_coup + most, why
 
     def _cmd_end_shoe(self, t: float) -> None:
         if self.shoe is None or self.shoe.ended_emitted:

@@ -13,13 +13,22 @@
 
 from __future__ import annotations
 
-import pytest
+import json
+import pickle
+from pathlib import Path
+from typing import Any
 
+import pytest
+import yaml
+
+from controller.config import load_config
+from controller.daemon import Daemon
 from controller.engine import Engine
 from controller.events import Event
+from controller.journal import Journal
 from controller.rules import load_profile
 from firmware_protocols.detect import make_decoder
-from firmware_protocols.frames import Button, Card, Frame, Hello, Link, Status
+from firmware_protocols.frames import Button, Card, Frame, Hello, Link, SequenceGap, Status
 from firmware_protocols.shoe_ascii import Encoder
 
 T0 = 1_763_800_000.0
@@ -27,6 +36,179 @@ T0 = 1_763_800_000.0
 
 def engine(*, odds: bool = False) -> Engine:
     return Engine("T01", load_profile("punto_banco", {"correction_deadline_s": 2.0}), 8, odds=odds)
+
+
+def coup_frames(coups: list[list[str | None]], seq: int, t: float = T0) -> list[Frame]:
+    out: list[Frame] = []
+    for cards in coups:
+        for card in cards:
+            out.append(Card(t, seq, card))
+            seq += 1
+        out.append(Button(t, seq, "RESULT"))
+        seq += 1
+    return out
+
+
+def numbering_lost(*, restart: bool = False) -> list[Frame]:
+    """Coups 1 and 2 are naturals; five frames are lost (a whole coup, or the
+    first cards of the next: both fit), then four cards and a RESULT. The
+    numbering is lost; the engine's next coup is 4. ``restart``: the device
+    restarted between coups 1 and 2 (a loss of unknown size)."""
+    frames: list[Frame] = [Hello(T0, 0, "FAKE", "1.0", "1"), Button(T0, 1, "NEWSHOE")]
+    frames += [Card(T0, 2, "AS"), Card(T0, 3, "2S")]  # an ace exposed, one card burned
+    frames += coup_frames([["9S", "KH", "TS", "QH"]], seq=4)
+    if restart:
+        frames.append(Hello(T0, 0, "FAKE", "1.0", "1"))
+    frames += coup_frames([["8D", "2C", "KD", "5C"]], seq=9)
+    frames.append(SequenceGap(T0, 19, 14, 5))
+    frames += coup_frames([["7H", "7D", "TC", "JS"]], seq=19)
+    return frames
+
+
+NEXT_CARD = Card(T0 + 11, 24, "8C")  # the first card after the supervisor's number
+
+
+def lost(e: Engine, frames: list[Frame]) -> list[Event]:
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    assert [a["code"] for a in out if a["type"] == "security.alert"] == ["COUP_NUMBERING_LOST"]
+    assert e.shoe is not None and e.shoe.next_coup == 4
+    return out
+
+
+def accept(e: Engine, coup: Any) -> tuple[dict[str, Any], list[Event]]:
+    return e.command({"id": "a", "cmd": "accept", "coup": coup}, T0 + 10)
+
+
+def lost_whole(events: list[Event]) -> list[int]:
+    """Coups voided as lost whole by the supervisor's numbering."""
+    return [v["coup"] for v in events if v["type"] == "coup.void" and v["detail"].startswith("lost whole")]
+
+
+# --- item 1: accept with a coup number -----------------------------------------
+
+
+def test_accept_is_bounded_by_the_whole_coups_the_frames_lost_can_hold() -> None:
+    # Five frames lost: at most one whole coup (four cards and a RESULT), so
+    # the next coup is 4 or 5; 6 and the 20,000 of the report are refused and
+    # change nothing.
+    e = engine()
+    lost(e, numbering_lost())
+    for n in (20000, 6):
+        reply, out = accept(e, n)
+        assert reply["ok"] is False and out == []
+        assert reply["error"] == (
+            f"coup {n} is not plausible: the next coup is 4 to 5 (the 5 frames lost on the line in "
+            "this shoe hold at most 1 coup of 4 cards and a RESULT)"
+        )
+    assert e.shoe is not None and e.shoe.numbering_lost is not None and e.shoe.renumber_to is None
+    reply, out = accept(e, 3)
+    assert reply["error"] == "coup numbers below 4 are taken: the next coup is 4 to 5"
+    reply, out = accept(e, 5)  # at the bound
+    assert reply["ok"] is True
+    out = e.feed(NEXT_CARD)
+    assert lost_whole(out) == [4]
+    assert [(c["coup"], c["position"]) for c in out if c["type"] == "card"] == [(5, "P1")]
+
+
+def test_after_a_restart_only_the_cards_left_bound_the_number_and_the_burst() -> None:
+    # A device restart lost an unknown number of frames: the 402 cards the
+    # engine has not seen hold at most 100 coups of 4 cards, so the next coup
+    # is 4 to 104. At the bound, the next card voids exactly the 100 coups in
+    # between (two events each) and publishes the odds once, for coup 104.
+    e = engine(odds=True)
+    lost(e, numbering_lost(restart=True))
+    assert e.shoe is not None and e.shoe.comp.cards_left == 402
+    reply, out = accept(e, 105)
+    assert reply["error"] == (
+        "coup 105 is not plausible: the next coup is 4 to 104 "
+        "(402 cards left in the shoe hold at most 100 coups of 4 cards)"
+    )
+    assert out == []
+    reply, out = accept(e, 104)
+    assert reply["ok"] is True
+    assert [(a["code"], a["coup"]) for a in out] == [("COUP_NUMBERING_RESTORED", 104)]
+    out = e.feed(NEXT_CARD)
+    assert lost_whole(out) == list(range(4, 104))
+    kinds: dict[str, int] = {}
+    for ev in out:
+        kinds[ev["type"]] = kinds.get(ev["type"], 0) + 1
+    assert kinds == {"misdeal": 100, "coup.void": 100, "odds.update": 2, "card": 1}
+    assert {o["coup"] for o in out if o["type"] == "odds.update"} == {104}
+    assert [(c["coup"], c["position"]) for c in out if c["type"] == "card"] == [(104, "P1")]
+
+
+def test_an_accept_refused_now_is_refused_the_same_way_when_re_fed() -> None:
+    # The engine is deterministic: re-fed after a restart, a stored implausible
+    # accept gives the same refusal and the same events as live.
+    runs = []
+    for _ in range(2):
+        e = engine()
+        events = lost(e, numbering_lost())
+        reply, out = accept(e, 20000)
+        runs.append((reply, events + out + e.feed(NEXT_CARD)))
+    assert runs[0] == runs[1]
+    assert runs[0][0]["ok"] is False
+    assert lost_whole(runs[0][1]) == []
+
+
+def test_a_checkpoint_holding_an_implausible_number_accepted_before_refuses_it_at_the_next_coup() -> None:
+    # A checkpoint written by a version that took any number, between the
+    # accept and the next card: it is refused there, the numbering stays lost.
+    e = engine()
+    lost(e, numbering_lost())
+    assert e.shoe is not None
+    e.shoe.numbering_lost, e.shoe.renumber_to = None, 20000
+    state = e.__getstate__()
+    for key in ("_lost_frames", "_lost_unknown", "_loss_at_end", "_odds_quiet"):
+        del state[key]  # (that version had none of these)
+    old = pickle.loads(pickle.dumps(state))
+    e2 = Engine.__new__(Engine)
+    e2.__setstate__(old)
+    out = e2.feed(NEXT_CARD)
+    assert lost_whole(out) == []
+    (alert,) = [a for a in out if a["type"] == "security.alert"]
+    assert alert["code"] == "COMMAND_REJECTED"
+    assert alert["detail"].startswith("accept 20000: the next coup is 4 to 4")
+    assert [(v["coup"], v["code"]) for v in out if v["type"] == "coup.void"] == [(4, "SEQUENCE_GAP")]
+    assert e2.shoe is not None and e2.shoe.numbering_lost is not None
+
+
+def _journal_config(tmp_path: Path) -> Path:
+    cfg = {
+        "table": "T01",
+        "profile": "punto_banco",
+        "decks": 8,
+        "device": {"driver": "serial", "port": "/dev/null", "protocol": "shoe-ascii/1"},
+        "journal": str(tmp_path / "journal.sqlite3"),
+        "odds": False,
+        "rules": {"correction_deadline_s": 2},
+        "outputs": {"stdout": False, "jsonl": str(tmp_path / "events.jsonl")},
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_a_journalled_implausible_accept_is_refused_when_the_daemon_rebuilds(tmp_path: Path) -> None:
+    # The report's crash loop: the accept was stored, and every restart
+    # re-fed it. Re-fed now, it is refused and the next card voids nothing.
+    cfg = load_config(_journal_config(tmp_path))
+    enc = Encoder()
+    with Journal(cfg.journal) as journal:
+        for f in numbering_lost():
+            if not isinstance(f, SequenceGap):  # (the decoder sees the skipped numbers)
+                journal.append_input(T0, "rx", enc.encode(f))
+        journal.append_input(T0 + 10, "tick", b"")
+        cmd = {"id": "a", "cmd": "accept", "coup": 20000}
+        journal.append_input(T0 + 10, "cmd", json.dumps(cmd).encode())
+        journal.append_input(T0 + 11, "rx", enc.encode(NEXT_CARD))
+        daemon = Daemon(cfg)
+        daemon._rebuild(journal)
+        assert daemon.last_reply is not None and daemon.last_reply["ok"] is False
+        assert "coup 20000 is not plausible" in str(daemon.last_reply["error"])
+        events = [json.loads(p.json) for p in journal.events_since(0)]
+    assert len(events) < 60
+    assert lost_whole(events) == []
 
 
 # --- item 7: a restart leaves the fault to the supervisor ----------------------
