@@ -72,6 +72,24 @@ _MAX_ENDS = 3
 #: the line took from the shoe at least.
 MIN_COUP_CARDS = 4
 
+#: The most frames a coup holds while its positions are unknown: its own
+#: remaining cards and RESULT, then every later frame of its shoe, kept so
+#: they can be placed once a supervisor corrects it (README, "It never
+#: guesses"). Only cards, RESULTs, device results, the cut card and gaps are
+#: held, and a shoe of 12 decks has at most 624 cards and 156 coups (a RESULT
+#: and a device result each): 937 frames. So 1024 lets a hold last out the
+#: rest of any shoe, as the deadline means it to, while a device that keeps
+#: sending cards (no shoe holds) cannot make the engine buffer without end.
+#: The frame past it voids the coup as its deadline would, and what it held
+#: is dealt on.
+MAX_HELD = 1024
+
+#: The most extra cards a coup lists in its ``coup.void``: every card a shoe
+#: can hold (12 decks). Only unread cards and foreign ones (none of the
+#: shoe's own, each raising FOREIGN_CARD) can go past it; they are still
+#: shown by their own ``card`` events and counted in the detail, not listed.
+MAX_LISTED_EXTRAS = 12 * 52
+
 
 def _ends_possible(k: int, need: int, items: list[int], result: bool) -> set[int]:
     """How many coup ends (RESULTs) the frames lost on the line may hold.
@@ -139,6 +157,7 @@ class Coup:
     cards: list[str | None] = field(default_factory=list)
     #: cards set aside (burned by a correction), kept for coup.void
     extras: list[str | None] = field(default_factory=list)
+    extras_unlisted: int = 0  # past MAX_LISTED_EXTRAS: shown, counted, not listed
     #: open misdeals: code -> deadline (None: resolved by the device itself)
     open: dict[str, float | None] = field(default_factory=dict)
     corrections: list[str] = field(default_factory=list)
@@ -328,6 +347,7 @@ class Engine:
         if self._fault_waiting == "frame" and not isinstance(frame, (Link, SequenceGap, Hello)):
             self._device_back(frame.t)
         self._dispatch(frame)
+        self._bound_held(frame.t)
         return out
 
     def _dispatch(self, frame: Frame) -> None:
@@ -919,7 +939,10 @@ class Engine:
         """A card that left the shoe in ``coup`` with no position: taken from
         the composition and shown as the coup's ``extra`` card."""
         problem = self._take(s, f, coup)
-        coup.extras.append(f.card)
+        if len(coup.extras) < MAX_LISTED_EXTRAS:
+            coup.extras.append(f.card)
+        else:
+            coup.extras_unlisted += 1
         self._card_event(f, coup.number, "extra")
         return problem
 
@@ -1214,6 +1237,8 @@ class Engine:
         rest, self._after_void = self._after_void, []
         phantom, self._phantom = self._phantom, []
         before, self._phantom_before = self._phantom_before, 0
+        if coup.extras_unlisted:
+            detail += f" ({coup.extras_unlisted} more extra cards, shown by their card events, not listed)"
         self._emit(
             "coup.void",
             t,
@@ -1310,6 +1335,31 @@ class Engine:
         if s.last_coup is not None and coup.number >= s.last_coup:
             s.dealing_over = True
         self._after_void = rest
+
+    def _bound_held(self, t: float) -> None:
+        """A coup holding more than ``MAX_HELD`` frames: one not corrected
+        is void as at its deadline (its held cards up to the first held
+        RESULT are its extra cards, what follows is dealt on); one already
+        void, held to learn whose its frames are from the next RESULT that
+        has not come, closes, and since those frames may hold coup ends the
+        numbering of the coups after it is lost. Either way nothing past the
+        bound is buffered."""
+        s = self.shoe
+        while s is not None and s.current is not None:
+            coup = s.current
+            if coup.held is None or len(coup.held) <= MAX_HELD:
+                return
+            if not coup.resolved:
+                code = min(coup.open, key=lambda c: coup.open[c] or float("inf"), default="SEQUENCE_GAP")
+                detail = f"not corrected before {MAX_HELD} frames were held behind it"
+                self._misdeal(t, coup, code, detail, "void")
+                self._void(t, coup, code, detail)
+                continue
+            held, coup.held = coup.held, None
+            lost = coup.gap_missing + sum(max(1, x.missing) for x in held if isinstance(x, SequenceGap))
+            self._lose_numbering(t, coup, lost, {0, _MAX_ENDS})
+            self._close_dealing(coup, t)
+            self._refeed([x for x in held if not isinstance(x, SequenceGap)])
 
     def _void_phantom(self, frames: list[Frame], t: float, before: int = 0) -> None:
         """The coup whose RESULT and some frames were lost: its cards were
@@ -1840,7 +1890,10 @@ class Engine:
             return
         if "SEQUENCE_GAP" in coup.open:
             # inserted where the frames were lost; taken from the shoe when
-            # the held frames are released behind it
+            # the held frames are released behind it (so no more copies than
+            # the shoe has left: that bounds the list)
+            if coup.gap_entered.count(code) >= s.comp.remaining[code]:
+                raise CommandError(f"{code}: every copy left in this shoe is entered already")
             coup.gap_entered.append(code)
             if coup.gap_missing and len(coup.gap_entered) >= coup.gap_missing:
                 self._correct(t, coup, "SEQUENCE_GAP", "every missing frame entered as a card by supervisor")

@@ -23,7 +23,7 @@ import yaml
 
 from controller.config import load_config
 from controller.daemon import Daemon
-from controller.engine import Engine
+from controller.engine import MAX_HELD, MAX_LISTED_EXTRAS, Engine
 from controller.events import Event
 from controller.journal import Journal
 from controller.rules import load_profile
@@ -279,3 +279,117 @@ def test_the_restart_bytes_through_the_decoder_leave_the_fault_open() -> None:
             events += e.feed(frame)
     assert ("DEVICE_FAULT", "corrected") not in fault_codes(events)
     assert [c["card"] for c in events if c["type"] == "card"][-1] != "TS"  # held: the restart lost frames
+
+
+# --- item 8: what a coup may hold ----------------------------------------------
+
+
+def held_coup(e: Engine) -> list[Event]:
+    """Coup 1's P2 unread and its RESULT: the Player's 9 plus the unread card
+    may need a third card, so the RESULT and every later frame are held."""
+    frames: list[Frame] = [Hello(T0, 0, "FAKE", "1.0", "1"), Button(T0, 1, "NEWSHOE")]
+    frames += [Card(T0, 2, "AS"), Card(T0, 3, "2S"), Card(T0, 4, "9S"), Card(T0, 5, "KH")]
+    frames += [Card(T0, 6, None), Card(T0, 7, "QH"), Button(T0, 8, "RESULT")]
+    return [ev for f in frames for ev in e.feed(f)]
+
+
+def later_frames(n: int) -> list[Frame]:
+    """``n`` frames within the deadline: coups of four cards and a RESULT. A
+    shoe's own cards cannot fill the bound (a 12-deck shoe's are 937 frames at
+    most), so these are from a ninth deck: each coup is void (FOREIGN_CARD)."""
+    out: list[Frame] = []
+    for i in range(n):
+        t = T0 + 0.5 + i * 1e-4
+        out.append(Button(t, 9 + i, "RESULT") if i % 5 == 4 else Card(t, 9 + i, "9D", deck=9))
+    return out
+
+
+def test_a_coup_holds_up_to_the_bound_and_the_frame_past_it_voids_it() -> None:
+    e = engine()
+    held_coup(e)
+    frames = later_frames(MAX_HELD)
+    out = [ev for f in frames[:-1] for ev in e.feed(f)]
+    assert out == []  # every frame held, nothing placed
+    assert e.shoe is not None and e.shoe.current is not None and e.shoe.current.held is not None
+    assert len(e.shoe.current.held) == MAX_HELD  # (its own RESULT and the later frames)
+    out = e.feed(frames[-1])
+    # void as at its deadline: its held cards up to the first held RESULT
+    # (its own) would be its extra cards; what follows is dealt on, and
+    # nothing is held any more
+    (void,) = [v for v in out if v["type"] == "coup.void" and v["coup"] == 1]
+    assert void["code"] == "UNREAD_CARD"
+    assert next((m["code"], m["action"], m["detail"]) for m in out if m["type"] == "misdeal") == (
+        "UNREAD_CARD",
+        "void",
+        f"not corrected before {MAX_HELD} frames were held behind it",
+    )
+    assert [c["card"] for c in void["cards"]] == ["9S", "KH", None, "QH"]
+    assert e.shoe.current is not None and e.shoe.current.held is None
+    # nothing settled; the coups after it keep their numbers, each void by its
+    # foreign card; the last one is still being dealt
+    whole = MAX_HELD // 5  # (1024 frames: 204 coups and four cards)
+    later = [(v["coup"], v["code"]) for v in out if v["type"] == "coup.void" and v["coup"] != 1]
+    assert later == [(n, "FOREIGN_CARD") for n in range(2, 2 + whole + 1)]
+    assert [r for r in out if r["type"] == "coup.result"] == []
+    assert e.shoe.current.number == 2 + whole and e.shoe.current.dealing
+    # every card is accounted for, in its coup
+    assert [c["coup"] for c in out if c["type"] == "card"] == [2 + i // 4 for i in range(MAX_HELD - whole)]
+
+
+def test_a_void_coup_waiting_for_a_result_that_never_comes_loses_the_numbering_at_the_bound() -> None:
+    # Coup 1 is void (a foreign card), then frames are lost: what follows is
+    # held for the next RESULT to say whose it is. No RESULT comes; past the
+    # bound the coup closes and, since the frames lost may hold coup ends, the
+    # numbering of the coups after it is lost: nothing is settled.
+    e = engine()
+    frames: list[Frame] = [Hello(T0, 0, "FAKE", "1.0", "1"), Button(T0, 1, "NEWSHOE")]
+    frames += [Card(T0, 2, "AS"), Card(T0, 3, "2S"), Card(T0, 4, "9S"), Card(T0, 5, "KH", deck=9)]
+    frames.append(SequenceGap(T0, 9, 6, 3))
+    for f in frames:
+        e.feed(f)
+    assert e.shoe is not None and e.shoe.current is not None and e.shoe.current.held == []
+    cards = [Card(T0 + i * 1e-4, 9 + i, "AC") for i in range(MAX_HELD + 1)]
+    out = [ev for f in cards[:-1] for ev in e.feed(f)]
+    assert out == [] and len(e.shoe.current.held) == MAX_HELD
+    out = e.feed(cards[-1])
+    assert next((a["code"], a["coup"]) for a in out if a["type"] == "security.alert") == (
+        "COUP_NUMBERING_LOST",
+        1,
+    )
+    assert [r for r in out if r["type"] == "coup.result"] == []
+    assert e.shoe.current is None or e.shoe.current.held is None
+    assert sum(1 for c in out if c["type"] == "card") == MAX_HELD + 1
+
+
+def test_a_coup_lists_at_most_a_shoe_of_extra_cards_and_counts_the_rest() -> None:
+    # Unread cards after a complete tableau (each burned as the profile says,
+    # none of them foreign, so the coup stands), then the supervisor voids
+    # it: the coup.void lists a shoe's worth, the rest are counted.
+    e = engine()
+    frames: list[Frame] = [Hello(T0, 0, "FAKE", "1.0", "1"), Button(T0, 1, "NEWSHOE")]
+    frames += [Card(T0, 2, "AS"), Card(T0, 3, "2S")]
+    frames += [Card(T0, 4 + i, c) for i, c in enumerate(["9S", "KH", "TS", "QH"])]  # a natural
+    extra = MAX_LISTED_EXTRAS + 5
+    frames += [Card(T0, 8 + i, None) for i in range(extra)]
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert sum(1 for c in out if c["type"] == "card" and c["position"] == "extra") == extra
+    reply, out = e.command({"id": "v", "cmd": "void", "coup": 1}, T0 + 1)
+    assert reply["ok"] is True
+    (void,) = [v for v in out if v["type"] == "coup.void"]
+    assert len(void["cards"]) == 4 + MAX_LISTED_EXTRAS
+    assert void["detail"] == (
+        "voided by supervisor (5 more extra cards, shown by their card events, not listed)"
+    )
+
+
+def test_a_supervisor_cannot_enter_more_copies_of_a_card_than_the_shoe_has_left() -> None:
+    e = engine()
+    frames: list[Frame] = [Hello(T0, 0, "FAKE", "1.0", "1"), Button(T0, 1, "NEWSHOE")]
+    frames += [Card(T0, 2, "AS"), Card(T0, 3, "2S"), Card(T0, 4, "9S"), SequenceGap(T0, 200, 5, 195)]
+    for f in frames:
+        e.feed(f)
+    for i in range(8):  # eight decks: eight copies of the 5C
+        reply, _ = e.command({"id": i, "cmd": "enter_card", "coup": 1, "card": "5C"}, T0 + 1)
+        assert reply["ok"] is True
+    reply, _ = e.command({"id": 9, "cmd": "enter_card", "coup": 1, "card": "5C"}, T0 + 1)
+    assert reply["error"] == "5C: every copy left in this shoe is entered already"
