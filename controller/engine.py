@@ -85,9 +85,9 @@ MIN_COUP_CARDS = 4
 MAX_HELD = 1024
 
 #: The most extra cards a coup lists in its ``coup.void``: every card a shoe
-#: can hold (12 decks). Only unread cards and foreign ones (none of the
-#: shoe's own, each raising FOREIGN_CARD) can go past it; they are still
-#: shown by their own ``card`` events and counted in the detail, not listed.
+#: can hold (12 decks). Only foreign cards (none of the shoe's own, each
+#: raising FOREIGN_CARD), held before the coup is void, can go past it; they
+#: are still shown by their own ``card`` events and counted in the detail.
 MAX_LISTED_EXTRAS = 12 * 52
 
 
@@ -689,11 +689,12 @@ class Engine:
         # a foreign-deck card left the shoe but is none of the shoe's own copies
         ok = True if foreign_deck else s.comp.take(f.card)
         if not ok or foreign_deck:
-            what = (
-                f"{f.card}: more copies than {self.decks} deck(s) hold"
-                if not ok
-                else f"{f.card} from deck {f.deck}, not in this {self.decks}-deck shoe"
-            )
+            if foreign_deck:
+                what = f"{f.card} from deck {f.deck}, not in this {self.decks}-deck shoe"
+            elif f.card is None:
+                what = f"an unread card after every card of this {self.decks}-deck shoe was dealt"
+            else:
+                what = f"{f.card}: more copies than {self.decks} deck(s) hold"
             self._alert(f.t, "FOREIGN_CARD", what, where)
             return "FOREIGN_CARD", what
         if s.order and f.card is not None and index < len(s.order) and s.order[index] != f.card:

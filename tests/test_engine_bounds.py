@@ -362,24 +362,23 @@ def test_a_void_coup_waiting_for_a_result_that_never_comes_loses_the_numbering_a
 
 
 def test_a_coup_lists_at_most_a_shoe_of_extra_cards_and_counts_the_rest() -> None:
-    # Unread cards after a complete tableau (each burned as the profile says,
-    # none of them foreign, so the coup stands), then the supervisor voids
-    # it: the coup.void lists a shoe's worth, the rest are counted.
+    # Coup 1's P2 unread, then cards from a ninth deck and no RESULT: all held,
+    # then at the bound the coup is void and every held card is its extra card
+    # (none of them the shoe's own). The coup.void lists a shoe's worth.
     e = engine()
     frames: list[Frame] = [Hello(T0, 0, "FAKE", "1.0", "1"), Button(T0, 1, "NEWSHOE")]
-    frames += [Card(T0, 2, "AS"), Card(T0, 3, "2S")]
-    frames += [Card(T0, 4 + i, c) for i, c in enumerate(["9S", "KH", "TS", "QH"])]  # a natural
-    extra = MAX_LISTED_EXTRAS + 5
-    frames += [Card(T0, 8 + i, None) for i in range(extra)]
+    frames += [Card(T0, 2, "AS"), Card(T0, 3, "2S"), Card(T0, 4, "9S"), Card(T0, 5, "KH")]
+    frames += [Card(T0, 6, None), Card(T0, 7, "QH")]
+    frames += [Card(T0 + i * 1e-4, 8 + i, "9D", deck=9) for i in range(MAX_HELD + 1)]
     out = [ev for f in frames for ev in e.feed(f)]
-    assert sum(1 for c in out if c["type"] == "card" and c["position"] == "extra") == extra
-    reply, out = e.command({"id": "v", "cmd": "void", "coup": 1}, T0 + 1)
-    assert reply["ok"] is True
     (void,) = [v for v in out if v["type"] == "coup.void"]
     assert len(void["cards"]) == 4 + MAX_LISTED_EXTRAS
+    unlisted = MAX_HELD + 1 - MAX_LISTED_EXTRAS
     assert void["detail"] == (
-        "voided by supervisor (5 more extra cards, shown by their card events, not listed)"
+        f"not corrected before {MAX_HELD} frames were held behind it "
+        f"({unlisted} more extra cards, shown by their card events, not listed)"
     )
+    assert sum(1 for c in out if c["type"] == "card" and c["position"] == "extra") == MAX_HELD + 1
 
 
 def test_a_supervisor_cannot_enter_more_copies_of_a_card_than_the_shoe_has_left() -> None:
@@ -393,3 +392,24 @@ def test_a_supervisor_cannot_enter_more_copies_of_a_card_than_the_shoe_has_left(
         assert reply["ok"] is True
     reply, _ = e.command({"id": 9, "cmd": "enter_card", "coup": 1, "card": "5C"}, T0 + 1)
     assert reply["error"] == "5C: every copy left in this shoe is entered already"
+
+
+def test_an_unread_card_after_every_card_of_the_shoe_is_foreign() -> None:
+    # One deck: the burn (2 cards) and a natural (4), then unread cards set
+    # aside as extra cards; the 47th makes 53 cards out of a 52-card shoe.
+    # (Unread cards were counted without end, so coups awaiting their entry
+    # could pile up without end too.)
+    e = Engine("T01", load_profile("punto_banco"), 1)
+    frames: list[Frame] = [Hello(T0, 0, "FAKE", "1.0", "1"), Button(T0, 1, "NEWSHOE")]
+    frames += [Card(T0, 2, "AS"), Card(T0, 3, "2S")]
+    frames += [Card(T0, 4 + i, c) for i, c in enumerate(["9S", "KH", "TS", "QH"])]  # a natural
+    frames += [Card(T0, 8 + i, None) for i in range(46)]
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert [a for a in out if a["type"] == "security.alert"] == []
+    assert e.shoe is not None and e.shoe.comp.cards_left == 0
+    out = e.feed(Card(T0, 54, None))
+    assert [(a["code"], a["detail"]) for a in out if a["type"] == "security.alert"] == [
+        ("FOREIGN_CARD", "an unread card after every card of this 1-deck shoe was dealt")
+    ]
+    assert [(v["coup"], v["code"]) for v in out if v["type"] == "coup.void"] == [(1, "FOREIGN_CARD")]
+    assert e.shoe.comp.cards_left == 0
