@@ -179,6 +179,8 @@ class Coup:
     anchor_k: int = 0
     anchor_need: int = 0
     anchor_prev: int | None = None
+    #: the shoe's cards dealt when it opened: where a lost numbering's window starts
+    dealt_at_open: int = 0
     #: how many coup ends the gap held, once the first held RESULT told
     ends: int | None = None
     device_result: DeviceResult | None = None
@@ -244,9 +246,12 @@ class Shoe:
     #: of every later coup is unknown (each is void) until a supervisor says it
     numbering_lost: str | None = None
     renumber_to: int | None = None  # the supervisor's number for the next coup
-    #: the engine's count of frames lost on the line, and of losses of unknown
-    #: size (device restarts), when this shoe's window opened: every coup it
-    #: lost whole was in the frames lost since (``Engine._renumber_range``)
+    #: from where the numbering is lost (``Engine._renumber_range``): the
+    #: first coup whose number may be wrong and the shoe's cards dealt before
+    #: it (None: lost before this was kept, by a checkpoint)
+    window: tuple[int, int] | None = None
+    #: the engine's counts of frames lost on the line and of losses of
+    #: unknown size (device restarts) when this shoe's losses began to count
     loss_mark: tuple[int, int] = (0, 0)
     dealing_over: bool = False  # the last permitted coup has finished dealing
 
@@ -542,7 +547,8 @@ class Engine:
         burn unchecked and its numbering lost."""
         lost = self._lost_after_shoe
         s = self._start_shoe(t)
-        s.loss_mark = self._loss_at_end  # its first coups were among the frames lost since
+        # its first coups were among the frames lost since the shoe before ended
+        s.window, s.loss_mark = (1, 0), self._loss_at_end
         self._announce(s)
         s.phase = "deal"
         detail = (
@@ -686,13 +692,15 @@ class Engine:
         index = s.comp.dealt
         where = coup.number if coup is not None else None
         foreign_deck = f.deck is not None and not 1 <= f.deck <= self.decks
+        empty = s.comp.cards_left <= 0
         # a foreign-deck card left the shoe but is none of the shoe's own copies
         ok = True if foreign_deck else s.comp.take(f.card)
         if not ok or foreign_deck:
             if foreign_deck:
                 what = f"{f.card} from deck {f.deck}, not in this {self.decks}-deck shoe"
-            elif f.card is None:
-                what = f"an unread card after every card of this {self.decks}-deck shoe was dealt"
+            elif empty:
+                what = f"{f.card or 'an unread card'} after every card of this {self.decks}-deck shoe"
+                what += " was dealt"
             else:
                 what = f"{f.card}: more copies than {self.decks} deck(s) hold"
             self._alert(f.t, "FOREIGN_CARD", what, where)
@@ -793,6 +801,7 @@ class Engine:
         s.next_coup += 1
         s.coups_count += 1
         coup = Coup(number=n, demo=n <= int(self.rules["demo_coups"]), t_start=t)
+        coup.dealt_at_open = s.comp.dealt
         s.coups[n] = coup
         s.current = coup
         if s.last_coup is not None and n > s.last_coup:
@@ -1687,6 +1696,7 @@ class Engine:
         assert s is not None
         if s.numbering_lost is not None:
             return
+        s.window = (coup.number, coup.dealt_at_open)
         counts = sorted(ends)
         top = f"{_MAX_ENDS} or more" if counts[-1] == _MAX_ENDS else str(counts[-1])
         what = f"{counts[0]} to {top}" if len(counts) > 1 else top
@@ -1944,29 +1954,48 @@ class Engine:
 
     def _renumber_range(self, s: Shoe) -> tuple[int, str]:
         """The highest number ``accept`` may give the next coup while the
-        numbering is lost, and why. The coups between the engine's next
-        number and it were dealt whole while their frames were lost: each
-        took at least ``MIN_COUP_CARDS`` of the cards the engine has not
-        seen, and, with the RESULT button, at least that many frames and its
-        RESULT of the frames lost on the line since this shoe's window opened
-        (its start; for a shoe whose start was lost, the end of the shoe
-        before). A device restart loses an unknown number of frames: then
-        only the cards bound it. This also bounds what one card does once a
-        number is accepted: at most (cards left) / 4 coups voided, two events
-        each (156 with 12 decks)."""
+        numbering is lost, and why.
+
+        From the first coup whose number may be wrong (``s.window``) to the
+        one before the next to be dealt, every coup but the one in play was
+        dealt in full, with at least ``MIN_COUP_CARDS`` cards: cards the
+        shoe dealt since (read or unread, taken or still held), or cards
+        among the frames lost on the line in this shoe, no more than the
+        cards the engine has not seen (all of those after a device restart,
+        which loses an unknown number of frames). With the RESULT button,
+        each coup the engine did not count also lost its RESULT among those
+        frames (or it is held). Frames lost are counted as they arrive and
+        held frames are placed later, so they are taken since the shoe
+        began, not since that coup. The first bound is at most (the shoe's
+        cards + ``MAX_HELD``) / 4 + 1: one card after an ``accept`` voids at
+        most 413 coups lost whole (12 decks; 157 with nothing held), two
+        events each."""
         left = max(0, s.comp.cards_left)
-        most = left // MIN_COUP_CARDS
-        why = f"{left} cards left in the shoe hold at most {_coups(most)} of {MIN_COUP_CARDS} cards"
-        frames, unknown = self._lost_frames - s.loss_mark[0], self._lost_unknown - s.loss_mark[1]
-        if not unknown:
-            per = MIN_COUP_CARDS + self.button
-            by_frames = frames // per
-            if by_frames < most:
-                most = by_frames
-                what = f"{MIN_COUP_CARDS} cards and a RESULT" if self.button else f"{MIN_COUP_CARDS} cards"
-                why = f"the {frames} frames lost on the line in this shoe hold at most {_coups(most)}"
-                why += f" of {what}"
-        return s.next_coup + most, why
+        in_play = int(s.current is not None and s.current.dealing)
+        w = s.window
+        if w is None:  # (lost before windows were kept: a checkpoint)
+            cap = s.comp.capacity // MIN_COUP_CARDS
+            return s.next_coup + cap, f"a shoe of {s.comp.capacity} cards has at most {_coups(cap)}"
+        first, dealt0 = w
+        # (cards held or set aside for later are dealt, not yet taken)
+        open_ = {id(c): c for c in [s.current, *s.coups.values()] if c is not None}.values()
+        waiting = [x for c in open_ for x in [*(c.held or []), *c.carry]] + (s.after_premature or [])
+        dealt = max(0, s.comp.dealt - dealt0) + sum(isinstance(x, Card) for x in waiting)
+        unknown = self._lost_unknown > s.loss_mark[1]
+        lost = self._lost_frames - s.loss_mark[0]
+        lost_cards = left if unknown else min(lost, left)
+        coups = (dealt + lost_cards) // MIN_COUP_CARDS
+        high = max(s.next_coup, first + in_play + coups)
+        since = "the device restarted in this shoe" if unknown else f"{lost} frames were lost in this shoe"
+        why = f"{dealt} cards dealt since coup {first}, and {since}: at most {_coups(coups)} of 4 cards"
+        # a RESULT held is one the engine has not counted yet
+        ends = lost + sum(isinstance(x, (Button, DeviceResult)) for x in waiting)
+        if self.button and not unknown and s.next_coup + ends < high:
+            high = s.next_coup + ends
+            why = f"{lost} frames were lost in this shoe: at most {lost} RESULTs not seen"
+            if ends > lost:
+                why += f", {ends - lost} held"
+        return high, why
 
     def _cmd_end_shoe(self, t: float) -> None:
         if self.shoe is None or self.shoe.ended_emitted:
