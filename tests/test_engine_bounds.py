@@ -89,7 +89,7 @@ def lost_whole(events: list[Event]) -> list[int]:
 # --- item 1: accept with a coup number -----------------------------------------
 
 
-def test_accept_is_bounded_by_the_whole_coups_the_frames_lost_can_hold() -> None:
+def test_accept_is_bounded_by_the_coups_the_cards_since_the_loss_can_make() -> None:
     # Since coup 3 (the first whose number may be wrong) four cards were dealt
     # and five frames lost: nine cards at most, two coups, so the next coup is
     # 4 or 5; 6 and the 20,000 of the report are refused and change nothing.
@@ -112,7 +112,7 @@ def test_accept_is_bounded_by_the_whole_coups_the_frames_lost_can_hold() -> None
     assert [(c["coup"], c["position"]) for c in out if c["type"] == "card"] == [(5, "P1")]
 
 
-def test_after_a_restart_only_the_cards_left_bound_the_number_and_the_burst() -> None:
+def test_after_a_restart_every_unseen_card_counts_and_the_burst_stays_bounded() -> None:
     # The device restarted after: it may have lost any number of frames, so
     # the 4 cards dealt since coup 3 and the 402 the engine has not seen make
     # at most 101 coups: the next coup is 4 to 104. At the bound, the next
