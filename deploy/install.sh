@@ -25,7 +25,7 @@
 #
 # Virtualenvs are not relocatable (their scripts' #! lines and pyvenv.cfg hold
 # absolute paths), so the venv is built beside its destination as
-# ROOT/PREFIX.new, its paths are rewritten to PREFIX (#! lines, activate
+# ROOT/PREFIX.new.XXXXXXXX, its paths are rewritten to PREFIX (#! lines, activate
 # scripts, pyvenv.cfg, and the paths compiled into .pyc files), and it is then
 # renamed into place. An upgrade is thus a new venv swapped in by one rename,
 # and a staged tree (--root) is exactly what a real install would hold: copy
@@ -96,7 +96,7 @@ if [ $UNINSTALL = 1 ]; then
     [ ${#enabled[@]} -eq 0 ] || systemctl disable "${enabled[@]}"
     [ ${#running[@]} -eq 0 ] || systemctl stop "${running[@]}"
   fi
-  rm -rf "$R$PREFIX" "$R$PREFIX.new"
+  rm -rf "$R$PREFIX" "$R$PREFIX".new.*
   for u in "${UNITS[@]}"; do rm -f "$R$UNITDIR/$u"; done
   rm -f "$R$SYSUSERS"
   if [ -L "$R$BINLINK" ] && [ "$(readlink "$R$BINLINK")" = "$PREFIX/bin/shoe-controller" ]; then
@@ -123,14 +123,18 @@ if [ -n "$WHEEL" ]; then
   WHEEL=$(cd "$(dirname "$WHEEL")" && pwd)/$(basename "$WHEEL")
 fi
 
-NEW=$R$PREFIX.new
 TMP=$(mktemp -d)
-cleanup() { rm -rf "$TMP" "$NEW"; }
+NEW=
+cleanup() { rm -rf "$TMP" ${NEW:+"$NEW"}; }
 trap cleanup EXIT
 
-# 1. The venv, built beside its destination.
-rm -rf "$NEW"
-mkdir -p "$(dirname "$NEW")"
+# 1. The venv, built beside its destination (same filesystem: one rename
+#    swaps it in). A random suffix: the path is searched for below, and must
+#    not be a string the packages could contain (the README names the prefix).
+mkdir -p "$(dirname "$R$PREFIX")"
+rm -rf "$R$PREFIX".new.*             # left by an interrupted run
+NEW=$(mktemp -d "$R$PREFIX.new.XXXXXXXX")
+chmod 0755 "$NEW"
 "$PYTHON" -m venv "$NEW"
 if [ -z "$WHEEL" ]; then
   # Build from a clean copy of the sources, so nothing stale in the checkout

@@ -432,38 +432,97 @@ def _install(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_an_upgrade_replaces_the_program_keeps_the_configs_and_refuses_a_config_it_would_reject(
+def _enable(root: Path, table: str) -> None:
+    """What ``systemctl enable shoe-controller@<table>`` leaves behind."""
+    wants = root / "etc/systemd/system/multi-user.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    (wants / f"shoe-controller@{table}.service").symlink_to(
+        "/usr/local/lib/systemd/system/shoe-controller@.service"
+    )
+
+
+def test_an_upgrade_is_refused_when_the_new_version_rejects_a_config_a_unit_loads(
     staged_install: StagedInstall, dist: Dist, tmp_path: Path
 ) -> None:
     root = _copy_root(staged_install, tmp_path / "root")
-    venv = root / "opt/shoe-controller"
-    marker = venv / "from-the-old-version"
+    marker = root / "opt/shoe-controller/from-the-old-version"
+    marker.write_text("x")
+    _enable(root, "T02")
+    cfg = root / "etc/shoe-controller/T02.yaml"
+    cfg.write_text(cfg.read_text().replace("decks: 8 ", "deks: 8 "))
+    refused = _install("--root", str(root), "--wheel", str(dist.wheel))
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "refuses" in refused.stderr and "T02.yaml" in refused.stderr and "deks" in refused.stderr
+    assert marker.exists()  # the old program untouched
+    assert sorted(p.name for p in (root / "opt").iterdir()) == ["shoe-controller"]  # the new one removed
+    assert not (root / "etc/shoe-controller/config.yaml").exists()
+
+
+UPGRADE_IN_PLACE = r"""
+set -euo pipefail
+# The staged tree at its final location: each of /etc, /opt and /usr/local
+# is the host's with the staged files over it (overlayfs, in this mount
+# namespace only), and /run/systemd is hidden so the installer never touches
+# the host's systemd.
+for d in etc opt usr/local; do
+  mkdir -p "$WORK/$d"
+  mount -t overlay overlay -o "lowerdir=/$d,upperdir=$ROOT/$d,workdir=$WORK/$d" "/$d"
+done
+if [ -d /run/systemd ]; then mount -t tmpfs tmpfs /run/systemd; fi
+cd /
+echo "== before"
+/usr/local/bin/shoe-controller --version
+/opt/shoe-controller/bin/shoe-controller check-config /etc/shoe-controller/T01.yaml
+echo "== upgrade"
+env -u DESTDIR "$INSTALL_SH" --python "$PYTHON" --wheel "$WHEEL" --table T01 --table T03
+echo "== after"
+/usr/local/bin/shoe-controller --version
+/usr/local/bin/shoe-controller check-config /etc/shoe-controller/T03.yaml
+"""
+
+
+def test_the_staged_tree_runs_at_its_final_location_and_upgrades_in_place(
+    staged_install: StagedInstall, dist: Dist, tmp_path: Path
+) -> None:
+    """The real-root path (no --root), on the staged tree put where it
+    belongs: its #! lines resolve, and a second install replaces the venv in
+    place while keeping the site's configs and udev rule."""
+    if os.geteuid() != 0 or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs root and mount namespaces (unshare -m) to put the tree at /")
+    root = _copy_root(staged_install, tmp_path / "root")
+    marker = root / "opt/shoe-controller/from-the-old-version"
     marker.write_text("x")
     cfg = root / "etc/shoe-controller/T01.yaml"
-    cfg.write_text(cfg.read_text() + "# edited by the site\n")
+    edited = cfg.read_text() + "# edited by the site\n"
+    cfg.write_text(edited)
     rule = root / "etc/udev/rules.d/99-shoe-controller.rules"
     rule.write_text("# our shoes\n")
-    enabled = root / "etc/systemd/system/multi-user.target.wants/shoe-controller@T01.service"
-    enabled.parent.mkdir(parents=True)
-    enabled.symlink_to("/usr/local/lib/systemd/system/shoe-controller@.service")
-
-    # An enabled instance whose config the new version refuses: nothing changes.
-    good = cfg.read_text()
-    cfg.write_text(good.replace("decks: 8 ", "deks: 8 "))
-    refused = _install("--root", str(root), "--wheel", str(dist.wheel), "--table", "T01")
-    assert refused.returncode == 1, refused.stdout + refused.stderr
-    assert "refuses" in refused.stderr and "T01.yaml" in refused.stderr and "deks" in refused.stderr
-    assert marker.exists() and not (root / "opt/shoe-controller.new").exists()
-
-    cfg.write_text(good)
-    upgraded = _install("--root", str(root), "--wheel", str(dist.wheel), "--table", "T01", "--table", "T03")
-    assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
+    _enable(root, "T01")
+    env = clean_env(
+        ROOT=str(root), WORK=str(tmp_path / "work"), INSTALL_SH=str(INSTALL_SH),
+        PYTHON=sys.executable, WHEEL=str(dist.wheel),
+    )  # fmt: skip
+    result = subprocess.run(
+        ["unshare", "-m", "bash", "-c", UPGRADE_IN_PLACE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    before, upgrade, after = (part.strip() for part in result.stdout.split("== ")[1:])
+    assert before.splitlines()[1] == f"shoe-controller {__version__}"
+    assert before.splitlines()[2] == "ok: /etc/shoe-controller/T01.yaml"
+    assert "kept /etc/shoe-controller/T01.yaml" in upgrade and "kept /etc/udev/rules.d/" in upgrade
+    assert f"installed shoe-controller {__version__} in /opt/shoe-controller" in upgrade
+    assert after.splitlines()[1:3] == [f"shoe-controller {__version__}", "ok: /etc/shoe-controller/T03.yaml"]
+    # What the upgrade wrote, seen in the overlays' upper layers.
     assert not marker.exists()  # a new venv, swapped in
     assert sorted(p.name for p in (root / "opt").iterdir()) == ["shoe-controller"]
-    assert cfg.read_text() == good and rule.read_text() == "# our shoes\n"
-    assert "kept /etc/shoe-controller/T01.yaml" in upgraded.stdout
+    assert cfg.read_text() == edited and rule.read_text() == "# our shoes\n"
     assert yaml.safe_load((root / "etc/shoe-controller/T03.yaml").read_text())["table"] == "T03"
-    assert (venv / "bin/shoe-controller").read_text().startswith("#!/opt/shoe-controller/bin/python\n")
+    script = root / "opt/shoe-controller/bin/shoe-controller"
+    assert script.read_text().startswith("#!/opt/shoe-controller/bin/python\n")
 
 
 def test_uninstall_removes_the_program_and_keeps_configs_rules_and_state(
