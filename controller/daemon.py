@@ -42,7 +42,7 @@ from controller.command_auth import CommandVerifier, read_key
 from controller.config import Config
 from controller.engine import Engine
 from controller.events import Event
-from controller.journal import Journal, JournalError
+from controller.journal import History, Journal, JournalError
 from controller.rules import load_profile
 from drivers.base import Driver, LinkEvent
 from firmware_protocols.detect import AutoDecoder, make_decoder
@@ -324,8 +324,13 @@ class Daemon:
     def _run(self) -> int:
         cfg = self.cfg
         self.journal = journal = Journal(cfg.journal)
+        history = journal.claim(cfg.table)
+        if history.note:
+            log.warning("journal", note=history.note)
         self._rebuild(journal)
         self._checkpoint(journal)
+        if history.lost is not None:
+            self._new_epoch(history)
         driver = self._open_driver()
         self._driver = driver
         driver.open()
@@ -391,6 +396,25 @@ class Daemon:
         self.notifier.send("STOPPING=1\nSTATUS=draining outputs")
         self._pump()
         return 0
+
+    def _new_epoch(self, history: History) -> None:
+        """The journal lost history: carry on above every seq ever issued
+        (so no event id is issued twice with different content), and say so
+        on every output with a ``security.alert`` ``JOURNAL_LOST``."""
+        detail = (
+            f"journal {self.cfg.journal} lost history: {history.lost}; events continue above seq"
+            f" {history.seq_floor} so that no event id is issued twice"
+        )
+        log.critical("JOURNAL LOST HISTORY: new epoch of event seqs", detail=detail)
+        self.notifier.send(f"STATUS=new epoch: {detail}")
+        alert = {
+            "id": None,
+            "cmd": "_alert",
+            "code": "JOURNAL_LOST",
+            "detail": detail,
+            "seq_above": history.seq_floor,
+        }
+        self._input(self._now() or time.time(), "cmd", json.dumps(alert, separators=(",", ":")).encode())
 
     def _now(self) -> float:
         if self._replay:
