@@ -366,8 +366,8 @@ class Daemon:
         self._open_outputs(journal)
         self._open_metrics()
         self._live = True
+        self._status_sent = self._status()  # READY carries it: not sent twice
         self._pump()
-        self._status_sent = self._status()
         self.notifier.send(f"READY=1\nSTATUS={self._status_sent}")
         log.info(
             "running", table=cfg.table, profile=self.profile.name, decks=cfg.decks, device=cfg.device.driver
