@@ -235,9 +235,19 @@ class MqttConfig(_Model):
         if self.password_file is None:
             return None
         try:
-            text = Path(self.password_file).read_text(encoding="utf-8")
+            with open(self.password_file, "rb") as f:
+                raw = f.read(MAX_PASSWORD_FILE_BYTES + 1)
         except OSError as exc:
             raise ConfigError(f"outputs.mqtt.password_file: {self.password_file}: {exc.strerror}") from None
+        if len(raw) > MAX_PASSWORD_FILE_BYTES:
+            raise ConfigError(
+                f"outputs.mqtt.password_file: {self.password_file}:"
+                f" larger than {MAX_PASSWORD_FILE_BYTES} bytes"
+            )
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"outputs.mqtt.password_file: {self.password_file}: not UTF-8 text") from None
         return text.splitlines()[0] if text else ""
 
 
@@ -379,13 +389,22 @@ def _construct_mapping(
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+#: Largest config or profile file read (a real one is a few KiB).
+MAX_CONFIG_BYTES = 1 << 20
+#: Largest password file read (its first line is the password).
+MAX_PASSWORD_FILE_BYTES = 4096
+
+
 def load_config(path: str | os.PathLike[str]) -> Config:
     """Read and validate a config file; any problem raises ``ConfigError``
     whose message starts with the file and names every bad key path."""
     name = os.fspath(path)
     try:
-        with open(name, encoding="utf-8") as f:
-            text = f.read()
+        with open(name, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{name}: larger than {MAX_CONFIG_BYTES} bytes: not a config file")
+        text = raw.decode("utf-8")
     except OSError as exc:
         raise ConfigError(f"{name}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

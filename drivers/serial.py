@@ -23,6 +23,7 @@ from collections.abc import Callable
 import serial
 
 from drivers.base import Chunk, LinkDownError, LinkEvent
+from drivers.ptylink import check_pty_link
 
 #: Largest single read; a shoe sends far less than this between two reads.
 READ_SIZE = 4096
@@ -127,6 +128,7 @@ class SerialDriver:
     # -- internals -----------------------------------------------------------
 
     def _open_port(self) -> serial.Serial:
+        check_pty_link(self.port)  # a pty's symlink left by a killed program: never opened
         return serial.Serial(
             port=self.port,
             baudrate=self.baudrate,
