@@ -116,7 +116,10 @@ def parse_port(port: str) -> NetworkPort | None:
             f"{scheme}:// is not a way to reach a shoe; use a local serial device "
             f"(/dev/serial/by-id/...), or a device server as {_URL_FORMS}"
         )
-    parts = urlsplit(port)
+    try:
+        parts = urlsplit(port)
+    except ValueError as exc:  # e.g. an invalid IPv6 literal
+        raise ValueError(f"{port!r}: {exc}; expected {_URL_FORMS}") from None
     try:
         number = parts.port
     except ValueError:
