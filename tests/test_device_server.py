@@ -13,9 +13,11 @@ import threading
 import time
 import tty
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from controller.cli import main
 from controller.config import parse_config
 from controller.errors import ConfigError
 from drivers.base import Driver, LinkDownError, LinkEvent
@@ -327,6 +329,9 @@ def test_an_rfc2217_port_negotiates_the_baud_rate_and_reads_the_shoe_across_a_re
         assert drv.is_up
         assert rfc2217.ready.wait(10)
         assert rfc2217.baudrates == [4800]  # negotiated: the box's line runs at the config's speed
+        sock = drv._serial._socket  # type: ignore[union-attr]
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == DEAD_PEER_S * 1000
         os.write(master, stream[:half])
         assert read_bytes(drv, half) == stream[:half]
 
@@ -436,3 +441,55 @@ def test_a_port_longer_than_the_bound_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"device\.port"):
         parse_config("table: T01\ndevice: {driver: serial, port: '/dev/" + "x" * 4092 + "'}\n")
     assert parse_config("table: T01\ndevice: {driver: serial, port: '/dev/" + "x" * 4091 + "'}\n")
+
+
+def check_config(tmp_path: Path, device: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    path = tmp_path / "table.yaml"
+    path.write_text(f"table: T07\ndevice: {device}\n")
+    rc = main(["check-config", str(path)])
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def test_check_config_says_the_baud_rate_is_set_on_a_tcp_server_mode_box(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, _ = check_config(
+        tmp_path, "{driver: serial, protocol: angel-eye/2, port: 'socket://10.20.0.31:4001'}", capsys
+    )
+    assert rc == 0
+    assert "device server 10.20.0.31:4001 in TCP-server mode" in out
+    assert f"noticed within {DEAD_PEER_S} s (TCP keepalive)" in out
+    assert (
+        "note: socket:// sends no line settings: set the device server's serial port to "
+        "4800 baud 8N1 (the usual speed of angel-eye/2)"
+    ) in out
+    rc, out, _ = check_config(
+        tmp_path, "{driver: serial, port: 'socket://10.20.0.31:4001', baudrate: 19200}", capsys
+    )
+    assert rc == 0 and "serial port to 19200 baud 8N1 (device.baudrate)" in out
+
+
+def test_check_config_says_rfc2217_negotiates_the_baud_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, _ = check_config(tmp_path, "{driver: serial, port: 'rfc2217://[fd00::31]:4001'}", capsys)
+    assert rc == 0
+    assert "device server fd00::31:4001 in RFC 2217 mode: 9600 baud 8N1 negotiated" in out
+    assert "note:" not in out
+
+
+def test_check_config_refuses_a_loop_url_in_one_line_naming_device_port(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, err = check_config(tmp_path, "{driver: serial, port: 'loop://'}", capsys)
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and "device.port: loop:// is not a way to reach a shoe" in err
+    assert "socket://HOST:PORT or rfc2217://HOST:PORT" in err
+
+
+def test_a_local_tty_config_gets_no_device_server_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, _ = check_config(tmp_path, "{driver: serial, port: /dev/ttyUSB0}", capsys)
+    assert rc == 0 and "on /dev/ttyUSB0" in out and "device server" not in out
