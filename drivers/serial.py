@@ -294,11 +294,12 @@ class SerialDriver:
 
     ``backoff_initial`` is the delay before the first reopen attempt after a
     failure; it doubles after each failed attempt up to ``backoff_max``. A
-    link that drops again less than ``backoff_max`` seconds after it came
-    back keeps the backoff it had reached instead of starting over, so a
-    port that opens and at once fails (a device server whose only
-    connection another client holds accepts and closes) is retried at most
-    once per ``backoff_max``, not several times a second.
+    link that drops again before it delivered a byte, less than
+    ``backoff_max`` seconds after it came back, keeps the backoff it had
+    reached instead of starting over, so a port that opens and at once
+    fails (a device server whose only connection another client holds
+    accepts and closes) is retried at most once per ``backoff_max``, not
+    several times a second.
     """
 
     def __init__(
@@ -330,6 +331,7 @@ class SerialDriver:
         self._backoff = backoff_initial
         self._next_attempt = 0.0  # monotonic time of the next reopen attempt
         self._up_since: float | None = None  # monotonic time the port last opened
+        self._delivered = False  # a byte came since the port last opened
         #: Number of successful reopens after a loss (for tests and metrics).
         self.reconnects = 0
 
@@ -389,6 +391,7 @@ class SerialDriver:
             # select said readable but nothing came: a hang-up on some ports.
             self._go_down(f"{self.port}: device returned no data (disconnected)")
             return self._events.popleft()
+        self._delivered = True
         return (t, data)
 
     def write(self, data: bytes) -> None:
@@ -409,6 +412,7 @@ class SerialDriver:
         if item is None:
             return None
         if isinstance(item, tuple):
+            self._delivered = True
             return item
         why = "the device server closed the connection" if item is _EOF else self._why(item)
         self._go_down(f"{self.port}: {why}")
@@ -456,6 +460,7 @@ class SerialDriver:
     def _set_port(self, port: serial.Serial) -> None:
         self._serial = port
         self._up_since = time.monotonic()
+        self._delivered = False
         if self.network is not None and self.network.scheme == "rfc2217":
             self._reader = _ThreadReader(port, self._clock, self.port)
 
@@ -478,11 +483,11 @@ class SerialDriver:
         self._drop_port()
         now = time.monotonic()
         up_since, self._up_since = self._up_since, None
-        if up_since is None or now - up_since >= self.backoff_max:
+        if up_since is None or self._delivered or now - up_since >= self.backoff_max:
             # First retry after backoff_initial, then twice as long each time.
             delay = self.backoff_initial
         else:
-            # It came back and failed at once: no fresh start.
+            # It came back and failed at once, silent: no fresh start.
             delay = self._backoff
         self._next_attempt = now + delay
         self._backoff = min(delay * 2.0, self.backoff_max)
