@@ -26,7 +26,6 @@ import contextlib
 import json
 import os
 import pickle
-import queue
 import signal
 import socket
 import sys
@@ -38,9 +37,12 @@ from typing import Any
 
 import structlog
 
-from controller.command_auth import CommandVerifier, read_key
+from controller import command_limits
+from controller.command_auth import CommandGate, read_key
+from controller.command_limits import CommandInbox, RefusalAlerts
 from controller.config import Config
 from controller.engine import Engine
+from controller.errors import ConfigError
 from controller.events import Event
 from controller.journal import Journal, JournalError
 from controller.rules import load_profile
@@ -111,7 +113,8 @@ class Daemon:
         self._driver = driver
         self._stop = threading.Event()
         self._reopen = threading.Event()
-        self._commands: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._commands = CommandInbox()
+        self._refusals = RefusalAlerts()
         self.notifier = Notifier()
         self.stats = Stats()
         self.journal: Journal | None = None
@@ -119,10 +122,14 @@ class Daemon:
         self.decoder: Any = None
         self.outputs: list[Any] = []
         self.mqtt: Any = None
-        self.verifier: CommandVerifier | None = None
+        self.gate: CommandGate | None = None  # with the journal, in run()
         m = cfg.outputs.mqtt
-        if m is not None and m.command_key_file is not None:
-            self.verifier = CommandVerifier(read_key(m.command_key_file))
+        self._command_key = (
+            read_key(m.command_key_file) if m is not None and m.command_key_file is not None else None
+        )
+        if self._command_key is not None and not self._command_key:
+            assert m is not None
+            raise ConfigError(f"outputs.mqtt.command_key_file: {m.command_key_file} is empty")
         self.metrics: Any = None
         self._inputs_since_checkpoint = 0
         self._checkpoint_input = 0
@@ -234,10 +241,12 @@ class Daemon:
         if kind == "link":
             return engine.feed(Link(t, None, data[:1] == b"1", data[1:].decode("utf-8", "replace")))
         if kind == "cmd":
-            reply, events = engine.command(json.loads(data), t)
+            cmd = json.loads(data)
+            reply, events = engine.command(cmd, t)
             # answered live only: a command re-fed after a crash was answered
-            # (or its sender got no reply and asks again)
-            if self.mqtt is not None and self._live:
+            # (or its sender got no reply and asks again); the daemon's own
+            # summary of refusals answers nobody
+            if self.mqtt is not None and self._live and cmd.get("cmd") != "_refused":
                 self.mqtt.reply(reply)
             self.last_reply = reply
             return events
@@ -285,7 +294,13 @@ class Daemon:
         if o.mqtt is not None:
             from controller.outputs.mqtt import MqttOutput
 
-            self.mqtt = MqttOutput(o.mqtt, self.cfg.table, journal, on_command=self._commands.put)
+            self.mqtt = MqttOutput(
+                o.mqtt,
+                self.cfg.table,
+                journal,
+                on_command=self._commands.offer,
+                admit=self._commands.admit,
+            )
             self.mqtt.start()
 
     def _open_metrics(self) -> None:
@@ -324,6 +339,9 @@ class Daemon:
     def _run(self) -> int:
         cfg = self.cfg
         self.journal = journal = Journal(cfg.journal)
+        # taken commands are remembered in the journal: a restart does not
+        # make a captured command good again
+        self.gate = CommandGate(cfg.table, journal, self._command_key)
         self._rebuild(journal)
         self._checkpoint(journal)
         driver = self._open_driver()
@@ -339,7 +357,8 @@ class Daemon:
         )
         last_retention = time.monotonic()
         while not self._stop.is_set():
-            item = driver.read(0.2)
+            # the device first; with commands waiting, only a short wait for it
+            item = driver.read(0.01 if self._commands.pending() else 0.2)
             if item is None:
                 if self.stop_at_eof and getattr(driver, "eof", False):
                     break
@@ -352,17 +371,10 @@ class Daemon:
                 if self._replay:
                     self._data_clock = (t, time.monotonic())
                 self._input(t, "rx", data)
-            while True:
-                try:
-                    cmd = self._commands.get_nowait()
-                except queue.Empty:
-                    break
-                if self.verifier is not None:
-                    error = self.verifier.check(cmd, time.time())
-                    if error is not None:
-                        log.warning("command refused", id=cmd.get("id"), error=error)
-                        cmd = {"id": cmd.get("id"), "cmd": "_reject", "error": error}
-                self._input(self._now(), "cmd", json.dumps(cmd, separators=(",", ":")).encode())
+            # then a bounded batch of commands before the next read
+            for cmd in self._commands.take(command_limits.BATCH):
+                self._command(cmd)
+            self._report_refusals()
             engine = self.engine
             assert engine is not None
             now = self._now()
@@ -391,6 +403,46 @@ class Daemon:
         self.notifier.send("STOPPING=1\nSTATUS=draining outputs")
         self._pump()
         return 0
+
+    def _command(self, cmd: dict[str, Any]) -> None:
+        """One command from the broker: checked (origin, table, freshness,
+        once-only), then journalled and applied. A refusal is journalled
+        with its alert only when it is the first in its alert window; later
+        ones are answered, counted and reported together."""
+        gate = self.gate
+        assert gate is not None
+        error = gate.check(cmd, time.time())
+        if error is None:
+            self._input(self._now(), "cmd", json.dumps(cmd, separators=(",", ":")).encode())
+            return
+        if self._refusals.refused(time.monotonic()):
+            log.warning("command refused", id=cmd.get("id"), error=error)
+            reject = {"id": cmd.get("id"), "cmd": "_reject", "error": error}
+            self._input(self._now(), "cmd", json.dumps(reject, separators=(",", ":")).encode())
+        elif self.mqtt is not None:
+            self.mqtt.reply({"id": cmd.get("id"), "ok": False, "error": error})
+
+    def _report_refusals(self) -> None:
+        """One alert per window for the commands refused after the first
+        and those dropped over the rate or queue bounds."""
+        now = time.monotonic()
+        self._refusals.dropped(now, self._commands.pop_dropped())
+        counts = self._refusals.due(now)
+        if counts is None:
+            return
+        refused, dropped = counts
+        log.warning("commands refused or dropped", refused=refused, dropped=dropped)
+        note = {
+            "cmd": "_refused",
+            "refused": refused,
+            "dropped": dropped,
+            "window_s": self._refusals.window_s,
+            "limits": (
+                f"at most {command_limits.BURST} at once then {command_limits.RATE_PER_S:g} per s,"
+                f" {command_limits.QUEUE_MAX} waiting"
+            ),
+        }
+        self._input(self._now(), "cmd", json.dumps(note, separators=(",", ":")).encode())
 
     def _now(self) -> float:
         if self._replay:

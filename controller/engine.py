@@ -360,6 +360,17 @@ class Engine:
                 coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
                 self._alert(t, "COMMAND_REJECTED", f"command {cmd.get('id')!r}: {error}", coup)
                 return {"id": cmd.get("id"), "ok": False, "error": error}, out
+            elif name == "_refused":
+                # the daemon's one alert per window for the commands it
+                # refused after the first and those over its bounds
+                refused, dropped = int(cmd.get("refused") or 0), int(cmd.get("dropped") or 0)
+                coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
+                detail = (
+                    f"{refused} more command(s) refused and {dropped} dropped unread in the last"
+                    f" {cmd.get('window_s')} s (limits: {cmd.get('limits')})"
+                )
+                self._alert(t, "COMMAND_REJECTED", detail, coup)
+                return {"id": None, "ok": False, "error": detail}, out
             else:
                 raise CommandError(f"unknown command {name!r}")
         except CommandError as exc:

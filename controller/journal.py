@@ -7,7 +7,9 @@ Owns the on-disk schema and the three jobs it serves:
   byte sent to the device (``tx``), every supervisor command (``cmd``),
   link changes (``link``) and timer ticks (``tick``) with their time, so
   after ``kill -9`` the daemon rebuilds the shoe by re-feeding them to a
-  fresh, deterministic engine;
+  fresh, deterministic engine (``commands_seen`` remembers the commands
+  taken within their freshness window, so none is taken twice, restarts
+  included);
 * **event store**: ``events`` keyed by the event's ``seq`` (per table,
   strictly increasing) with a unique ``event_id``. Re-appending an event
   that is already there with identical content is a no-op (the rebuild
@@ -72,6 +74,11 @@ CREATE TABLE IF NOT EXISTS marks (
     output TEXT PRIMARY KEY,
     seq    INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS commands_seen (
+    key     TEXT PRIMARY KEY,
+    expires REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS commands_seen_expires ON commands_seen (expires);
 """
 
 
@@ -394,6 +401,27 @@ class Journal:
                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+    # --- supervisor commands already taken ---------------------------------
+
+    def remember_command(self, key: str, expires: float, now: float) -> bool:
+        """Note a command (its signature or digest) as taken until
+        ``expires`` (wall time: when its ``ts`` leaves the freshness window);
+        False if it was already noted and has not expired, i.e. a replay.
+        Expired notes are dropped in the same transaction, so the table
+        holds at most the commands taken within one window (bounded by the
+        command rate limit). Survives restarts: a captured command cannot
+        be applied again after one."""
+        with self._lock, self._guard("recording a command"), self._transaction() as db:
+            db.execute("DELETE FROM commands_seen WHERE expires < ?", (now,))
+            cur = db.execute(
+                "INSERT OR IGNORE INTO commands_seen (key, expires) VALUES (?, ?)", (key, expires)
+            )
+            return cur.rowcount == 1
+
+    def commands_remembered(self) -> int:
+        with self._lock, self._guard("reading commands"):
+            return int(self._db.execute("SELECT count(*) FROM commands_seen").fetchone()[0])
 
     # --- retention ------------------------------------------------------
 

@@ -349,17 +349,75 @@ def test_a_malformed_command_gets_an_error_reply_and_changes_nothing(
     assert received == []
 
 
-def test_a_retained_command_is_refused(
-    mosquitto: BrokerFactory, subscriber: SubscriberFactory, start_output: Callable[..., MqttOutput]
+RETAINED = "retained commands are refused; publish without retain"
+
+
+@pytest.mark.parametrize("protocol", ["3.1.1", "5"])
+def test_a_command_retained_before_the_controller_connects_is_refused(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    start_output: Callable[..., MqttOutput],
+    protocol: str,
 ) -> None:
     broker = mosquitto()
     supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
     supervisor.publish(f"{PREFIX}/cmd", json.dumps({"id": "old", "cmd": "new_shoe"}), retain=True)
     received: list[dict[str, Any]] = []
-    start_output(broker, on_command=received.append)
+    start_output(broker, on_command=received.append, protocol=protocol)
     assert supervisor.wait_for(lambda ms: len(ms) >= 1)
-    assert replies(supervisor)[0]["ok"] is False and "retained" in replies(supervisor)[0]["error"]
+    (reply,) = replies(supervisor)
+    assert reply == {"id": "old", "ok": False, "error": RETAINED}
     assert received == []
+
+
+def test_a_command_retained_while_the_controller_is_connected_is_refused_with_mqtt_5(
+    mosquitto: BrokerFactory, subscriber: SubscriberFactory, start_output: Callable[..., MqttOutput]
+) -> None:
+    """Issue 11 item 5: a live subscriber sees the retain flag cleared,
+    unless it subscribed "retain as published" (MQTT 5), as the output does."""
+    broker = mosquitto()
+    received: list[dict[str, Any]] = []
+    out = start_output(broker, on_command=received.append, protocol="5")
+    assert eventually(lambda: out.ready)
+    supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
+    supervisor.publish(f"{PREFIX}/cmd", json.dumps({"id": "live", "cmd": "new_shoe"}), retain=True)
+    supervisor.publish(f"{PREFIX}/cmd", json.dumps({"id": "plain", "cmd": "new_shoe"}))
+    assert supervisor.wait_for(lambda ms: len(ms) >= 1)
+    assert eventually(lambda: len(received) == 1)
+    assert replies(supervisor) == [{"id": "live", "ok": False, "error": RETAINED}]
+    assert [c["id"] for c in received] == ["plain"], "only the unretained one reaches the handler"
+
+
+def test_messages_over_the_admit_limit_are_dropped_unread(
+    mosquitto: BrokerFactory, subscriber: SubscriberFactory, start_output: Callable[..., MqttOutput]
+) -> None:
+    """The owner's rate limit sees every message on the command topic,
+    well-formed or not, before it is parsed; one it refuses gets no reply."""
+    broker = mosquitto()
+    tokens = [True, True, False, False, True]
+    received: list[dict[str, Any]] = []
+    config = MqttConfig.model_validate({"host": broker.host, "port": broker.port})
+    out = MqttOutput(
+        config,
+        TABLE,
+        Journal(broker.directory / "j.sqlite3"),
+        on_command=received.append,
+        admit=lambda: tokens.pop(0),
+        poll_interval=0.1,
+    )
+    out.start()
+    try:
+        assert eventually(lambda: out.ready)
+        supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
+        for payload in (b'{"id": 1, "cmd": "new_shoe"}', b"{junk", b'{"id": 3, "cmd": "new_shoe"}', b"{junk"):
+            supervisor.publish(f"{PREFIX}/cmd", payload)
+        supervisor.publish(f"{PREFIX}/cmd", b'{"id": 5, "cmd": "end_shoe"}')
+        assert eventually(lambda: [c["id"] for c in received] == [1, 5])
+        assert supervisor.wait_for(lambda ms: len(ms) >= 1)
+        assert [r["id"] for r in replies(supervisor)] == [None], "only the admitted bad one is answered"
+        assert tokens == []
+    finally:
+        out.stop(timeout=2)
 
 
 # --- protocol 5, TLS, and the shipped broker config -------------------------------
