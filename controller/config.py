@@ -36,6 +36,7 @@ PROTOCOLS: tuple[str, ...] = ("shoe-ascii/1", "shoe-bin/1", "angel-eye/2", "auto
 # The fake shoe owns its fault vocabulary; the config only checks a spec with it.
 from drivers.fake import FAULT_KINDS  # noqa: E402, F401 - re-exported: the kinds a config may name
 from drivers.fake import parse_faults as _parse_fake_faults  # noqa: E402
+from drivers.serial import parse_port  # noqa: E402 - the driver owns which ports it opens
 
 Protocol = Literal["shoe-ascii/1", "shoe-bin/1", "angel-eye/2", "auto"]
 
@@ -90,9 +91,21 @@ class _Model(BaseModel):
 class SerialDevice(_Model):
     driver: Literal["serial"]
     protocol: Protocol = "shoe-ascii/1"
-    port: str = Field(min_length=1)
+    #: A local device path, or a serial device server: ``socket://HOST:PORT``
+    #: (TCP-server mode) or ``rfc2217://HOST:PORT`` (drivers/serial.py).
+    port: str = Field(min_length=1, max_length=4096)
     #: None: the protocol's usual speed (9600 for shoe-ascii/1, 4800 for angel-eye/2).
+    #: Not sent over ``socket://`` (the device server's own setting applies).
     baudrate: int | None = Field(default=None, ge=300, le=4_000_000)
+
+    @field_validator("port")
+    @classmethod
+    def _port(cls, value: str) -> str:
+        try:
+            parse_port(value)
+        except ValueError as exc:
+            raise _error("port", "{problem}", problem=str(exc)) from None
+        return value
 
 
 def _usb_id(value: Any) -> int:
