@@ -28,6 +28,10 @@ from controller.rules import RULE_KEYS
 
 #: 9999-12-31T23:59:59Z: RFC 3339 has four-digit years.
 MAX_T = 253_402_300_799.0
+#: Longest capture line read, in bytes (a capture is ASCII but for
+#: comments): a record of a 512 KiB read in hex (a serial read is at most
+#: 4 KiB). A longer one is an error, never read whole into memory.
+MAX_LINE = 1 << 20
 _META_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 #: What a ``# key=value`` line may set (SPEC section 2): the capture's
 #: protocol, table, profile and decks, and any rule setting of a profile.
@@ -113,7 +117,11 @@ def open_capture(path: str | Path) -> IO[bytes]:
 def _text_lines(fh: IO[bytes], source: str) -> Iterator[str]:
     """The file's lines as text; bytes that are not UTF-8 are a
     ``ShoelogError`` naming the line (a capture is UTF-8 text, SPEC section 2)."""
-    for n, raw in enumerate(fh, 1):
+    n = 0
+    while raw := fh.readline(MAX_LINE + 1):
+        n += 1
+        if len(raw) > MAX_LINE:
+            raise ShoelogError(f"{source}:{n}: line longer than {MAX_LINE} bytes")
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError as exc:
