@@ -31,6 +31,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -44,7 +45,7 @@ from controller.config import Config
 from controller.engine import Engine
 from controller.errors import ConfigError
 from controller.events import Event
-from controller.journal import Journal, JournalError
+from controller.journal import History, Journal, JournalError
 from controller.rules import load_profile
 from drivers.base import Driver, LinkEvent
 from firmware_protocols.detect import AutoDecoder, make_decoder
@@ -60,9 +61,12 @@ STATE_EVERY_S = 1.0
 class Notifier:
     """sd_notify(3) over $NOTIFY_SOCKET: READY, STATUS, WATCHDOG, STOPPING.
     A no-op outside systemd. (The protocol is one datagram per message; a
-    dependency on libsystemd would buy nothing here.)"""
+    dependency on libsystemd would buy nothing here.) A socket that cannot
+    be reached is logged once, then at most every ``warn_every_s`` seconds
+    with the count of failures since (a watchdog ping fails every few
+    seconds: one warning each would flood the log)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, warn_every_s: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
         addr = os.environ.get("NOTIFY_SOCKET", "")
         self._addr = "\0" + addr[1:] if addr.startswith("@") else addr
         self._sock: socket.socket | None = None
@@ -71,6 +75,11 @@ class Notifier:
         usec = os.environ.get("WATCHDOG_USEC")
         self.watchdog_interval = int(usec) / 2e6 if usec and usec.isdigit() else 0.0
         self._last_ping = 0.0
+        self._warn_every = warn_every_s
+        self._clock = clock
+        self._warned_at: float | None = None
+        #: messages that could not be sent since the last warning
+        self.failures = 0
 
     def send(self, message: str) -> None:
         if self._sock is None:
@@ -78,7 +87,18 @@ class Notifier:
         try:
             self._sock.sendto(message.encode(), self._addr)
         except OSError as exc:
-            log.warning("sd_notify failed", error=str(exc))
+            self.failures += 1
+            now = self._clock()
+            if self._warned_at is None or now - self._warned_at >= self._warn_every:
+                log.warning(
+                    "sd_notify failed",
+                    error=str(exc),
+                    socket=os.environ.get("NOTIFY_SOCKET", ""),
+                    failures=self.failures,
+                    next_warning_in_s=self._warn_every,
+                )
+                self._warned_at = now
+                self.failures = 0
 
     def watchdog(self) -> None:
         if self.watchdog_interval and time.monotonic() - self._last_ping >= self.watchdog_interval:
@@ -141,6 +161,11 @@ class Daemon:
         self._paced = not self._replay or bool(getattr(cfg.device, "realtime", False))
         self._last_state = 0.0
         self._state_sig = ""
+        # what STATUS= says follows these: the device link as last
+        # reported, and the outputs that are failing
+        self._device: tuple[bool, str] = (True, "")
+        self._output_failures: dict[str, str | None] = {}
+        self._status_sent = ""
 
     # ------------------------------------------------------------ set-up
 
@@ -245,8 +270,8 @@ class Daemon:
             reply, events = engine.command(cmd, t)
             # answered live only: a command re-fed after a crash was answered
             # (or its sender got no reply and asks again); the daemon's own
-            # summary of refusals answers nobody
-            if self.mqtt is not None and self._live and cmd.get("cmd") != "_refused":
+            # alerts and summary of refusals answer nobody
+            if self.mqtt is not None and self._live and cmd.get("cmd") not in ("_alert", "_refused"):
                 self.mqtt.reply(reply)
             self.last_reply = reply
             return events
@@ -342,19 +367,27 @@ class Daemon:
     def _run(self) -> int:
         cfg = self.cfg
         self.journal = journal = Journal(cfg.journal)
+        history = journal.claim(cfg.table)
+        if history.note:
+            log.warning("journal", note=history.note)
         # taken commands are remembered in the journal: a restart does not
         # make a captured command good again
         self.gate = CommandGate(cfg.table, journal, self._command_key)
         self._rebuild(journal)
         self._checkpoint(journal)
+        if history.lost is not None:
+            self._new_epoch(history)
         driver = self._open_driver()
         self._driver = driver
         driver.open()
+        if not getattr(driver, "is_up", True):
+            self._device = (False, "not open yet")
         self._open_outputs(journal)
         self._open_metrics()
         self._live = True
+        self._status_sent = self._status()  # READY carries it: not sent twice
         self._pump()
-        self.notifier.send("READY=1\nSTATUS=dealing: device open, journal and outputs up")
+        self.notifier.send(f"READY=1\nSTATUS={self._status_sent}")
         log.info(
             "running", table=cfg.table, profile=self.profile.name, decks=cfg.decks, device=cfg.device.driver
         )
@@ -368,6 +401,7 @@ class Daemon:
             elif isinstance(item, LinkEvent):
                 flag = b"1" if item.up else b"0"
                 log.warning("device link", up=item.up, detail=item.detail)
+                self._device = (item.up, item.detail)
                 self._input(item.t, "link", flag + item.detail.encode())
             else:
                 t, data = item
@@ -406,6 +440,25 @@ class Daemon:
         self.notifier.send("STOPPING=1\nSTATUS=draining outputs")
         self._pump()
         return 0
+
+    def _new_epoch(self, history: History) -> None:
+        """The journal lost history: carry on above every seq ever issued
+        (so no event id is issued twice with different content), and say so
+        on every output with a ``security.alert`` ``JOURNAL_LOST``."""
+        detail = (
+            f"journal {self.cfg.journal} lost history: {history.lost}; events continue above seq"
+            f" {history.seq_floor} so that no event id is issued twice"
+        )
+        log.critical("JOURNAL LOST HISTORY: new epoch of event seqs", detail=detail)
+        self.notifier.send(f"STATUS=new epoch: {detail}")
+        alert = {
+            "id": None,
+            "cmd": "_alert",
+            "code": "JOURNAL_LOST",
+            "detail": detail,
+            "seq_above": history.seq_floor,
+        }
+        self._input(self._now() or time.time(), "cmd", json.dumps(alert, separators=(",", ":")).encode())
 
     def _command(self, cmd: dict[str, Any]) -> None:
         """One command from the broker: checked (origin, table, freshness,
@@ -505,6 +558,54 @@ class Daemon:
             self._last_state = now
         if self.metrics is not None and self.journal is not None:
             self.metrics.journal_backlog(self.journal, self.mqtt)
+            # here, not only when events come: a stream of garbage makes none
+            self.metrics.decoder_stats(self.decoder)
+        self._watch_outputs()
+        self._update_status()
+
+    def _watch_outputs(self) -> None:
+        """An output that starts or stops failing (a JSON-lines file that
+        cannot be opened or written) is reported: a log line, the
+        ``shoe_output_up`` metric and a ``security.alert`` (``OUTPUT_FAILED``,
+        ``OUTPUT_RESTORED``) on the outputs that work. The output retries on
+        its own; its events wait in the journal; dealing goes on."""
+        for out in self.outputs:
+            failure: str | None = getattr(out, "failure", None)
+            if self.metrics is not None:
+                self.metrics.output(out.name, failure is None, int(getattr(out, "errors", 0)))
+            was = self._output_failures.get(out.name)
+            self._output_failures[out.name] = failure
+            if (failure is None) == (was is None):
+                continue
+            if failure is not None:
+                code = "OUTPUT_FAILED"
+                detail = (
+                    f"output {out.name} cannot deliver: {failure}; its events wait in the journal and"
+                    " it is retried; dealing goes on"
+                )
+                log.error("output failing", output=out.name, error=failure)
+            else:
+                code, detail = "OUTPUT_RESTORED", f"output {out.name} delivers again (was: {was})"
+                log.warning("output delivers again", output=out.name)
+            alert = {"id": None, "cmd": "_alert", "code": code, "detail": detail}
+            self._input(self._now() or time.time(), "cmd", json.dumps(alert, separators=(",", ":")).encode())
+
+    def _status(self) -> str:
+        up, detail = self._device
+        status = "dealing: device up" if up else f"waiting for the device: {detail}"
+        failing = sorted(name for name, why in self._output_failures.items() if why is not None)
+        if failing:
+            status += f"; output failing: {', '.join(failing)} (retried)"
+        return status
+
+    def _update_status(self) -> None:
+        """``STATUS=`` follows the device link and the outputs."""
+        if not self._live:
+            return
+        status = self._status()
+        if status != self._status_sent:
+            self._status_sent = status
+            self.notifier.send(f"STATUS={status}")
 
     def _close(self) -> None:
         if self.mqtt is not None:
@@ -524,8 +625,22 @@ class Daemon:
                 self.journal.close()
 
 
-def run_daemon(cfg: Config, *, install_signals: bool = True, **kw: Any) -> int:
+def run_daemon(
+    cfg: Config,
+    *,
+    install_signals: bool = True,
+    early_signals: tuple[threading.Event, threading.Event] | None = None,
+    **kw: Any,
+) -> int:
+    """Run one daemon. ``early_signals`` (stop, hup): what was caught before
+    the daemon existed (``shoe-controller run`` catches signals first)."""
     d = Daemon(cfg, **kw)
     if install_signals:
         d.install_signals()
+    if early_signals is not None:
+        stop, hup = early_signals
+        if stop.is_set():
+            d.request_stop()
+        if hup.is_set():
+            d._reopen.set()
     return d.run()

@@ -408,6 +408,16 @@ class Engine:
                 coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
                 self._alert(t, "COMMAND_REJECTED", f"command {cmd.get('id')!r}: {error}", coup)
                 return {"id": cmd.get("id"), "ok": False, "error": error}, out
+            elif name == "_alert":
+                # raised by the daemon itself (its journal lost history, an
+                # output failing), journalled like any command so a rebuild
+                # reproduces it; ``seq_above`` starts a new epoch of event
+                # seqs above every id already issued
+                floor = cmd.get("seq_above")
+                if isinstance(floor, int) and floor > self.seq:
+                    self.seq = floor
+                self._alert(t, str(cmd.get("code")), str(cmd.get("detail") or ""), None)
+                return {"id": cmd.get("id"), "ok": True, "error": None}, out
             elif name == "_refused":
                 # the daemon's one alert per window for the commands it
                 # refused after the first and those over its bounds

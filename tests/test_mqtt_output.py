@@ -209,6 +209,35 @@ def test_events_wait_in_the_journal_while_the_broker_is_away_and_none_are_lost(
     assert journal.mark("mqtt") == 60
 
 
+def test_after_a_long_outage_the_reconnect_backoff_stays_capped_and_everything_is_delivered(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+) -> None:
+    # The outage is measured in failed connection attempts, not in seconds.
+    # With the old backoff (1, 2, 4, 8, 16, then 30 s) five failures took
+    # 31 s and the broker, once back, waited up to 30 s more for the next
+    # attempt; capped (1, 2, 2, 2, 2 s) they take 9 s and the next is <= 2 s
+    # away. The generous timeouts below only stop a hung test.
+    broker = mosquitto(persistence=True)
+    sub = subscriber(broker, [f"{PREFIX}/card"], client_id="backoff-watcher", clean=False)
+    out = start_output(broker)
+    journal.append_events(cards(1, 5))
+    wait_delivered(out)
+
+    broker.stop()
+    assert eventually(lambda: out.connect_failures >= 5, timeout=25), out.connect_failures
+    journal.append_events(cards(6, 40))
+    out.notify()
+    assert out.backlog() == 35
+    broker.start()
+    assert eventually(lambda: out.connected, timeout=8), "not reconnected within the capped backoff"
+    wait_delivered(out)
+    assert sub.wait_for(lambda ms: set(seqs_of(ms)) >= set(range(1, 41)), timeout=30)
+    assert first_seen(seqs_of(sub.messages)) == list(range(1, 41))
+
+
 # --- retained topics and availability -----------------------------------------
 
 

@@ -73,6 +73,12 @@ log = logging.getLogger(__name__)
 
 CommandHandler = Callable[[dict[str, Any]], None]
 
+#: Reconnect backoff (seconds): 1, then 2, 2, 2...; paho starts again from
+#: the first after every successful CONNACK. A broker back after a short
+#: outage gets its events within ~2 s, not after a backoff grown to 30 s; a
+#: connection attempt every 2 s is nothing for a broker, even from a hall of tables.
+RECONNECT_DELAY_S: tuple[float, float] = (1.0, 2.0)
+
 
 def event_topic(prefix: str, table: str, event_type: str) -> str:
     """``coup.result`` -> ``baccarat/T01/coup/result``."""
@@ -95,7 +101,7 @@ class MqttOutput:
         name: str = "mqtt",
         window: int = 20,
         poll_interval: float = 0.5,
-        reconnect_delay: tuple[float, float] = (1.0, 30.0),
+        reconnect_delay: tuple[float, float] = RECONNECT_DELAY_S,
         retry_delay: float = 5.0,
         keepalive: int = 30,
     ) -> None:
@@ -137,6 +143,8 @@ class MqttOutput:
         self._state_dirty = False
         self._state_lock = threading.Lock()
         self._last_error = ""
+        #: failed connection attempts since start (each one a backoff step)
+        self.connect_failures = 0
 
         self._client = self._make_client(keepalive)
         self._client.reconnect_delay_set(
@@ -295,6 +303,7 @@ class MqttOutput:
         self._wake.set()
 
     def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
+        self.connect_failures += 1
         self._last_error = f"cannot connect to {self._cfg.host}:{self._cfg.port}"
         log.warning("mqtt: %s; retrying with backoff", self._last_error)
 
