@@ -8,15 +8,17 @@ the config needs no ``device:`` section (``examples/supervisor.yaml``).
 The answer is a sentence on stdout (``coup 12 void: supervisor``). The
 controller's reply says only whether the command applied, so for what it
 did (the position an entered card filled, the misdeal an ``accept``
-corrected, the shoe a new-shoe ended) ``ctl`` also listens to the table's events
-for a moment after the reply; if they do not come in time the sentence
+corrected, the shoe a new-shoe ended) ``ctl`` also listens to the table's
+events for a moment after the reply; if they do not come in time the sentence
 says only what the reply does. ``--json`` prints the raw reply instead.
 Exit 0 when the controller applied the command, 1 when it refused it (its
 reason on stderr) or no reply came in time, 2 for usage errors.
 
 Every command is stamped with its table and the current time (``ts``) and,
 when the config has ``command_key_file``, signed over both, so this host's
-clock must be within a few seconds of the controller's (NTP).
+clock must be within a few seconds of the controller's (NTP). It speaks the
+config's ``protocol`` (MQTT 5 by default, like the controller); a command
+the broker refuses (MQTT 5 says so in its PUBACK) exits 1 too.
 """
 
 from __future__ import annotations
@@ -172,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
     said = threading.Event()  # the events say what was done
     subscribed = threading.Event()
     failure: list[str] = []
+    sent: list[int] = []  # the command's message id
 
     client = mqtt.Client(
         callback_api_version=CallbackAPIVersion.VERSION2,
@@ -199,7 +202,14 @@ def run(args: argparse.Namespace) -> int:
         with lock:
             events.clear()  # only what follows the command can say what it did
             subscribed.set()
-        c.publish(f"{prefix}/cmd", json.dumps(cmd, separators=(",", ":")), qos=1)
+        sent.append(c.publish(f"{prefix}/cmd", json.dumps(cmd, separators=(",", ":")), qos=1).mid)
+
+    def on_publish(_c: mqtt.Client, _u: Any, mid: int, rc: Any, _p: Any = None) -> None:
+        # MQTT 5 says why a publish was not taken (an MQTT 3.1.1 broker drops
+        # it silently: then no reply comes)
+        if mid in sent and getattr(rc, "is_failure", False):
+            failure.append(f"the broker refused the command: {rc} (ACL?)")
+            got.set()
 
     def on_message(_c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
         try:
@@ -225,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
     client.on_connect = on_connect
     client.on_subscribe = on_subscribe
     client.on_message = on_message
+    client.on_publish = on_publish
     try:
         client.connect(m.host, m.port, keepalive=30)
     except OSError as exc:
