@@ -68,6 +68,22 @@ def _copy_stats(stats: dict[str, Any]) -> dict[str, Any]:
 #: Coup ends counted apart by ``_ends_possible``; more are "several".
 _MAX_ENDS = 3
 
+#: Stands for a loss of unknown size (a ``SequenceGap`` that is not
+#: ``exact``: ``angel-eye/2``'s short seq cycle cannot tell how many whole
+#: cycles were lost): more frames than ``_ends_possible`` needs for every
+#: count of coup ends it tells apart, so every count fits. It is never
+#: reported as a number (``_frames_lost``).
+_UNKNOWN_LOSS = 6 + 1 + 5 * _MAX_ENDS + 6
+
+
+def _lost(f: SequenceGap) -> int:
+    """Frames a gap lost, for counting: its count if exact, else any number."""
+    return max(1, f.missing) if f.exact else _UNKNOWN_LOSS
+
+
+def _frames_lost(n: int) -> str:
+    return f"{n} frames lost" if n < _UNKNOWN_LOSS else "frames lost (how many is unknown)"
+
 
 def _ends_possible(k: int, need: int, items: list[int], result: bool) -> set[int]:
     """How many coup ends (RESULTs) the frames lost on the line may hold.
@@ -496,7 +512,7 @@ class Engine:
         self._announce(s)
         s.phase = "deal"
         detail = (
-            f"{lost} frames lost after the last shoe ended: this shoe's NEWSHOE and burn may be among them"
+            f"{_frames_lost(lost)} after the last shoe ended: this shoe's NEWSHOE and burn may be among them"
         )
         self._alert(t, "BURN_MISMATCH", detail + "; its burn is not checked", None)
         s.numbering_lost = detail
@@ -1432,13 +1448,19 @@ class Engine:
     def _on_gap(self, f: SequenceGap) -> None:
         self._count("sequence_gaps")
         s = self.shoe
-        detail = f"frames lost: expected sequence {f.expected}, received {f.seq} ({f.missing} missing)"
+        if f.exact:
+            detail = f"frames lost: expected sequence {f.expected}, received {f.seq} ({f.missing} missing)"
+        else:
+            detail = (
+                f"frames lost: expected sequence {f.expected}, received {f.seq} (at least {f.missing} "
+                "missing; how many more is unknown)"
+            )
         if self._fault_coup is not None:
             self._fault_waiting = None  # the sequence is broken: no automatic resume
         if s is None or s.ended_emitted:
             self._alert(f.t, "SEQUENCE_GAP", detail, None)
             if s is not None:
-                self._lost_after_shoe += max(1, f.missing)
+                self._lost_after_shoe += _lost(f)
             return
         coup = s.current
         if coup is not None and coup.held is not None:
@@ -1459,9 +1481,9 @@ class Engine:
             # whose it is (_ends_at_result).
             need = self._need(coup)
             coup.lost_frames = True  # its positions are no longer known
-            if f.missing >= need + 1:
+            if _lost(f) >= need + 1:
                 coup.held = []
-                coup.gap_missing += f.missing
+                coup.gap_missing += _lost(f)
                 coup.anchor_k, coup.anchor_need = len(coup.cards), need
             return
         prev: Coup | None = None
@@ -1483,7 +1505,7 @@ class Engine:
                 coup.anchor_k, coup.anchor_need = 0, 4
         else:
             coup.anchor_k, coup.anchor_need = len(coup.cards), self._need(coup)
-        self._gap(coup, f.t, f.missing, detail)
+        self._gap(coup, f.t, _lost(f), detail)
 
     def _need(self, coup: Coup) -> int:
         """The fewest cards the coup still needs to complete its tableau."""
@@ -1505,7 +1527,7 @@ class Engine:
         held: list[Frame] = coup.held if coup.held is not None else []
         ends = self._ends_in(coup, held, result=True)
         coup.ends = min(ends)
-        lost = coup.gap_missing + sum(x.missing for x in held if isinstance(x, SequenceGap))
+        lost = coup.gap_missing + sum(_lost(x) for x in held if isinstance(x, SequenceGap))
         # one end, and not one frame of the next coup lost: it is whole
         whole = ends == {1} and lost == coup.anchor_need + 1 and s.numbering_lost is None
         frames: list[Frame] = [x for x in held if not isinstance(x, SequenceGap)]
@@ -1564,7 +1586,7 @@ class Engine:
             if isinstance(x, Card):
                 items.append(0)
             elif isinstance(x, SequenceGap):
-                items.append(max(1, x.missing))
+                items.append(_lost(x))
         if not any(items):
             return {0}
         ends = _ends_possible(k, need, items, result)
@@ -1584,7 +1606,7 @@ class Engine:
         counts = sorted(ends)
         top = f"{_MAX_ENDS} or more" if counts[-1] == _MAX_ENDS else str(counts[-1])
         what = f"{counts[0]} to {top}" if len(counts) > 1 else top
-        s.numbering_lost = f"the {lost} frames lost in coup {coup.number} may hold the end of {what} coups"
+        s.numbering_lost = f"the {_frames_lost(lost)} in coup {coup.number} may hold the end of {what} coups"
         self._alert(
             t,
             "COUP_NUMBERING_LOST",
@@ -1787,7 +1809,8 @@ class Engine:
             # inserted where the frames were lost; taken from the shoe when
             # the held frames are released behind it
             coup.gap_entered.append(code)
-            if coup.gap_missing and len(coup.gap_entered) >= coup.gap_missing:
+            # (a loss of unknown size is never made whole by cards entered)
+            if 0 < coup.gap_missing < _UNKNOWN_LOSS and len(coup.gap_entered) >= coup.gap_missing:
                 self._correct(t, coup, "SEQUENCE_GAP", "every missing frame entered as a card by supervisor")
                 self._after_resolution(coup, t)
             return
