@@ -413,7 +413,9 @@ class SeqCycle:
             self.last, self.last_t = seq, t
             if seq not in self._succ:
                 self._add(seq)
-            self._lap_first = None
+            # a lap opens here: it teaches the cycle if it reaches the top
+            # having started at the bottom (no lower character shows up)
+            self._lap_first, self._lap_ok, self._lap_trouble = seq, True, trouble
             return None
         window = t - self.last_t
         self.last, self.last_t = seq, t
@@ -440,7 +442,8 @@ class SeqCycle:
                 and trouble == self._lap_trouble
             ):
                 self._clean_laps += 1
-                self.learned = self._clean_laps >= LEARN_LAPS
+                if self._clean_laps >= LEARN_LAPS:
+                    self.learned = True
             else:
                 self._clean_laps = 0
             self._lap_first, self._lap_ok, self._lap_trouble = seq, missing == 0, trouble

@@ -359,6 +359,14 @@ def test_a_lap_with_a_bad_message_does_not_teach_the_cycle() -> None:
     assert d._seq.learned  # two in a row
 
 
+def test_a_learned_cycle_stays_learned_through_laps_with_noise() -> None:
+    d = learned()
+    d.feed(T, b"xx" + b"".join(msg(c, b"P") for c in "123456789ABCDEF0"))  # noise: no clean lap
+    d.feed(T, b"".join(msg(c, b"P") for c in "123456789ABCDEF0"))  # one clean lap
+    assert d._seq.learned
+    assert d.feed(T, msg("2", b"C"))[0] == SequenceGap(T, ord("2"), ord("1"), 1)
+
+
 def test_a_malformed_message_does_not_advance_the_sequence_so_its_loss_shows_as_a_gap() -> None:
     d = learned()
     frames = d.feed(T, msg("1", b"D\x81\x80") + msg("2", b"C"))
