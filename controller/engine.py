@@ -621,6 +621,12 @@ class Engine:
         if not f.game:
             self._out_of_game_card(f)
             return
+        if s is not None and f.hand == "first" and s.phase != "ended":
+            # An Angel Eye marks a new shoe's first card itself (it has no
+            # NEWSHOE button): the shoe in play has ended, whatever it still
+            # waited for (a due card after an early RESULT, its last coup)
+            self._new_shoe(f.t)
+            s = self.shoe
         if s is not None and s.after_premature is not None:
             s.after_premature.append(f)
             # (after a void coup's early RESULT, the next RESULT decides)
@@ -1390,11 +1396,13 @@ class Engine:
             payload["detail"] = f.text
         self._emit("device.status", f.t, payload)
         coup = self._coup_in_play()
-        if code == "ERROR" and f.text.startswith("unreadable card") and coup is not None:
+        if code == "ERROR" and f.text.startswith("unreadable card") and self.shoe is not None:
             # A shoe that reports an unread card only as an error (Angel Eye
             # sends no card message for it) still dealt that card: it takes
-            # the next position, so the cards after it stay where they are.
+            # the next position, so the cards after it stay where they are
+            # (the first card of a coup opens it).
             self._on_card(Card(f.t, f.seq, None))
+            coup = self._coup_in_play()
         if code in FAULT_CODES:
             if coup is not None:
                 self._fault_coup = coup.number

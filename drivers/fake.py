@@ -362,6 +362,7 @@ class FakeShoe:
         self._seq = 0
         self._coup: dict[str, Any] | None = None
         self._lose_frames = 0
+        self._frame_no = 0  # frames sent or lost since the start (the record's "n")
         self.coups = []
         self.shoes = []
 
@@ -403,6 +404,8 @@ class FakeShoe:
             self._seq = 0
         seq = self._seq if self._wire_seq is None else self._wire_seq[self._seq]
         self._seq = (self._seq + 1) % self._seq_modulus
+        n = self._frame_no
+        self._frame_no += 1
         step = self._card_us if card else self._frame_us
         in_coup = self._coup is not None
         if in_coup and self._lose_frames == 0 and self._roll("garbage"):
@@ -414,13 +417,13 @@ class FakeShoe:
         name = _describe(frame)
         if self._lose_frames > 0:  # sent while the line was down
             self._lose_frames -= 1
-            self._fault("disconnect_lost", seq=seq, frame=name)
+            self._fault("disconnect_lost", seq=seq, n=n, frame=name)
         elif in_coup and self._roll("gap"):
-            self._fault("gap", seq=seq, frame=name)
+            self._fault("gap", seq=seq, n=n, frame=name)
         else:
             corrupt = in_coup and self._roll("badck")
             if corrupt:
-                self._fault("badck", seq=seq, frame=name)
+                self._fault("badck", seq=seq, n=n, frame=name)
             yield (self._now(), self._encode(frame, corrupt=corrupt))
         self._us += step
 

@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from controller.engine import Engine
 from controller.events import Event
 from controller.replay import replay_events
+from controller.rules import load_profile
+from firmware_protocols.frames import Card, CutCard, DeviceResult, Frame, Hello, Status
 
 CAPTURES = Path(__file__).parent / "captures"
 CYCLE_CAPTURES = ["angel_eye_cycle_0_9", "angel_eye_cycle_0_F", "angel_eye_cycle_1_F"]
@@ -116,3 +119,74 @@ def test_a_message_lost_in_a_long_silence_is_a_loss_of_unknown_size_and_nothing_
     assert "how many is unknown" in lost[0]["detail"]
     assert [r["coup"] for r in events if r["type"] == "coup.result"] == [1, 2, 3, 4]
     assert {v["code"] for v in events if v["type"] == "coup.void"} == {"SEQUENCE_GAP"}
+
+
+# --- the engine on an Angel Eye's own ways (found by the angel-eye soak) -------
+
+T0 = 1_763_800_000.0
+
+
+def angel_engine_events(frames: list[Frame], until: float) -> list[Event]:
+    e = Engine("T01", load_profile("punto_banco", {"correction_deadline_s": 2.0}), 8)
+    return [ev for f in frames for ev in e.feed(f)] + e.tick(until)
+
+
+def angel_coup(seq: int, player: list[str], banker: list[str], winner: str) -> list[Frame]:
+    order = [("P1", player[0]), ("B1", banker[0]), ("P2", player[1]), ("B2", banker[1])]
+    order += [("P3", player[2])] if len(player) > 2 else []
+    order += [("B3", banker[2])] if len(banker) > 2 else []
+    out: list[Frame] = [Card(T0, seq + i, c, hand=h) for i, (h, c) in enumerate(order)]
+    out.append(DeviceResult(T0, seq + len(order), winner, False, False))
+    return out
+
+
+def angel_shoe_start(seq: int = 0) -> list[Frame]:
+    return [
+        Hello(T0, seq, "ANGEL-EYE", "", ""),
+        Card(T0, seq + 1, "AS", hand="first"),
+        Card(T0, seq + 2, "2S", hand="burn"),
+    ]
+
+
+def test_an_unreadable_first_card_of_a_coup_opens_it_and_keeps_every_later_position() -> None:
+    # Coup 2's P1 passes the reader unread: the shoe sends only the error
+    # (no D). It is still coup 2's P1: B1 and the rest stay where they are.
+    frames = angel_shoe_start() + angel_coup(3, ["9S", "KH"], ["2C", "3D"], "player")
+    frames += [
+        Status(T0, 8, "ERROR", "unreadable card (in error mode)"),
+        Status(T0, 9, "OK", "error cleared: unreadable card"),
+    ]
+    frames += [Card(T0, 10, "JD", hand="B1"), Card(T0, 11, "KH", hand="P2"), Card(T0, 12, "QD", hand="B2")]
+    frames += [Card(T0, 13, "AH", hand="P3"), DeviceResult(T0, 14, "player", False, False)]
+    frames += angel_coup(15, ["9D", "QD"], ["8S", "9H"], "player")
+    events = angel_engine_events(frames, T0 + 10)
+    assert [(c["coup"], c["position"], c["card"]) for c in events if c["type"] == "card" and c["coup"] == 2][
+        :2
+    ] == [
+        (2, "P1", None),
+        (2, "B1", "JD"),
+    ]
+    assert not [m for m in events if m["type"] == "misdeal" and m["code"] == "WRONG_HAND"]
+    assert [r["coup"] for r in events if r["type"] == "coup.result"] == [1, 3]
+    assert [(v["coup"], v["code"]) for v in events if v["type"] == "coup.void"] == [(2, "UNREAD_CARD")]
+
+
+def test_a_new_shoes_first_card_after_a_void_last_coup_with_a_card_due_starts_the_new_shoe() -> None:
+    # The cut card comes before coup 1's first card: coup 2 is the last. The
+    # shoe misplaces coup 2's P2 (WRONG_HAND: void) and sends its result with
+    # the tableau still wanting a card; then the next shoe's first card.
+    frames = [*angel_shoe_start(), CutCard(T0, 3), *angel_coup(4, ["9S", "KH"], ["2C", "3D"], "player")]
+    frames += [Card(T0, 9, "5C", hand="P1"), Card(T0, 10, "4H", hand="B1"), Card(T0, 11, "8S", hand="B2")]
+    frames += [Card(T0, 12, "7H", hand="P2"), DeviceResult(T0, 13, "banker", False, False)]
+    frames += [Card(T0, 14, "3S", hand="first")] + [
+        Card(T0, 15 + i, c, hand="burn") for i, c in enumerate(("4C", "5D", "6H"))
+    ]
+    frames += angel_coup(18, ["9D", "QD"], ["8S", "9H"], "player")
+    events = angel_engine_events(frames, T0 + 10)
+    started = [e["shoe"] for e in events if e["type"] == "shoe.started"]
+    assert len(started) == 2
+    assert not [e for e in events if e.get("code") in ("CUT_CARD_OVERRUN", "BURN_MISMATCH")]
+    second = [e for e in events if e["shoe"] == started[1]]
+    assert [(r["coup"], r["player"]["cards"]) for r in second if r["type"] == "coup.result"] == [
+        (1, ["9D", "QD"])
+    ]
