@@ -615,18 +615,19 @@ class Engine:
 
     def _on_card(self, f: Card) -> None:
         s = self.shoe
+        if s is not None and f.hand == "first" and s.phase != "ended":
+            # An Angel Eye marks a new shoe's first card itself (it has no
+            # NEWSHOE button): the shoe in play has ended, whatever it still
+            # waited for (a due card after an early RESULT, frames held
+            # after a gap, its last coup)
+            self._new_shoe(f.t)
+            s = self.shoe
         if s is not None and s.current is not None and s.current.held is not None:
             s.current.held.append(f)
             return
         if not f.game:
             self._out_of_game_card(f)
             return
-        if s is not None and f.hand == "first" and s.phase != "ended":
-            # An Angel Eye marks a new shoe's first card itself (it has no
-            # NEWSHOE button): the shoe in play has ended, whatever it still
-            # waited for (a due card after an early RESULT, its last coup)
-            self._new_shoe(f.t)
-            s = self.shoe
         if s is not None and s.after_premature is not None:
             s.after_premature.append(f)
             # (after a void coup's early RESULT, the next RESULT decides)

@@ -15,7 +15,7 @@ from controller.engine import Engine
 from controller.events import Event
 from controller.replay import replay_events
 from controller.rules import load_profile
-from firmware_protocols.frames import Card, CutCard, DeviceResult, Frame, Hello, Status
+from firmware_protocols.frames import Card, CutCard, DeviceResult, Frame, Hello, SequenceGap, Status
 
 CAPTURES = Path(__file__).parent / "captures"
 CYCLE_CAPTURES = ["angel_eye_cycle_0_9", "angel_eye_cycle_0_F", "angel_eye_cycle_1_F"]
@@ -190,3 +190,30 @@ def test_a_new_shoes_first_card_after_a_void_last_coup_with_a_card_due_starts_th
     assert [(r["coup"], r["player"]["cards"]) for r in second if r["type"] == "coup.result"] == [
         (1, ["9D", "QD"])
     ]
+
+
+def test_a_new_shoes_first_card_while_the_last_coup_holds_frames_after_a_gap_starts_the_new_shoe() -> None:
+    # The last coup (the cut card came before coup 1) loses its P2 on the line
+    # and its frames are held; its RESULT is lost too. The next shoe's first
+    # card is the shoe's own word that a new shoe began: the held coup is
+    # void, the new shoe is dealt and settled as usual.
+    frames: list[Frame] = [
+        *angel_shoe_start(),
+        CutCard(T0, 3),
+        *angel_coup(4, ["9S", "KH"], ["2C", "3D"], "player"),
+    ]
+    frames += [Card(T0, 9, "3D", hand="P1"), Card(T0, 10, "4C", hand="B1"), SequenceGap(T0, 12, 11, 1)]
+    frames += [Card(T0, 12, "5S", hand="B2")]  # then its RESULT (13) is lost
+    frames += [SequenceGap(T0, 14, 13, 1), Card(T0, 14, "AD", hand="first"), Card(T0, 15, "9S", hand="burn")]
+    frames += angel_coup(16, ["9D", "QD"], ["8S", "9H"], "player")
+    events = angel_engine_events(frames, T0 + 10)
+    started = [e["shoe"] for e in events if e["type"] == "shoe.started"]
+    assert len(started) == 2
+    first = [e for e in events if e["shoe"] == started[0]]
+    assert [(v["coup"], v["code"]) for v in first if v["type"] == "coup.void"] == [(2, "SHOE_ENDED")]
+    second = [e for e in events if e["shoe"] == started[1]]
+    assert [b["first_card"] for b in second if b["type"] == "shoe.burn"] == ["AD"]
+    assert [(r["coup"], r["player"]["cards"]) for r in second if r["type"] == "coup.result"] == [
+        (1, ["9D", "QD"])
+    ]
+    assert not [e for e in events if e.get("code") in ("CUT_CARD_OVERRUN", "BURN_MISMATCH", "FOREIGN_CARD")]
