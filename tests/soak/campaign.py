@@ -1300,8 +1300,10 @@ def _account_for_coups(
         explained = _explained(key, dealt, line_lost, foreign_pending)
         lost_from = rep.numbering_lost.get(c["shoe"])
         if lost_from is not None and c["coup"] >= lost_from:
-            # the daemon numbers no coup after it: each is void (SEQUENCE_GAP)
-            explained |= {"SEQUENCE_GAP", "SHOE_ENDED"}
+            # the daemon numbers no coup after it: each is void (SEQUENCE_GAP);
+            # nor can it tell which is the shoe's last after the cut card
+            # (an early RESULT is not told apart then): CUT_CARD_OVERRUN
+            explained |= {"SEQUENCE_GAP", "SHOE_ENDED", "CUT_CARD_OVERRUN"}
         evs = [e for d in mine for e in by_coup.get(d, [])]
         v.codes = {e["code"] for e in evs if e["type"] in ("misdeal", "coup.void")}
         v.allowed = set(explained)
