@@ -58,5 +58,23 @@ fuzz: $(STAMP)
 	$(BIN)/python -m pip install -q atheris
 	$(BIN)/python -m fuzz
 
+# Install on this box (README: "Installing on a table box"), as root: a venv
+# in /opt/shoe-controller built from this tree, the systemd units, sysusers
+# and udev files, a config in /etc/shoe-controller (never overwritten).
+# DESTDIR=/some/dir stages it there instead; TABLE=T01 writes
+# /etc/shoe-controller/T01.yaml for shoe-controller@T01.
+.PHONY: install uninstall dist
+install:
+	deploy/install.sh $(if $(DESTDIR),--root "$(DESTDIR)") $(if $(TABLE),--table "$(TABLE)")
+
+uninstall:
+	deploy/install.sh --uninstall $(if $(DESTDIR),--root "$(DESTDIR)")
+
+# The release: dist/shoe_controller-<version>.tar.gz (sources and the deploy
+# kit, no tests) and the wheel built from it.
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
 clean:
-	rm -rf $(VENV) var build *.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) var build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -68,7 +68,12 @@ class ShoeComposition:
     def take(self, card: str | None) -> bool:
         """Remove a card; returns False if no copy was left (a foreign card,
         which is none of the shoe's own and so does not count as dealt from
-        it). An unread card (``None``) only counts towards cards dealt."""
+        it), or if every card of the shoe was dealt already. An unread card
+        (``None``) only counts towards cards dealt."""
+        if self.dealt >= self.capacity:
+            # no card can leave a shoe whose every card has (an unread card
+            # takes no copy, so this is what bounds a stream of them)
+            return False
         if card is None:
             self.dealt += 1
             return True

@@ -1,13 +1,23 @@
-"""The daemon's own check of a command's origin (besides the broker's ACL).
+"""The daemon's own checks of a supervisor command before it reaches the
+engine: origin (besides the broker's ACL), table, freshness and once-only.
 
-MQTT does not tell a subscriber who published a message, so with
-``outputs.mqtt.command_key_file`` set, a supervisor command must carry
-``ts`` (Unix seconds) and ``sig``: the HMAC-SHA256, with the shared key, of
-the command's canonical JSON without ``sig`` (keys sorted, no spaces).
-A command that is unsigned, wrongly signed, more than ``window_s`` away
-from the controller's clock, or a replay of one already taken is refused
-with an error reply and a ``security.alert`` (COMMAND_REJECTED).
-``shoe-controller ctl`` signs its commands when its config has the key.
+Every command, signed or not, must carry ``ts`` (the sender's Unix time in
+seconds) within ``[now - PAST_WINDOW_S, now + FUTURE_SKEW_S]`` of the
+controller's clock: a command is good for 5 minutes after it was made and
+never before (the few seconds ahead are only for clock skew between two
+NTP-synchronised hosts). A command is taken once: its signature (or, when
+unsigned, the digest of its table and canonical JSON) is remembered in the
+journal until its ``ts`` leaves the window, so a captured or retained
+command is refused on every later delivery, across restarts too.
+
+With ``outputs.mqtt.command_key_file`` set, a command must also carry
+``table`` (this controller's) and ``sig``: the HMAC-SHA256, with the shared
+key, of the command's canonical JSON without ``sig`` (keys sorted, no
+spaces). The table is in the signed text, so a command signed for T01 is
+refused by T02 even when both share the key. A command that fails any check
+is refused with an error reply and a ``security.alert`` (COMMAND_REJECTED).
+``shoe-controller ctl`` adds ``table`` and ``ts`` and signs when its config
+has the key.
 """
 
 from __future__ import annotations
@@ -15,8 +25,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections import OrderedDict
-from typing import Any
+from typing import Any, Protocol
+
+#: How long after its ``ts`` a command may still be applied (seconds).
+PAST_WINDOW_S = 300.0
+#: How far ahead of the controller's clock a ``ts`` may be (clock skew only).
+FUTURE_SKEW_S = 5.0
 
 
 def canonical(cmd: dict[str, Any]) -> bytes:
@@ -24,36 +38,86 @@ def canonical(cmd: dict[str, Any]) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def sign(cmd: dict[str, Any], key: bytes, now: float) -> dict[str, Any]:
-    signed = {**cmd, "ts": round(now, 3)}
+def stamp(cmd: dict[str, Any], table: str, now: float) -> dict[str, Any]:
+    """The command as sent: with its table and the sender's time."""
+    return {**cmd, "table": table, "ts": round(now, 3)}
+
+
+def sign(cmd: dict[str, Any], key: bytes, now: float, table: str) -> dict[str, Any]:
+    """The command stamped (table, ts) and signed over both."""
+    signed = stamp(cmd, table, now)
     signed["sig"] = hmac.new(key, canonical(signed), hashlib.sha256).hexdigest()
     return signed
 
 
-class CommandVerifier:
-    def __init__(self, key: bytes, window_s: float = 300.0, remember: int = 10_000) -> None:
-        if not key:
+class SeenCommands(Protocol):
+    """Where taken commands are remembered (the journal, in the daemon)."""
+
+    def remember_command(self, key: str, expires: float, now: float) -> bool: ...
+
+
+class MemorySeen:
+    """An in-memory ``SeenCommands`` (tests, tools): forgets on restart."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, float] = {}
+
+    def remember_command(self, key: str, expires: float, now: float) -> bool:
+        self._seen = {k: e for k, e in self._seen.items() if e >= now}
+        if key in self._seen:
+            return False
+        self._seen[key] = expires
+        return True
+
+
+class CommandGate:
+    """Checks one parsed command (``controller.commands_schema``); ``check``
+    returns None when it may go to the engine, else why not. A command that
+    passes is remembered as taken."""
+
+    def __init__(
+        self,
+        table: str,
+        seen: SeenCommands,
+        key: bytes | None = None,
+        *,
+        window_s: float = PAST_WINDOW_S,
+        skew_s: float = FUTURE_SKEW_S,
+    ) -> None:
+        if key is not None and not key:
             raise ValueError("empty command key")
+        self.table = table
+        self._seen = seen
         self._key = key
         self.window_s = window_s
-        self._seen: OrderedDict[str, float] = OrderedDict()
-        self._remember = remember
+        self.skew_s = skew_s
 
     def check(self, cmd: dict[str, Any], now: float) -> str | None:
-        """None if the command is authentic and fresh, else why not."""
         sig, ts = cmd.get("sig"), cmd.get("ts")
-        if not isinstance(sig, str) or ts is None:
-            return "unauthenticated command: 'ts' and 'sig' are required"
-        want = hmac.new(self._key, canonical(cmd), hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(want, sig):
-            return "unauthenticated command: bad signature"
-        if not isinstance(ts, (int, float)) or abs(now - float(ts)) > self.window_s:
-            return f"stale command: 'ts' is more than {self.window_s:g} s from the controller's clock"
-        if sig in self._seen:
+        if self._key is not None:
+            if not isinstance(sig, str) or ts is None:
+                return "unauthenticated command: 'table', 'ts' and 'sig' are required"
+            want = hmac.new(self._key, canonical(cmd), hashlib.sha256).hexdigest()
+            if not hmac.compare_digest(want, sig):
+                return "unauthenticated command: bad signature"
+            if "table" not in cmd:
+                return "unauthenticated command: a signed command must name its 'table'"
+        table = cmd.get("table")
+        if table is not None and table != self.table:
+            return f"command for table {table!r}: this controller is table {self.table!r}"
+        if isinstance(ts, bool) or not isinstance(ts, int | float):
+            return "command without 'ts': every command must carry the sender's Unix time (seconds)"
+        if ts < now - self.window_s:
+            return f"stale command: 'ts' is more than {self.window_s:g} s behind the controller's clock"
+        if ts > now + self.skew_s:
+            ahead = f"more than {self.skew_s:g} s ahead of the controller's clock"
+            return f"command from the future: 'ts' is {ahead}"
+        if isinstance(sig, str):
+            seen_key = sig
+        else:
+            seen_key = hashlib.sha256(self.table.encode() + b"\n" + canonical(cmd)).hexdigest()
+        if not self._seen.remember_command(seen_key, float(ts) + self.window_s, now):
             return "replayed command: already taken"
-        self._seen[sig] = now
-        while len(self._seen) > self._remember:
-            self._seen.popitem(last=False)
         return None
 
 

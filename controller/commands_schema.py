@@ -14,9 +14,14 @@ Accepted shapes (every other key is an error, so a typo is not ignored)::
     {"id": ID, "cmd": "new_shoe"}
     {"id": ID, "cmd": "end_shoe"}
 
-``ID`` is a non-empty string (at most 128 characters) or an integer; it is
-echoed in the reply. ``coup`` is a positive integer; ``card`` a card code
+``ID`` is a non-empty string (at most 128 characters) or a 64-bit integer; it is
+echoed in the reply. ``coup`` is an integer from 1 to 1000; ``card`` a card code
 (normalised: ``"td"``, ``"10D"`` -> ``"TD"``).
+
+Every command also carries ``ts`` (the sender's Unix time, a finite
+number) and may carry ``table`` (the table it is meant for) and ``sig``
+(its HMAC): ``controller.command_auth`` checks them against the clock, the
+controller's table and the key; here only their shapes are checked.
 """
 
 from __future__ import annotations
@@ -30,6 +35,12 @@ from controller.cards import CardError, parse_card
 MAX_PAYLOAD = 4096
 MAX_ID = 128
 MAX_REASON = 500
+#: No shoe holds more coups (12 decks, at least 4 cards a coup: 156); the
+#: engine bounds ``accept`` more tightly by the cards left in the shoe.
+MAX_COUP = 1000
+#: ``ts`` is Unix seconds: finite, from 1970 to the year 5138.
+MAX_TS = 1e11
+TABLE_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 #: The fields each command takes besides ``id`` and ``cmd``.
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -70,12 +81,14 @@ def _command_id(value: Any) -> CommandId:
         raise CommandError("'id' must be a string or an integer")
     if isinstance(value, str) and not 0 < len(value) <= MAX_ID:
         raise CommandError(f"'id' must be 1 to {MAX_ID} characters")
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise CommandError("an integer 'id' must fit in 64 bits (signed)")
     return value
 
 
 def _coup(value: Any, cid: CommandId) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CommandError("'coup' must be a positive integer", cid)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUP:
+        raise CommandError(f"'coup' must be an integer from 1 to {MAX_COUP}", cid)
     return value
 
 
@@ -104,7 +117,7 @@ def parse_command(payload: bytes) -> dict[str, Any]:
     if not isinstance(cmd, str) or cmd not in COMMANDS:
         raise CommandError(f"unknown cmd {cmd!r} (one of {', '.join(COMMANDS)})", cid)
     fields = COMMANDS[cmd]
-    extra = sorted(set(data) - {"id", "cmd", "ts", "sig", *fields})
+    extra = sorted(set(data) - {"id", "cmd", "table", "ts", "sig", *fields})
     if extra:
         raise CommandError(f"{cmd}: unknown field {extra[0]!r}", cid)
     for name in fields:
@@ -121,10 +134,15 @@ def parse_command(payload: bytes) -> dict[str, Any]:
             out["card"] = parse_card(card)
         except CardError as exc:
             raise CommandError(f"{cmd}: {exc}", cid) from None
+    if "table" in data:
+        table = data["table"]
+        if not isinstance(table, str) or not TABLE_RE.fullmatch(table):
+            raise CommandError(f"{cmd}: 'table' must be a table name ([A-Za-z0-9_-], 1 to 32)", cid)
+        out["table"] = table
     if "ts" in data:
         ts = data["ts"]
-        if isinstance(ts, bool) or not isinstance(ts, (int, float)):
-            raise CommandError(f"{cmd}: 'ts' must be Unix seconds", cid)
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not 0 <= ts < MAX_TS:
+            raise CommandError(f"{cmd}: 'ts' must be Unix seconds (a number from 0 to {MAX_TS:g})", cid)
         out["ts"] = ts
     if "sig" in data:
         sig = data["sig"]

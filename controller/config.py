@@ -36,6 +36,7 @@ PROTOCOLS: tuple[str, ...] = ("shoe-ascii/1", "shoe-bin/1", "angel-eye/2", "auto
 # The fake shoe owns its fault vocabulary; the config only checks a spec with it.
 from drivers.fake import FAULT_KINDS  # noqa: E402, F401 - re-exported: the kinds a config may name
 from drivers.fake import parse_faults as _parse_fake_faults  # noqa: E402
+from drivers.serial import parse_port  # noqa: E402 - the driver owns which ports it opens
 
 Protocol = Literal["shoe-ascii/1", "shoe-bin/1", "angel-eye/2", "auto"]
 
@@ -90,9 +91,21 @@ class _Model(BaseModel):
 class SerialDevice(_Model):
     driver: Literal["serial"]
     protocol: Protocol = "shoe-ascii/1"
-    port: str = Field(min_length=1)
+    #: A local device path, or a serial device server: ``socket://HOST:PORT``
+    #: (TCP-server mode) or ``rfc2217://HOST:PORT`` (drivers/serial.py).
+    port: str = Field(min_length=1, max_length=4096)
     #: None: the protocol's usual speed (9600 for shoe-ascii/1, 4800 for angel-eye/2).
+    #: Not sent over ``socket://`` (the device server's own setting applies).
     baudrate: int | None = Field(default=None, ge=300, le=4_000_000)
+
+    @field_validator("port")
+    @classmethod
+    def _port(cls, value: str) -> str:
+        try:
+            parse_port(value)
+        except ValueError as exc:
+            raise _error("port", "{problem}", problem=str(exc)) from None
+        return value
 
 
 def _usb_id(value: Any) -> int:
@@ -235,9 +248,19 @@ class MqttConfig(_Model):
         if self.password_file is None:
             return None
         try:
-            text = Path(self.password_file).read_text(encoding="utf-8")
+            with open(self.password_file, "rb") as f:
+                raw = f.read(MAX_PASSWORD_FILE_BYTES + 1)
         except OSError as exc:
             raise ConfigError(f"outputs.mqtt.password_file: {self.password_file}: {exc.strerror}") from None
+        if len(raw) > MAX_PASSWORD_FILE_BYTES:
+            raise ConfigError(
+                f"outputs.mqtt.password_file: {self.password_file}:"
+                f" larger than {MAX_PASSWORD_FILE_BYTES} bytes"
+            )
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"outputs.mqtt.password_file: {self.password_file}: not UTF-8 text") from None
         return text.splitlines()[0] if text else ""
 
 
@@ -379,13 +402,22 @@ def _construct_mapping(
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+#: Largest config or profile file read (a real one is a few KiB).
+MAX_CONFIG_BYTES = 1 << 20
+#: Largest password file read (its first line is the password).
+MAX_PASSWORD_FILE_BYTES = 4096
+
+
 def load_config(path: str | os.PathLike[str]) -> Config:
     """Read and validate a config file; any problem raises ``ConfigError``
     whose message starts with the file and names every bad key path."""
     name = os.fspath(path)
     try:
-        with open(name, encoding="utf-8") as f:
-            text = f.read()
+        with open(name, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{name}: larger than {MAX_CONFIG_BYTES} bytes: not a config file")
+        text = raw.decode("utf-8")
     except OSError as exc:
         raise ConfigError(f"{name}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

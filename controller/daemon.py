@@ -26,23 +26,26 @@ import contextlib
 import json
 import os
 import pickle
-import queue
 import signal
 import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
 import structlog
 
-from controller.command_auth import CommandVerifier, read_key
+from controller import command_limits
+from controller.command_auth import CommandGate, read_key
+from controller.command_limits import CommandInbox, RefusalAlerts
 from controller.config import Config
 from controller.engine import Engine
+from controller.errors import ConfigError
 from controller.events import Event
-from controller.journal import Journal, JournalError
+from controller.journal import History, Journal, JournalError
 from controller.rules import load_profile
 from drivers.base import Driver, LinkEvent
 from firmware_protocols.detect import AutoDecoder, make_decoder
@@ -58,9 +61,12 @@ STATE_EVERY_S = 1.0
 class Notifier:
     """sd_notify(3) over $NOTIFY_SOCKET: READY, STATUS, WATCHDOG, STOPPING.
     A no-op outside systemd. (The protocol is one datagram per message; a
-    dependency on libsystemd would buy nothing here.)"""
+    dependency on libsystemd would buy nothing here.) A socket that cannot
+    be reached is logged once, then at most every ``warn_every_s`` seconds
+    with the count of failures since (a watchdog ping fails every few
+    seconds: one warning each would flood the log)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, warn_every_s: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
         addr = os.environ.get("NOTIFY_SOCKET", "")
         self._addr = "\0" + addr[1:] if addr.startswith("@") else addr
         self._sock: socket.socket | None = None
@@ -69,6 +75,11 @@ class Notifier:
         usec = os.environ.get("WATCHDOG_USEC")
         self.watchdog_interval = int(usec) / 2e6 if usec and usec.isdigit() else 0.0
         self._last_ping = 0.0
+        self._warn_every = warn_every_s
+        self._clock = clock
+        self._warned_at: float | None = None
+        #: messages that could not be sent since the last warning
+        self.failures = 0
 
     def send(self, message: str) -> None:
         if self._sock is None:
@@ -76,7 +87,18 @@ class Notifier:
         try:
             self._sock.sendto(message.encode(), self._addr)
         except OSError as exc:
-            log.warning("sd_notify failed", error=str(exc))
+            self.failures += 1
+            now = self._clock()
+            if self._warned_at is None or now - self._warned_at >= self._warn_every:
+                log.warning(
+                    "sd_notify failed",
+                    error=str(exc),
+                    socket=os.environ.get("NOTIFY_SOCKET", ""),
+                    failures=self.failures,
+                    next_warning_in_s=self._warn_every,
+                )
+                self._warned_at = now
+                self.failures = 0
 
     def watchdog(self) -> None:
         if self.watchdog_interval and time.monotonic() - self._last_ping >= self.watchdog_interval:
@@ -111,7 +133,8 @@ class Daemon:
         self._driver = driver
         self._stop = threading.Event()
         self._reopen = threading.Event()
-        self._commands: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._commands = CommandInbox()
+        self._refusals = RefusalAlerts()
         self.notifier = Notifier()
         self.stats = Stats()
         self.journal: Journal | None = None
@@ -119,10 +142,14 @@ class Daemon:
         self.decoder: Any = None
         self.outputs: list[Any] = []
         self.mqtt: Any = None
-        self.verifier: CommandVerifier | None = None
+        self.gate: CommandGate | None = None  # with the journal, in run()
         m = cfg.outputs.mqtt
-        if m is not None and m.command_key_file is not None:
-            self.verifier = CommandVerifier(read_key(m.command_key_file))
+        self._command_key = (
+            read_key(m.command_key_file) if m is not None and m.command_key_file is not None else None
+        )
+        if self._command_key is not None and not self._command_key:
+            assert m is not None
+            raise ConfigError(f"outputs.mqtt.command_key_file: {m.command_key_file} is empty")
         self.metrics: Any = None
         self._inputs_since_checkpoint = 0
         self._checkpoint_input = 0
@@ -134,6 +161,11 @@ class Daemon:
         self._paced = not self._replay or bool(getattr(cfg.device, "realtime", False))
         self._last_state = 0.0
         self._state_sig = ""
+        # what STATUS= says follows these: the device link as last
+        # reported, and the outputs that are failing
+        self._device: tuple[bool, str] = (True, "")
+        self._output_failures: dict[str, str | None] = {}
+        self._status_sent = ""
 
     # ------------------------------------------------------------ set-up
 
@@ -234,10 +266,12 @@ class Daemon:
         if kind == "link":
             return engine.feed(Link(t, None, data[:1] == b"1", data[1:].decode("utf-8", "replace")))
         if kind == "cmd":
-            reply, events = engine.command(json.loads(data), t)
+            cmd = json.loads(data)
+            reply, events = engine.command(cmd, t)
             # answered live only: a command re-fed after a crash was answered
-            # (or its sender got no reply and asks again)
-            if self.mqtt is not None and self._live:
+            # (or its sender got no reply and asks again); the daemon's own
+            # alerts and summary of refusals answer nobody
+            if self.mqtt is not None and self._live and cmd.get("cmd") not in ("_alert", "_refused"):
                 self.mqtt.reply(reply)
             self.last_reply = reply
             return events
@@ -285,7 +319,13 @@ class Daemon:
         if o.mqtt is not None:
             from controller.outputs.mqtt import MqttOutput
 
-            self.mqtt = MqttOutput(o.mqtt, self.cfg.table, journal, on_command=self._commands.put)
+            self.mqtt = MqttOutput(
+                o.mqtt,
+                self.cfg.table,
+                journal,
+                on_command=self._commands.offer,
+                admit=self._commands.admit,
+            )
             self.mqtt.start()
 
     def _open_metrics(self) -> None:
@@ -324,45 +364,51 @@ class Daemon:
     def _run(self) -> int:
         cfg = self.cfg
         self.journal = journal = Journal(cfg.journal)
+        history = journal.claim(cfg.table)
+        if history.note:
+            log.warning("journal", note=history.note)
+        # taken commands are remembered in the journal: a restart does not
+        # make a captured command good again
+        self.gate = CommandGate(cfg.table, journal, self._command_key)
         self._rebuild(journal)
         self._checkpoint(journal)
+        if history.lost is not None:
+            self._new_epoch(history)
         driver = self._open_driver()
         self._driver = driver
         driver.open()
+        if not getattr(driver, "is_up", True):
+            self._device = (False, "not open yet")
         self._open_outputs(journal)
         self._open_metrics()
         self._live = True
+        self._status_sent = self._status()  # READY carries it: not sent twice
         self._pump()
-        self.notifier.send("READY=1\nSTATUS=dealing: device open, journal and outputs up")
+        self.notifier.send(f"READY=1\nSTATUS={self._status_sent}")
         log.info(
             "running", table=cfg.table, profile=self.profile.name, decks=cfg.decks, device=cfg.device.driver
         )
         last_retention = time.monotonic()
         while not self._stop.is_set():
-            item = driver.read(0.2)
+            # the device first; with commands waiting, only a short wait for it
+            item = driver.read(0.01 if self._commands.pending() else 0.2)
             if item is None:
                 if self.stop_at_eof and getattr(driver, "eof", False):
                     break
             elif isinstance(item, LinkEvent):
                 flag = b"1" if item.up else b"0"
                 log.warning("device link", up=item.up, detail=item.detail)
+                self._device = (item.up, item.detail)
                 self._input(item.t, "link", flag + item.detail.encode())
             else:
                 t, data = item
                 if self._replay:
                     self._data_clock = (t, time.monotonic())
                 self._input(t, "rx", data)
-            while True:
-                try:
-                    cmd = self._commands.get_nowait()
-                except queue.Empty:
-                    break
-                if self.verifier is not None:
-                    error = self.verifier.check(cmd, time.time())
-                    if error is not None:
-                        log.warning("command refused", id=cmd.get("id"), error=error)
-                        cmd = {"id": cmd.get("id"), "cmd": "_reject", "error": error}
-                self._input(self._now(), "cmd", json.dumps(cmd, separators=(",", ":")).encode())
+            # then a bounded batch of commands before the next read
+            for cmd in self._commands.take(command_limits.BATCH):
+                self._command(cmd)
+            self._report_refusals()
             engine = self.engine
             assert engine is not None
             now = self._now()
@@ -391,6 +437,65 @@ class Daemon:
         self.notifier.send("STOPPING=1\nSTATUS=draining outputs")
         self._pump()
         return 0
+
+    def _new_epoch(self, history: History) -> None:
+        """The journal lost history: carry on above every seq ever issued
+        (so no event id is issued twice with different content), and say so
+        on every output with a ``security.alert`` ``JOURNAL_LOST``."""
+        detail = (
+            f"journal {self.cfg.journal} lost history: {history.lost}; events continue above seq"
+            f" {history.seq_floor} so that no event id is issued twice"
+        )
+        log.critical("JOURNAL LOST HISTORY: new epoch of event seqs", detail=detail)
+        self.notifier.send(f"STATUS=new epoch: {detail}")
+        alert = {
+            "id": None,
+            "cmd": "_alert",
+            "code": "JOURNAL_LOST",
+            "detail": detail,
+            "seq_above": history.seq_floor,
+        }
+        self._input(self._now() or time.time(), "cmd", json.dumps(alert, separators=(",", ":")).encode())
+
+    def _command(self, cmd: dict[str, Any]) -> None:
+        """One command from the broker: checked (origin, table, freshness,
+        once-only), then journalled and applied. A refusal is journalled
+        with its alert only when it is the first in its alert window; later
+        ones are answered, counted and reported together."""
+        gate = self.gate
+        assert gate is not None
+        error = gate.check(cmd, time.time())
+        if error is None:
+            self._input(self._now(), "cmd", json.dumps(cmd, separators=(",", ":")).encode())
+            return
+        if self._refusals.refused(time.monotonic()):
+            log.warning("command refused", id=cmd.get("id"), error=error)
+            reject = {"id": cmd.get("id"), "cmd": "_reject", "error": error}
+            self._input(self._now(), "cmd", json.dumps(reject, separators=(",", ":")).encode())
+        elif self.mqtt is not None:
+            self.mqtt.reply({"id": cmd.get("id"), "ok": False, "error": error})
+
+    def _report_refusals(self) -> None:
+        """One alert per window for the commands refused after the first
+        and those dropped over the rate or queue bounds."""
+        now = time.monotonic()
+        self._refusals.dropped(now, self._commands.pop_dropped())
+        counts = self._refusals.due(now)
+        if counts is None:
+            return
+        refused, dropped = counts
+        log.warning("commands refused or dropped", refused=refused, dropped=dropped)
+        note = {
+            "cmd": "_refused",
+            "refused": refused,
+            "dropped": dropped,
+            "window_s": self._refusals.window_s,
+            "limits": (
+                f"at most {command_limits.BURST} at once then {command_limits.RATE_PER_S:g} per s,"
+                f" {command_limits.QUEUE_MAX} waiting"
+            ),
+        }
+        self._input(self._now(), "cmd", json.dumps(note, separators=(",", ":")).encode())
 
     def _now(self) -> float:
         if self._replay:
@@ -450,6 +555,54 @@ class Daemon:
             self._last_state = now
         if self.metrics is not None and self.journal is not None:
             self.metrics.journal_backlog(self.journal, self.mqtt)
+            # here, not only when events come: a stream of garbage makes none
+            self.metrics.decoder_stats(self.decoder)
+        self._watch_outputs()
+        self._update_status()
+
+    def _watch_outputs(self) -> None:
+        """An output that starts or stops failing (a JSON-lines file that
+        cannot be opened or written) is reported: a log line, the
+        ``shoe_output_up`` metric and a ``security.alert`` (``OUTPUT_FAILED``,
+        ``OUTPUT_RESTORED``) on the outputs that work. The output retries on
+        its own; its events wait in the journal; dealing goes on."""
+        for out in self.outputs:
+            failure: str | None = getattr(out, "failure", None)
+            if self.metrics is not None:
+                self.metrics.output(out.name, failure is None, int(getattr(out, "errors", 0)))
+            was = self._output_failures.get(out.name)
+            self._output_failures[out.name] = failure
+            if (failure is None) == (was is None):
+                continue
+            if failure is not None:
+                code = "OUTPUT_FAILED"
+                detail = (
+                    f"output {out.name} cannot deliver: {failure}; its events wait in the journal and"
+                    " it is retried; dealing goes on"
+                )
+                log.error("output failing", output=out.name, error=failure)
+            else:
+                code, detail = "OUTPUT_RESTORED", f"output {out.name} delivers again (was: {was})"
+                log.warning("output delivers again", output=out.name)
+            alert = {"id": None, "cmd": "_alert", "code": code, "detail": detail}
+            self._input(self._now() or time.time(), "cmd", json.dumps(alert, separators=(",", ":")).encode())
+
+    def _status(self) -> str:
+        up, detail = self._device
+        status = "dealing: device up" if up else f"waiting for the device: {detail}"
+        failing = sorted(name for name, why in self._output_failures.items() if why is not None)
+        if failing:
+            status += f"; output failing: {', '.join(failing)} (retried)"
+        return status
+
+    def _update_status(self) -> None:
+        """``STATUS=`` follows the device link and the outputs."""
+        if not self._live:
+            return
+        status = self._status()
+        if status != self._status_sent:
+            self._status_sent = status
+            self.notifier.send(f"STATUS={status}")
 
     def _close(self) -> None:
         if self.mqtt is not None:
@@ -469,8 +622,22 @@ class Daemon:
                 self.journal.close()
 
 
-def run_daemon(cfg: Config, *, install_signals: bool = True, **kw: Any) -> int:
+def run_daemon(
+    cfg: Config,
+    *,
+    install_signals: bool = True,
+    early_signals: tuple[threading.Event, threading.Event] | None = None,
+    **kw: Any,
+) -> int:
+    """Run one daemon. ``early_signals`` (stop, hup): what was caught before
+    the daemon existed (``shoe-controller run`` catches signals first)."""
     d = Daemon(cfg, **kw)
     if install_signals:
         d.install_signals()
+    if early_signals is not None:
+        stop, hup = early_signals
+        if stop.is_set():
+            d.request_stop()
+        if hup.is_set():
+            d._reopen.set()
     return d.run()

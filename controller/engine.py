@@ -85,6 +85,29 @@ def _frames_lost(n: int) -> str:
     return f"{n} frames lost" if n < _UNKNOWN_LOSS else "frames lost (how many is unknown)"
 
 
+#: The fewest cards a coup has (two to each hand): what a coup lost whole on
+#: the line took from the shoe at least.
+MIN_COUP_CARDS = 4
+
+#: The most frames a coup holds while its positions are unknown: its own
+#: remaining cards and RESULT, then every later frame of its shoe, kept so
+#: they can be placed once a supervisor corrects it (README, "It never
+#: guesses"). Only cards, RESULTs, device results, the cut card and gaps are
+#: held, and a shoe of 12 decks has at most 624 cards and 156 coups (a RESULT
+#: and a device result each): 937 frames. So 1024 lets a hold last out the
+#: rest of any shoe, as the deadline means it to, while a device that keeps
+#: sending cards (no shoe holds) cannot make the engine buffer without end.
+#: The frame past it voids the coup as its deadline would, and what it held
+#: is dealt on.
+MAX_HELD = 1024
+
+#: The most extra cards a coup lists in its ``coup.void``: every card a shoe
+#: can hold (12 decks). Only foreign cards (none of the shoe's own, each
+#: raising FOREIGN_CARD), held before the coup is void, can go past it; they
+#: are still shown by their own ``card`` events and counted in the detail.
+MAX_LISTED_EXTRAS = 12 * 52
+
+
 def _ends_possible(k: int, need: int, items: list[int], result: bool) -> set[int]:
     """How many coup ends (RESULTs) the frames lost on the line may hold.
 
@@ -134,6 +157,10 @@ def _ends_possible(k: int, need: int, items: list[int], result: bool) -> set[int
     return {e for (e, _), cost in fits.items() if cost == least}
 
 
+def _coups(n: int) -> str:
+    return f"{n} coup" if n == 1 else f"{n} coups"
+
+
 class CommandError(ValueError):
     """A supervisor command that cannot be applied; nothing changed."""
 
@@ -147,6 +174,7 @@ class Coup:
     cards: list[str | None] = field(default_factory=list)
     #: cards set aside (burned by a correction), kept for coup.void
     extras: list[str | None] = field(default_factory=list)
+    extras_unlisted: int = 0  # past MAX_LISTED_EXTRAS: shown, counted, not listed
     #: open misdeals: code -> deadline (None: resolved by the device itself)
     open: dict[str, float | None] = field(default_factory=dict)
     corrections: list[str] = field(default_factory=list)
@@ -168,6 +196,8 @@ class Coup:
     anchor_k: int = 0
     anchor_need: int = 0
     anchor_prev: int | None = None
+    #: the shoe's cards dealt when it opened: where a lost numbering's window starts
+    dealt_at_open: int = 0
     #: how many coup ends the gap held, once the first held RESULT told
     ends: int | None = None
     device_result: DeviceResult | None = None
@@ -233,6 +263,13 @@ class Shoe:
     #: of every later coup is unknown (each is void) until a supervisor says it
     numbering_lost: str | None = None
     renumber_to: int | None = None  # the supervisor's number for the next coup
+    #: from where the numbering is lost (``Engine._renumber_range``): the
+    #: first coup whose number may be wrong and the shoe's cards dealt before
+    #: it (None: lost before this was kept, by a checkpoint)
+    window: tuple[int, int] | None = None
+    #: the engine's counts of frames lost on the line and of losses of
+    #: unknown size (device restarts) when this shoe's losses began to count
+    loss_mark: tuple[int, int] = (0, 0)
     dealing_over: bool = False  # the last permitted coup has finished dealing
 
 
@@ -291,6 +328,13 @@ class Engine:
         self._phantom: list[Frame] = []
         self._phantom_before = 0  # coups lost whole before the phantom
         self._shoe_ids: set[str] = set()
+        #: frames lost on the line so far (gaps of known size), and losses of
+        #: unknown size (device restarts, gaps that cannot say): bound the
+        #: coups a shoe can have lost whole; snapshot when a shoe ends
+        self._lost_frames = 0
+        self._lost_unknown = 0
+        self._loss_at_end = (0, 0)
+        self._odds_quiet = False  # coups lost whole are being counted
         self._out: list[Event] = []
         self.counters: dict[str, int] = {}
         self._handlers = self._make_handlers()
@@ -318,9 +362,14 @@ class Engine:
         out: list[Event] = []
         self._out = out
         self._expire(frame.t)
+        if isinstance(frame, SequenceGap) and frame.missing > 0:
+            self._lost_frames += frame.missing
+        elif isinstance(frame, (SequenceGap, Hello)):
+            self._lost_unknown += 1
         if self._fault_waiting == "frame" and not isinstance(frame, (Link, SequenceGap, Hello)):
             self._device_back(frame.t)
         self._dispatch(frame)
+        self._bound_held(frame.t)
         return out
 
     def _dispatch(self, frame: Frame) -> None:
@@ -376,6 +425,27 @@ class Engine:
                 coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
                 self._alert(t, "COMMAND_REJECTED", f"command {cmd.get('id')!r}: {error}", coup)
                 return {"id": cmd.get("id"), "ok": False, "error": error}, out
+            elif name == "_alert":
+                # raised by the daemon itself (its journal lost history, an
+                # output failing), journalled like any command so a rebuild
+                # reproduces it; ``seq_above`` starts a new epoch of event
+                # seqs above every id already issued
+                floor = cmd.get("seq_above")
+                if isinstance(floor, int) and floor > self.seq:
+                    self.seq = floor
+                self._alert(t, str(cmd.get("code")), str(cmd.get("detail") or ""), None)
+                return {"id": cmd.get("id"), "ok": True, "error": None}, out
+            elif name == "_refused":
+                # the daemon's one alert per window for the commands it
+                # refused after the first and those over its bounds
+                refused, dropped = int(cmd.get("refused") or 0), int(cmd.get("dropped") or 0)
+                coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
+                detail = (
+                    f"{refused} more command(s) refused and {dropped} dropped unread in the last"
+                    f" {cmd.get('window_s')} s (limits: {cmd.get('limits')})"
+                )
+                self._alert(t, "COMMAND_REJECTED", detail, coup)
+                return {"id": None, "ok": False, "error": detail}, out
             else:
                 raise CommandError(f"unknown command {name!r}")
         except CommandError as exc:
@@ -403,6 +473,11 @@ class Engine:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # (a checkpoint written before these existed)
+        state.setdefault("_lost_frames", 0)
+        state.setdefault("_lost_unknown", 1)  # what it lost before is not known
+        state.setdefault("_loss_at_end", (0, 0))
+        state.setdefault("_odds_quiet", False)
         self.__dict__.update(state)
         if self.odds:
             from controller.odds import OddsCalculator
@@ -497,6 +572,7 @@ class Engine:
             sid = f"{base}.{n}"
         self._shoe_ids.add(sid)
         shoe = Shoe(id=sid, t_start=t, comp=ShoeComposition(self.decks), commit=None, order=None)
+        shoe.loss_mark = (self._lost_frames, self._lost_unknown)
         self.shoe = shoe
         self._lost_after_shoe = 0
         return shoe
@@ -509,6 +585,8 @@ class Engine:
         burn unchecked and its numbering lost."""
         lost = self._lost_after_shoe
         s = self._start_shoe(t)
+        # its first coups were among the frames lost since the shoe before ended
+        s.window, s.loss_mark = (1, 0), self._loss_at_end
         self._announce(s)
         s.phase = "deal"
         detail = (
@@ -586,6 +664,7 @@ class Engine:
         s.current = None
         s.phase = "ended"
         s.ended_emitted = True
+        self._loss_at_end = (self._lost_frames, self._lost_unknown)
         self._emit(
             "shoe.ended",
             t,
@@ -658,14 +737,17 @@ class Engine:
         index = s.comp.dealt
         where = coup.number if coup is not None else None
         foreign_deck = f.deck is not None and not 1 <= f.deck <= self.decks
+        empty = s.comp.cards_left <= 0
         # a foreign-deck card left the shoe but is none of the shoe's own copies
         ok = True if foreign_deck else s.comp.take(f.card)
         if not ok or foreign_deck:
-            what = (
-                f"{f.card}: more copies than {self.decks} deck(s) hold"
-                if not ok
-                else f"{f.card} from deck {f.deck}, not in this {self.decks}-deck shoe"
-            )
+            if foreign_deck:
+                what = f"{f.card} from deck {f.deck}, not in this {self.decks}-deck shoe"
+            elif empty:
+                what = f"{f.card or 'an unread card'} after every card of this {self.decks}-deck shoe"
+                what += " was dealt"
+            else:
+                what = f"{f.card}: more copies than {self.decks} deck(s) hold"
             self._alert(f.t, "FOREIGN_CARD", what, where)
             return "FOREIGN_CARD", what
         if s.order and f.card is not None and index < len(s.order) and s.order[index] != f.card:
@@ -738,12 +820,33 @@ class Engine:
     def _open_coup(self, s: Shoe, t: float) -> Coup:
         if s.renumber_to is not None:
             target, s.renumber_to = s.renumber_to, None
-            while s.next_coup < target:
-                self._void_lost_whole(s, t)
+            high, why = self._renumber_range(s)
+            if target > high:
+                # only a checkpoint written before the range was checked can
+                # hold one: refused as the command would be now
+                s.numbering_lost = f"the supervisor's number {target} is out of range ({why})"
+                self._alert(
+                    t,
+                    "COMMAND_REJECTED",
+                    f"accept {target}: the next coup is {s.next_coup} to {high} ({why}); "
+                    "the numbering stays lost",
+                    None,
+                )
+            elif s.next_coup < target:
+                # each is void with no card; the odds are those of the coup
+                # after the last of them, published once
+                self._odds_quiet = True
+                try:
+                    while s.next_coup < target:
+                        self._void_lost_whole(s, t)
+                finally:
+                    self._odds_quiet = False
+                self._publish_odds(t)
         n = s.next_coup
         s.next_coup += 1
         s.coups_count += 1
         coup = Coup(number=n, demo=n <= int(self.rules["demo_coups"]), t_start=t)
+        coup.dealt_at_open = s.comp.dealt
         s.coups[n] = coup
         s.current = coup
         if s.last_coup is not None and n > s.last_coup:
@@ -891,7 +994,10 @@ class Engine:
         """A card that left the shoe in ``coup`` with no position: taken from
         the composition and shown as the coup's ``extra`` card."""
         problem = self._take(s, f, coup)
-        coup.extras.append(f.card)
+        if len(coup.extras) < MAX_LISTED_EXTRAS:
+            coup.extras.append(f.card)
+        else:
+            coup.extras_unlisted += 1
         self._card_event(f, coup.number, "extra")
         return problem
 
@@ -1186,6 +1292,8 @@ class Engine:
         rest, self._after_void = self._after_void, []
         phantom, self._phantom = self._phantom, []
         before, self._phantom_before = self._phantom_before, 0
+        if coup.extras_unlisted:
+            detail += f" ({coup.extras_unlisted} more extra cards, shown by their card events, not listed)"
         self._emit(
             "coup.void",
             t,
@@ -1283,6 +1391,31 @@ class Engine:
             s.dealing_over = True
         self._after_void = rest
 
+    def _bound_held(self, t: float) -> None:
+        """A coup holding more than ``MAX_HELD`` frames: one not corrected
+        is void as at its deadline (its held cards up to the first held
+        RESULT are its extra cards, what follows is dealt on); one already
+        void, held to learn whose its frames are from the next RESULT that
+        has not come, closes, and since those frames may hold coup ends the
+        numbering of the coups after it is lost. Either way nothing past the
+        bound is buffered."""
+        s = self.shoe
+        while s is not None and s.current is not None:
+            coup = s.current
+            if coup.held is None or len(coup.held) <= MAX_HELD:
+                return
+            if not coup.resolved:
+                code = min(coup.open, key=lambda c: coup.open[c] or float("inf"), default="SEQUENCE_GAP")
+                detail = f"not corrected before {MAX_HELD} frames were held behind it"
+                self._misdeal(t, coup, code, detail, "void")
+                self._void(t, coup, code, detail)
+                continue
+            held, coup.held = coup.held, None
+            lost = coup.gap_missing + sum(max(1, x.missing) for x in held if isinstance(x, SequenceGap))
+            self._lose_numbering(t, coup, lost, {0, _MAX_ENDS})
+            self._close_dealing(coup, t)
+            self._refeed([x for x in held if not isinstance(x, SequenceGap)])
+
     def _void_phantom(self, frames: list[Frame], t: float, before: int = 0) -> None:
         """The coup whose RESULT and some frames were lost: its cards were
         read but cannot be placed. Counted (coups are numbered as dealt),
@@ -1378,6 +1511,10 @@ class Engine:
     def _on_hello(self, f: Hello) -> None:
         self.device = {"model": f.model, "firmware": f.firmware, "serial": f.serial}
         self._emit("device.status", f.t, {"state": "online", "code": "HELLO", "device": dict(self.device)})
+        if self._fault_coup is not None:
+            # the sequence restarted: frames may have been lost unseen, so
+            # neither the next frame nor STAT OK says it resumed unbroken
+            self._fault_waiting = None
         coup = self._coup_in_play()
         if coup is not None:
             # a restart breaks the sequence: frames may have been lost unseen
@@ -1612,6 +1749,7 @@ class Engine:
         assert s is not None
         if s.numbering_lost is not None:
             return
+        s.window = (coup.number, coup.dealt_at_open)
         counts = sorted(ends)
         top = f"{_MAX_ENDS} or more" if counts[-1] == _MAX_ENDS else str(counts[-1])
         what = f"{counts[0]} to {top}" if len(counts) > 1 else top
@@ -1690,7 +1828,7 @@ class Engine:
         the face-down burned cards still unknown); plus ADVANTAGE alerts when
         a bet's counter-view expectation crosses the threshold."""
         s = self.shoe
-        if self._calc is None or s is None or s.ended_emitted or s.dealing_over:
+        if self._calc is None or s is None or s.ended_emitted or s.dealing_over or self._odds_quiet:
             return
         if s.last_coup is not None and s.next_coup > s.last_coup:
             return
@@ -1816,7 +1954,10 @@ class Engine:
             return
         if "SEQUENCE_GAP" in coup.open:
             # inserted where the frames were lost; taken from the shoe when
-            # the held frames are released behind it
+            # the held frames are released behind it (so no more copies than
+            # the shoe has left: that bounds the list)
+            if coup.gap_entered.count(code) >= s.comp.remaining[code]:
+                raise CommandError(f"{code}: every copy left in this shoe is entered already")
             coup.gap_entered.append(code)
             # (a loss of unknown size is never made whole by cards entered)
             if 0 < coup.gap_missing < _UNKNOWN_LOSS and len(coup.gap_entered) >= coup.gap_missing:
@@ -1854,13 +1995,61 @@ class Engine:
         """``accept`` with a coup number while the numbering is lost: the
         supervisor says the next coup to be dealt is ``n``; the coups between
         were lost whole and are counted void."""
+        high, why = self._renumber_range(s)
         if isinstance(n, bool) or n < s.next_coup:
             raise CommandError(
-                f"coup numbers below {s.next_coup} are taken: the next coup is {s.next_coup} or later"
+                f"coup numbers below {s.next_coup} are taken: the next coup is {s.next_coup} to {high}"
             )
+        if n > high:
+            raise CommandError(f"coup {n} is not plausible: the next coup is {s.next_coup} to {high} ({why})")
         s.numbering_lost = None
         s.renumber_to = n
         self._alert(t, "COUP_NUMBERING_RESTORED", f"the supervisor numbers the next coup {n}", n)
+
+    def _renumber_range(self, s: Shoe) -> tuple[int, str]:
+        """The highest number ``accept`` may give the next coup while the
+        numbering is lost, and why.
+
+        From the first coup whose number may be wrong (``s.window``) to the
+        one before the next to be dealt, every coup but the one in play was
+        dealt in full, with at least ``MIN_COUP_CARDS`` cards: cards the
+        shoe dealt since (read or unread, taken or still held), or cards
+        among the frames lost on the line in this shoe, no more than the
+        cards the engine has not seen (all of those after a device restart,
+        which loses an unknown number of frames). With the RESULT button,
+        each coup the engine did not count also lost its RESULT among those
+        frames (or it is held). Frames lost are counted as they arrive and
+        held frames are placed later, so they are taken since the shoe
+        began, not since that coup. The first bound is at most (the shoe's
+        cards + ``MAX_HELD``) / 4 + 1: one card after an ``accept`` voids at
+        most 413 coups lost whole (12 decks; 157 with nothing held), two
+        events each."""
+        left = max(0, s.comp.cards_left)
+        in_play = int(s.current is not None and s.current.dealing)
+        w = s.window
+        if w is None:  # (lost before windows were kept: a checkpoint)
+            cap = s.comp.capacity // MIN_COUP_CARDS
+            return s.next_coup + cap, f"a shoe of {s.comp.capacity} cards has at most {_coups(cap)}"
+        first, dealt0 = w
+        # (cards held or set aside for later are dealt, not yet taken)
+        open_ = {id(c): c for c in [s.current, *s.coups.values()] if c is not None}.values()
+        waiting = [x for c in open_ for x in [*(c.held or []), *c.carry]] + (s.after_premature or [])
+        dealt = max(0, s.comp.dealt - dealt0) + sum(isinstance(x, Card) for x in waiting)
+        unknown = self._lost_unknown > s.loss_mark[1]
+        lost = self._lost_frames - s.loss_mark[0]
+        lost_cards = left if unknown else min(lost, left)
+        coups = (dealt + lost_cards) // MIN_COUP_CARDS
+        high = max(s.next_coup, first + in_play + coups)
+        since = "the device restarted in this shoe" if unknown else f"{lost} frames were lost in this shoe"
+        why = f"{dealt} cards dealt since coup {first}, and {since}: at most {_coups(coups)} of 4 cards"
+        # a RESULT held is one the engine has not counted yet
+        ends = lost + sum(isinstance(x, (Button, DeviceResult)) for x in waiting)
+        if self.button and not unknown and s.next_coup + ends < high:
+            high = s.next_coup + ends
+            why = f"{lost} frames were lost in this shoe: at most {lost} RESULTs not seen"
+            if ends > lost:
+                why += f", {ends - lost} held"
+        return high, why
 
     def _cmd_end_shoe(self, t: float) -> None:
         if self.shoe is None or self.shoe.ended_emitted:

@@ -7,7 +7,9 @@ Owns the on-disk schema and the three jobs it serves:
   byte sent to the device (``tx``), every supervisor command (``cmd``),
   link changes (``link``) and timer ticks (``tick``) with their time, so
   after ``kill -9`` the daemon rebuilds the shoe by re-feeding them to a
-  fresh, deterministic engine;
+  fresh, deterministic engine (``commands_seen`` remembers the commands
+  taken within their freshness window, so none is taken twice, restarts
+  included);
 * **event store**: ``events`` keyed by the event's ``seq`` (per table,
   strictly increasing) with a unique ``event_id``. Re-appending an event
   that is already there with identical content is a no-op (the rebuild
@@ -15,7 +17,14 @@ Owns the on-disk schema and the three jobs it serves:
   (the engine was not deterministic, or two tables share one journal);
 * **outbox**: ``marks`` holds one high-water mark per output. Outputs
   deliver in ``seq`` order, so "everything up to the mark was delivered" is
-  the whole delivery state.
+  the whole delivery state;
+* **history guard**: the daemon ``claim``s the journal, which keeps a small
+  file beside it (``<journal>.hwm``) saying which journal this is, the last
+  seq it committed and a seq bound no issued event exceeds. A journal that
+  lost history (deleted, truncated, its WAL removed, an older copy put
+  back) is told from a journal that is merely behind, and the daemon starts
+  a new epoch above the bound, so an event id is never issued twice with
+  different content.
 
 Every write is one transaction committed (and, with ``synchronous=FULL``,
 fsynced) before the call returns. A write that fails (disk full, read-only
@@ -29,11 +38,14 @@ same file (WAL readers never block the writer).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,6 +84,11 @@ CREATE TABLE IF NOT EXISTS marks (
     output TEXT PRIMARY KEY,
     seq    INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS commands_seen (
+    key     TEXT PRIMARY KEY,
+    expires REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS commands_seen_expires ON commands_seen (expires);
 """
 
 
@@ -84,6 +101,42 @@ class JournalConflict(JournalError):
     """An event clashes with what the journal already holds under its id or
     seq: the engine did not reproduce its own past, or two tables share a
     journal."""
+
+
+#: Beside the journal: ``<journal>`` + this suffix (see ``Journal.claim``).
+HWM_SUFFIX = ".hwm"
+#: Seqs reserved ahead in the high-water mark: one fsync of it per this many events.
+HWM_RESERVE = 10_000
+#: The mark is one JSON line padded to this size and rewritten in place.
+_HWM_SIZE = 512
+_BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def boot_id() -> str:
+    """This boot's id (Linux), or "" when unknown: tells a ``kill -9`` (the
+    page cache, and the last ``committed`` written to it, survived) from a
+    power cut (it may not have)."""
+    try:
+        with open(_BOOT_ID, encoding="ascii") as f:
+            return f.read(64).strip()
+    except OSError:
+        return ""
+
+
+def _same_boot(recorded: str) -> bool:
+    now = boot_id()
+    return bool(now) and recorded == now
+
+
+class History(NamedTuple):
+    """What ``Journal.claim`` found. ``lost`` says why the journal cannot
+    vouch for every event id already issued (``None``: it can); then
+    ``seq_floor`` is a seq no issued event exceeds, above which a new epoch
+    must continue."""
+
+    lost: str | None
+    seq_floor: int
+    note: str | None = None  # something worth a warning that is no loss
 
 
 class InputRecord(NamedTuple):
@@ -131,6 +184,10 @@ class Journal:
     ) -> None:
         self.path = os.fspath(path)
         self._lock = threading.RLock()
+        self._hwm: _HighWaterMark | None = None
+        # Seen before SQLite opens (and so creates) it: after an unclean
+        # stop a missing WAL means the journal's tail is gone.
+        self._wal_at_open = os.path.exists(self.path + "-wal")
         try:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -195,6 +252,14 @@ class Journal:
 
     def close(self) -> None:
         with self._lock:
+            if self._hwm is not None:
+                # a clean stop: the mark says exactly where the journal ends
+                # (if that fails the next start takes the stop as unclean: safe)
+                with contextlib.suppress(OSError, sqlite3.Error):
+                    committed = max(self._hwm.committed, self._last_seq_now())
+                    self._hwm.update(committed=committed, clean=True, sync=True)
+                self._hwm.close()
+                self._hwm = None
             self._db.close()
 
     def __enter__(self) -> Journal:
@@ -213,10 +278,14 @@ class Journal:
         input's id once it is. The events are stored as by ``append_events``."""
         if kind not in INPUT_KINDS:
             raise ValueError(f"input kind must be one of {sorted(INPUT_KINDS)}, not {kind!r}")
-        with self._lock, self._guard("recording an input"), self._transaction() as db:
-            cur = db.execute("INSERT INTO inputs (t, kind, data) VALUES (?, ?, ?)", (t, kind, bytes(data)))
-            if events:
-                self._store_events(db, events, time.time())
+        with self._lock:
+            self._reserve(events)
+            with self._guard("recording an input"), self._transaction() as db:
+                cur = db.execute(
+                    "INSERT INTO inputs (t, kind, data) VALUES (?, ?, ?)", (t, kind, bytes(data))
+                )
+                new = self._store_events(db, events, time.time()) if events else []
+            self._committed(new)
             return int(cur.lastrowid or 0)
 
     def inputs_since(self, after_id: int = 0, *, batch: int = 1000) -> Iterator[InputRecord]:
@@ -253,8 +322,12 @@ class Journal:
         if not events:
             return []
         created = time.time() if now is None else now
-        with self._lock, self._guard("recording events"), self._transaction() as db:
-            return self._store_events(db, events, created)
+        with self._lock:
+            self._reserve(events)
+            with self._guard("recording events"), self._transaction() as db:
+                new = self._store_events(db, events, created)
+            self._committed(new)
+            return new
 
     def _store_events(
         self, db: sqlite3.Connection, events: Sequence[dict[str, Any]], created: float
@@ -314,7 +387,119 @@ class Journal:
     def last_seq(self) -> int:
         """The highest event seq ever stored (0 for a new journal)."""
         with self._lock, self._guard("reading events"):
-            return max(self._last_seq(self._db), self._retired_seq(self._db))
+            return self._last_seq_now()
+
+    def _last_seq_now(self) -> int:
+        return max(self._last_seq(self._db), self._retired_seq(self._db))
+
+    # --- history guard --------------------------------------------------
+
+    def claim(self, table: str) -> History:
+        """Take this journal for ``table``'s daemon (one process at a time)
+        and check it against its high-water mark, ``<journal>.hwm``.
+
+        The mark holds the journal's identity (a random id kept in its
+        ``meta``), ``committed`` (the last seq stored: rewritten after every
+        commit, not fsynced, so exact after a ``kill -9`` and possibly behind
+        after a power cut), ``reserved`` (fsynced before any event above it
+        is stored: no issued seq exceeds it), and whether the last stop was
+        clean, on which boot. The journal lost history, and ``History.lost``
+        says how, when the mark names another journal (this one was deleted,
+        truncated or replaced), when the journal ends below ``committed``
+        (its WAL deleted, an older copy restored), or when after an unclean
+        stop on an earlier boot its WAL is missing. With no mark the journal
+        is taken as it is (a first start, or one from a version without
+        marks). From here on every commit keeps the mark up to date.
+
+        Raises ``JournalError`` when another process holds the journal, when
+        the mark belongs to another table, or when it cannot be read."""
+        with self._lock:
+            if self._hwm is not None:
+                raise RuntimeError("journal already claimed")
+            path = self.path + HWM_SUFFIX
+            with self._guard("reading meta"):
+                journal_id = self.get_meta("journal_id")
+                last = self._last_seq_now()
+                has_inputs = self.last_input_id() > 0
+            mark = _HighWaterMark.open(path)
+            try:
+                found = mark.read()
+                lost: str | None = None
+                note: str | None = None
+                floor = 0
+                if found is None:
+                    if journal_id is not None or has_inputs or last:
+                        note = (
+                            f"no high-water mark {path} beside the journal (deleted, or made by an older"
+                            f" version): taking the journal as it is, at seq {last}"
+                        )
+                    committed, reserved = last, last
+                else:
+                    if found["table"] != table:
+                        raise JournalError(
+                            f"journal {self.path} belongs to table {found['table']} (its high-water mark"
+                            f" {path} says so), not {table}: give every table its own journal"
+                        )
+                    committed = max(found["committed"], last)
+                    reserved = max(found["reserved"], last)
+                    if found["journal"] != journal_id:
+                        state = "new and empty" if not (last or has_inputs) else "another journal"
+                        lost = (
+                            f"the journal is {state}, but events up to seq {found['committed']} were"
+                            " issued from the one before it (deleted, truncated to 0 bytes or replaced)"
+                        )
+                    elif last < found["committed"]:
+                        lost = (
+                            f"the journal ends at seq {last}, but seq {found['committed']} was committed"
+                            " (its WAL deleted after a crash, or an older copy put back)"
+                        )
+                    elif not found["clean"] and not _same_boot(found["boot"]) and not self._wal_at_open:
+                        lost = (
+                            "the journal's WAL is missing after an unclean stop on an earlier boot: its"
+                            f" tail cannot be vouched for (it ends at seq {last})"
+                        )
+                    if lost is not None:
+                        floor = reserved
+                if journal_id is None:
+                    journal_id = uuid.uuid4().hex
+                    self.set_meta("journal_id", journal_id)
+                mark.table, mark.journal = table, journal_id
+                mark.committed, mark.reserved = committed, max(reserved, last) + HWM_RESERVE
+                mark.update(clean=False, sync=True)
+            except BaseException:
+                mark.close()
+                raise
+            self._hwm = mark
+            return History(lost, floor, note)
+
+    def _reserve(self, events: Sequence[dict[str, Any]]) -> None:
+        """Before events are stored (and so may be published): raise the
+        mark's bound above them, durably."""
+        mark = self._hwm
+        if mark is None or not events:
+            return
+        top = max((s for e in events if isinstance(s := e.get("seq"), int)), default=0)
+        if top > mark.reserved:
+            try:
+                mark.reserved = top + HWM_RESERVE
+                mark.update(sync=True)
+            except OSError as exc:
+                raise JournalError(
+                    f"journal {self.path}: cannot write its high-water mark {mark.path}:"
+                    f" {exc.strerror or exc}"
+                ) from None
+
+    def _committed(self, new: Sequence[dict[str, Any]]) -> None:
+        mark = self._hwm
+        if mark is None or not new:
+            return
+        top = max(int(e["seq"]) for e in new)
+        if top > mark.committed:
+            mark.committed = top
+            # no fsync: a kill -9 keeps it (page cache), a power cut is
+            # covered by ``reserved`` and the WAL check
+            with contextlib.suppress(OSError):
+                mark.update(sync=False)
 
     def events_since(self, after_seq: int = 0, *, batch: int = 1000) -> Iterator[PendingEvent]:
         """Every stored event with seq > ``after_seq``, in order."""
@@ -395,6 +580,27 @@ class Journal:
                 (key, value),
             )
 
+    # --- supervisor commands already taken ---------------------------------
+
+    def remember_command(self, key: str, expires: float, now: float) -> bool:
+        """Note a command (its signature or digest) as taken until
+        ``expires`` (wall time: when its ``ts`` leaves the freshness window);
+        False if it was already noted and has not expired, i.e. a replay.
+        Expired notes are dropped in the same transaction, so the table
+        holds at most the commands taken within one window (bounded by the
+        command rate limit). Survives restarts: a captured command cannot
+        be applied again after one."""
+        with self._lock, self._guard("recording a command"), self._transaction() as db:
+            db.execute("DELETE FROM commands_seen WHERE expires < ?", (now,))
+            cur = db.execute(
+                "INSERT OR IGNORE INTO commands_seen (key, expires) VALUES (?, ?)", (key, expires)
+            )
+            return cur.rowcount == 1
+
+    def commands_remembered(self) -> int:
+        with self._lock, self._guard("reading commands"):
+            return int(self._db.execute("SELECT count(*) FROM commands_seen").fetchone()[0])
+
     # --- retention ------------------------------------------------------
 
     def retention(
@@ -472,6 +678,91 @@ class Journal:
                 self._db.execute(f"PRAGMA incremental_vacuum({step})").fetchall()
             pages_freed += step
         return RetentionResult(events_deleted, inputs_deleted, pages_freed)
+
+
+class _HighWaterMark:
+    """``<journal>.hwm``: one JSON line, space-padded to a fixed size and
+    rewritten in place (one small write: never half old, half new), kept
+    open and locked (``flock``) by the daemon that claimed the journal."""
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+        self.table = ""
+        self.journal = ""
+        self.committed = 0
+        self.reserved = 0
+        self._clean = False
+        self._boot = boot_id()
+
+    @classmethod
+    def open(cls, path: str) -> _HighWaterMark:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
+            # its name must survive a power cut as much as its content
+            dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as exc:
+            raise JournalError(
+                f"cannot open the journal's high-water mark {path}: {exc.strerror or exc}"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise JournalError(
+                f"another shoe-controller process is using this journal ({path} is locked)"
+            ) from None
+        return cls(path, fd)
+
+    def read(self) -> dict[str, Any] | None:
+        """The mark's fields, or ``None`` if it is new (empty)."""
+        raw = os.pread(self._fd, _HWM_SIZE * 2, 0)
+        if not raw.strip(b" \n\0"):
+            return None
+        try:
+            data = json.loads(raw)
+            fields = {
+                "table": str(data["table"]),
+                "journal": str(data["journal"]),
+                "committed": int(data["committed"]),
+                "reserved": int(data["reserved"]),
+                "clean": bool(data["clean"]),
+                "boot": str(data["boot"]),
+            }
+        except (ValueError, KeyError, TypeError):
+            raise JournalError(
+                f"the journal's high-water mark {self.path} is unreadable; it guards event ids against"
+                " reuse after a lost journal: if the journal is intact, delete the mark and start again"
+            ) from None
+        return fields
+
+    def update(self, *, clean: bool | None = None, committed: int | None = None, sync: bool) -> None:
+        if clean is not None:
+            self._clean = clean
+        if committed is not None:
+            self.committed = committed
+        line = json.dumps(
+            {
+                "table": self.table,
+                "journal": self.journal,
+                "committed": self.committed,
+                "reserved": self.reserved,
+                "clean": self._clean,
+                "boot": self._boot,
+            },
+            separators=(",", ":"),
+        ).encode()
+        os.pwrite(self._fd, line.ljust(_HWM_SIZE - 1) + b"\n", 0)
+        if sync:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
 
 
 def _identity(event: dict[str, Any]) -> tuple[int, str, str]:

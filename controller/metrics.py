@@ -26,6 +26,19 @@ class Metrics:
             "shoe_journal_backlog", "Journalled events not yet delivered, by output", ["output"], registry=reg
         )
         self.broker = Gauge("shoe_broker_connected", "1 when the MQTT broker connection is up", registry=reg)
+        self.output_up = Gauge(
+            "shoe_output_up",
+            "1 while an output delivers, 0 while it fails (and is retried)",
+            ["output"],
+            registry=reg,
+        )
+        self.output_errors = Counter(
+            "shoe_output_errors",
+            "Failed attempts of an output (open, reopen, write)",
+            ["output"],
+            registry=reg,
+        )
+        self._output_errors: dict[str, int] = {}
         start_http_server(addr[1], addr=addr[0], registry=reg)
 
     def observe(self, events: list[dict[str, Any]], decoder: Any, daemon: Any) -> None:
@@ -39,9 +52,21 @@ class Metrics:
                 self.coups.labels("void").inc()
             elif t == "misdeal" and e["action"] != "corrected":
                 self.misdeals.labels(e["code"]).inc()
+        self.decoder_stats(decoder)
+
+    def decoder_stats(self, decoder: Any) -> None:
+        """Bytes and frames the decoder dropped, by reason: called after
+        every read whether or not it made events."""
         for reason, n in getattr(decoder, "stats", {}).items():
             if reason != "frames":
                 self.dropped.labels(reason).set(n)
+
+    def output(self, name: str, up: bool, errors: int) -> None:
+        self.output_up.labels(name).set(1 if up else 0)
+        seen = self._output_errors.get(name, 0)
+        if errors > seen:
+            self.output_errors.labels(name).inc(errors - seen)
+        self._output_errors[name] = errors
 
     def journal_backlog(self, journal: Any, mqtt: Any) -> None:
         for name in journal.outputs():

@@ -273,6 +273,10 @@ def coerce_rule_overrides(values: Mapping[str, Any], source: str) -> dict[str, A
     return dict(values)
 
 
+#: Largest profile file read (a real one is a few KiB).
+MAX_PROFILE_BYTES = 1 << 20
+
+
 def load_profile(name_or_path: str, overrides: Mapping[str, Any] | None = None) -> Profile:
     """A built-in profile by name, or a profile YAML by path, with optional
     ``rules`` overrides. Raises ConfigError naming the bad key."""
@@ -288,7 +292,11 @@ def load_profile(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
             )
         source = str(path)
         try:
-            text = path.read_text("utf-8")
+            with open(path, "rb") as f:
+                raw = f.read(MAX_PROFILE_BYTES + 1)
+            if len(raw) > MAX_PROFILE_BYTES:
+                raise ConfigError(f"{source}: larger than {MAX_PROFILE_BYTES} bytes: not a profile")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         except OSError as exc:

@@ -25,6 +25,10 @@ from controller.errors import UsageError
 
 #: 9999-12-31T23:59:59Z: RFC 3339 has four-digit years.
 MAX_T = 253_402_300_799.0
+#: Longest capture line read, in characters: a record of a 512 KiB read in
+#: hex (a serial read is at most 4 KiB). A longer one is an error, never
+#: read whole into memory.
+MAX_LINE = 1 << 20
 _META_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 
 
@@ -89,10 +93,19 @@ def read_header(path: str | Path) -> dict[str, str]:
     """The metadata of a capture (every ``# key=value`` line, later wins)."""
     meta: dict[str, str] = {}
     with open(path, encoding="utf-8") as fh:
-        for line in fh:
+        for line in _bounded_lines(fh, str(path)):
             if line.startswith("#"):
                 meta.update(parse_meta(line))
     return meta
+
+
+def _bounded_lines(fh: IO[str], source: str) -> Iterator[str]:
+    n = 0
+    while line := fh.readline(MAX_LINE + 1):
+        n += 1
+        if len(line) > MAX_LINE:
+            raise ShoelogError(f"{source}:{n}: line longer than {MAX_LINE} characters")
+        yield line
 
 
 def read_shoelog(path: str | Path) -> Iterator[Record | dict[str, str]]:
@@ -102,7 +115,7 @@ def read_shoelog(path: str | Path) -> Iterator[Record | dict[str, str]]:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
     with fh:
         try:
-            yield from parse_lines(fh, str(path))
+            yield from parse_lines(_bounded_lines(fh, str(path)), str(path))
         except UnicodeDecodeError as exc:
             raise ShoelogError(f"{path}: not UTF-8 text ({exc.reason})") from exc
 

@@ -930,9 +930,11 @@ def serve_pty(
     fast as the reader takes them.
     """
     path = link or default_pty_link()
-    pty = _Pty(path, settle)
+    pty: _Pty | None = None
     last_t: float | None = None
     try:
+        # inside the try: a signal right after the link is made still removes it
+        pty = _Pty(path, settle)
         on_ready(path)
         for item in fake.events():
             t = item.t if isinstance(item, Disconnect) else item[0]
@@ -955,8 +957,13 @@ def serve_pty(
     except _Stopped:
         pass
     finally:
-        pty.close()
-        pty.remove_link()
+        if pty is not None:
+            pty.close()
+            pty.remove_link()
+        else:  # stopped while the first pty was being made
+            with contextlib.suppress(FileNotFoundError):
+                if os.path.islink(path):
+                    os.unlink(path)
 
 
 def _check(stop: threading.Event | None) -> None:

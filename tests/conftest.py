@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -321,3 +322,31 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     for k in ("ca.key", "server.key", "client.key"):
         (d / k).chmod(0o600)
     return Certs(d)
+
+
+@dataclass
+class StagedInstall:
+    """``deploy/install.sh`` run into a temporary root (``root``), as
+    ``make install DESTDIR=...`` would: the wheel built from this checkout,
+    configs for tables T01 and T02."""
+
+    root: Path
+    output: str
+
+    @property
+    def venv(self) -> Path:
+        return self.root / "opt/shoe-controller"
+
+
+@pytest.fixture(scope="session")
+def staged_install(tmp_path_factory: pytest.TempPathFactory) -> StagedInstall:
+    root = tmp_path_factory.mktemp("root")
+    script = Path(__file__).resolve().parent.parent / "deploy" / "install.sh"
+    result = subprocess.run(
+        [str(script), "--root", str(root), "--python", sys.executable, "--table", "T01", "--table", "T02"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return StagedInstall(root=root, output=result.stdout)

@@ -3,6 +3,8 @@ only commands signed with it, fresh and not replayed, are applied."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import signal
@@ -10,42 +12,124 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-from controller.command_auth import CommandVerifier, sign
+from controller.command_auth import (
+    FUTURE_SKEW_S,
+    PAST_WINDOW_S,
+    CommandGate,
+    MemorySeen,
+    SeenCommands,
+    canonical,
+    sign,
+    stamp,
+)
 from controller.commands_schema import CommandError, parse_command
 from controller.config import load_config
 from controller.errors import ConfigError
+from controller.journal import Journal
 from tests.conftest import BrokerFactory, Subscriber
 
 KEY = b"k3y-for-tests-only"
 
 
+def gate(table: str = "T01", key: bytes | None = KEY, seen: SeenCommands | None = None) -> CommandGate:
+    return CommandGate(table, seen if seen is not None else MemorySeen(), key)
+
+
 def test_a_signed_fresh_command_passes_once() -> None:
-    v = CommandVerifier(KEY)
-    cmd = sign({"id": "1", "cmd": "accept", "coup": 4}, KEY, now=1000.0)
-    assert v.check(cmd, now=1001.0) is None
-    assert v.check(cmd, now=1002.0) == "replayed command: already taken"
+    g = gate()
+    cmd = sign({"id": "1", "cmd": "accept", "coup": 4}, KEY, now=1000.0, table="T01")
+    assert cmd["table"] == "T01"
+    assert g.check(cmd, now=1001.0) is None
+    assert g.check(cmd, now=1002.0) == "replayed command: already taken"
 
 
 def test_unsigned_tampered_stale_or_wrong_key_commands_are_refused() -> None:
-    v = CommandVerifier(KEY)
-    assert "unauthenticated" in (v.check({"id": "1", "cmd": "new_shoe"}, 0.0) or "")
-    signed = sign({"id": "2", "cmd": "void", "coup": 3, "reason": "x"}, KEY, now=1000.0)
-    assert "bad signature" in (v.check({**signed, "coup": 4}, 1000.0) or "")
-    assert "bad signature" in (v.check(sign({"id": "3", "cmd": "new_shoe"}, b"other", 1000.0), 1000.0) or "")
-    assert "stale" in (v.check(sign({"id": "4", "cmd": "new_shoe"}, KEY, 1000.0), 1400.0) or "")
+    g = gate()
+    assert "unauthenticated" in (g.check({"id": "1", "cmd": "new_shoe"}, 0.0) or "")
+    signed = sign({"id": "2", "cmd": "void", "coup": 3, "reason": "x"}, KEY, now=1000.0, table="T01")
+    assert "bad signature" in (g.check({**signed, "coup": 4}, 1000.0) or "")
+    other = sign({"id": "3", "cmd": "new_shoe"}, b"other", 1000.0, table="T01")
+    assert "bad signature" in (g.check(other, 1000.0) or "")
+    assert "stale" in (g.check(sign({"id": "4", "cmd": "new_shoe"}, KEY, 1000.0, "T01"), 1400.0) or "")
 
 
-def test_the_command_parser_takes_ts_and_sig_and_nothing_looser() -> None:
-    cmd = sign({"id": "1", "cmd": "enter_card", "coup": 2, "card": "TD"}, KEY, 5.0)
+def test_a_signature_is_bound_to_its_table() -> None:
+    """Issue 11 item 2: T01's signed command is refused by a T02 controller
+    with the same key, and the table cannot be changed or left out."""
+    captured = sign({"id": "1", "cmd": "end_shoe"}, KEY, now=1000.0, table="T01")
+    assert b'"table":"T01"' in canonical(captured), "the signed text names the table"
+    assert gate("T02").check(captured, 1000.0) == "command for table 'T01': this controller is table 'T02'"
+    assert "bad signature" in (gate("T02").check({**captured, "table": "T02"}, 1000.0) or "")
+    untabled = {k: v for k, v in captured.items() if k != "table"}
+    assert "bad signature" in (gate().check(untabled, 1000.0) or "")
+    # signed without a table at all (the old format): refused
+    old = {"id": "1", "cmd": "end_shoe", "ts": 1000.0}
+    old["sig"] = hmac.new(KEY, canonical(old), hashlib.sha256).hexdigest()
+    assert gate().check(old, 1000.0) == "unauthenticated command: a signed command must name its 'table'"
+    assert gate().check(captured, 1000.0) is None
+
+
+def test_the_freshness_window_is_300_s_back_and_5_s_ahead() -> None:
+    """Issue 11 item 2: a ts 250 s ahead used to pass; only clock skew may."""
+    now = 10_000.0
+    assert (PAST_WINDOW_S, FUTURE_SKEW_S) == (300.0, 5.0)
+
+    def check(ts: float) -> str | None:
+        return gate().check(sign({"id": "c", "cmd": "new_shoe"}, KEY, now=ts, table="T01"), now)
+
+    assert check(now - 300.0) is None
+    assert "stale" in (check(now - 300.01) or "")
+    assert check(now + 5.0) is None
+    assert "from the future" in (check(now + 5.01) or "")
+    assert "from the future" in (check(now + 250.0) or "")
+
+
+def test_unsigned_commands_need_a_fresh_ts_and_are_taken_once() -> None:
+    """Without a key too (issue 11 item 5): no ts, an old ts or a second
+    delivery (a retained copy, a replay) is refused."""
+    g = gate(key=None)
+    assert "without 'ts'" in (g.check({"id": "1", "cmd": "new_shoe"}, 1000.0) or "")
+    assert "stale" in (g.check({"id": "1", "cmd": "new_shoe", "ts": 600.0}, 1000.0) or "")
+    cmd = stamp({"id": "1", "cmd": "new_shoe"}, "T01", 1000.0)
+    assert g.check(cmd, 1000.5) is None
+    assert g.check(cmd, 1001.0) == "replayed command: already taken"
+    assert "table 'T09'" in (g.check({**cmd, "id": "2", "table": "T09"}, 1001.0) or "")
+    assert g.check({k: v for k, v in {**cmd, "id": "3"}.items() if k != "table"}, 1001.0) is None
+
+
+def test_replay_protection_survives_a_restart_in_the_journal(tmp_path: Path) -> None:
+    """Issue 11 item 2: the taken commands live in the journal's SQLite, so
+    a new process (a new gate on the reopened journal) refuses a replay;
+    notes expire with the window, so the table stays bounded."""
+    path = tmp_path / "j.sqlite3"
+    captured = sign({"id": "1", "cmd": "end_shoe"}, KEY, now=1000.0, table="T01")
+    with Journal(path) as j:
+        assert gate(seen=j).check(captured, 1000.0) is None
+    with Journal(path) as j:
+        assert gate(seen=j).check(captured, 1010.0) == "replayed command: already taken"
+        assert j.commands_remembered() == 1
+        later = sign({"id": "2", "cmd": "end_shoe"}, KEY, now=1400.0, table="T01")
+        assert gate(seen=j).check(later, 1400.0) is None
+        assert j.commands_remembered() == 1, "the expired note was dropped"
+
+
+def test_the_command_parser_takes_table_ts_and_sig_and_nothing_looser() -> None:
+    cmd = sign({"id": "1", "cmd": "enter_card", "coup": 2, "card": "TD"}, KEY, 5.0, table="T01")
     assert parse_command(json.dumps(cmd).encode()) == cmd
     with pytest.raises(CommandError, match="sig"):
         parse_command(json.dumps({**cmd, "sig": "nothex"}).encode())
     with pytest.raises(CommandError, match="ts"):
         parse_command(json.dumps({**cmd, "ts": "yesterday"}).encode())
+    with pytest.raises(CommandError, match="table"):
+        parse_command(json.dumps({**cmd, "table": "T" * 33}).encode())
+    with pytest.raises(CommandError, match="table"):
+        parse_command(json.dumps({**cmd, "table": "T01/#"}).encode())
+    assert parse_command(json.dumps({**cmd, "table": "T" * 32}).encode())["table"] == "T" * 32
 
 
 def _write_config(tmp_path: Path, port: int, key_mode: int = 0o600) -> Path:
@@ -71,43 +155,97 @@ def test_a_world_readable_command_key_is_refused(tmp_path: Path) -> None:
         load_config(_write_config(tmp_path, 1883, key_mode=0o644))
 
 
-@pytest.mark.mqtt
-def test_the_daemon_applies_signed_commands_and_refuses_the_rest(
-    tmp_path: Path, mosquitto: BrokerFactory, subscriber: Callable[..., Subscriber]
-) -> None:
-    broker = mosquitto()
-    cfg = _write_config(tmp_path, broker.port)
-    sub = subscriber(broker, ["baccarat/T01/#"])
-    daemon = subprocess.Popen(
+def _start(cfg: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
         [sys.executable, "-m", "controller.cli", "run", "-c", str(cfg)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
+
+
+def _ctl(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", "ctl", *args, "-c", str(cfg), "--timeout", "20"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _reply(sub: Subscriber, cid: str, after: int = 0) -> dict[str, Any] | None:
+    for m in sub.on("baccarat/T01/cmd/reply")[after:]:
+        data = json.loads(m.payload)
+        if data.get("id") == cid:
+            return dict(data)
+    return None
+
+
+@pytest.mark.mqtt
+def test_the_daemon_applies_signed_commands_refuses_the_rest_and_a_replay_after_a_restart(
+    tmp_path: Path, mosquitto: BrokerFactory, subscriber: Callable[..., Subscriber]
+) -> None:
+    broker = mosquitto()
+    cfg = _write_config(tmp_path, broker.port)
+    sub = subscriber(broker, ["baccarat/T01/#"])
+    daemon = _start(cfg)
     try:
         assert sub.wait_for(lambda ms: any(m.topic == "baccarat/T01/card" for m in ms), 60)
-        ok = subprocess.run(
-            [sys.executable, "-m", "controller.cli", "ctl", "new-shoe", "-c", str(cfg), "--timeout", "20"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        ok = _ctl(cfg, "new-shoe")
         assert ok.returncode == 0 and json.loads(ok.stdout)["ok"] is True, ok.stderr
+        assert sub.wait_for(lambda ms: any(m.topic == "baccarat/T01/card" for m in ms[-20:]), 60)
+        ended = _ctl(cfg, "end-shoe")
+        assert ended.returncode == 0 and json.loads(ended.stdout)["ok"] is True, ended.stderr
+        end_id = json.loads(ended.stdout)["id"]
+        (captured,) = [m.payload for m in sub.on("baccarat/T01/cmd") if end_id.encode() in m.payload]
+        assert json.loads(captured)["table"] == "T01" and "sig" in json.loads(captured)
+
         sub.publish("baccarat/T01/cmd", json.dumps({"id": "forged", "cmd": "end_shoe"}))
-        assert sub.wait_for(
-            lambda ms: any(m.topic == "baccarat/T01/cmd/reply" and b'"forged"' in m.payload for m in ms), 20
-        )
-        reply = next(
-            json.loads(m.payload) for m in sub.on("baccarat/T01/cmd/reply") if b'"forged"' in m.payload
-        )
-        assert reply["ok"] is False and "unauthenticated" in reply["error"]
+        assert sub.wait_for(lambda ms: _reply(sub, "forged") is not None, 20)
+        reply = _reply(sub, "forged")
+        assert reply is not None and reply["ok"] is False and "unauthenticated" in reply["error"]
         assert sub.wait_for(
             lambda ms: any(
                 m.topic == "baccarat/T01/security/alert" and b"COMMAND_REJECTED" in m.payload for m in ms
             ),
             20,
         )
-        assert not [m for m in sub.on("baccarat/T01/shoe/ended") if b"ended by supervisor" in m.payload]
     finally:
         daemon.send_signal(signal.SIGTERM)
-        daemon.wait(30)
+        assert daemon.wait(30) == 0
+    assert sub.wait_for(lambda ms: [m.text for m in ms if m.topic == "baccarat/T01/status"][-1] == "offline")
+
+    # the same captured, validly signed end_shoe after a restart: refused
+    seen_replies = len(sub.on("baccarat/T01/cmd/reply"))
+    daemon = _start(cfg)
+    try:
+        assert sub.wait_for(
+            lambda ms: [m.text for m in ms if m.topic == "baccarat/T01/status"][-1] == "online", 60
+        )
+        sub.publish("baccarat/T01/cmd", captured)
+        assert sub.wait_for(lambda ms: _reply(sub, end_id, seen_replies) is not None, 20)
+        again = _reply(sub, end_id, seen_replies)
+        assert again == {"id": end_id, "ok": False, "error": "replayed command: already taken"}
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(30) == 0
+    with Journal(tmp_path / "j.sqlite3") as j:
+        applied = [
+            json.loads(r.data) for r in j.inputs_since(0) if r.kind == "cmd" and b'"end_shoe"' in r.data
+        ]
+    assert [c["id"] for c in applied] == [end_id], "applied once, never replayed"
+    assert [m for m in sub.on("baccarat/T01/shoe/ended") if b"ended by supervisor" in m.payload]
+
+
+def test_an_empty_command_key_is_a_config_error_not_a_traceback(tmp_path: Path) -> None:
+    cfg = _write_config(tmp_path, 1883)
+    (tmp_path / "command.key").write_bytes(b"\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "run", "-c", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()]
+    assert "command_key_file" in r.stderr and "empty" in r.stderr and "Traceback" not in r.stderr

@@ -47,9 +47,9 @@ def test_each_spec_command_parses_to_a_normalised_dict(payload: bytes, expected:
         (cmd(id="a", cmd="shuffle"), "unknown cmd 'shuffle'"),
         (cmd(id="a", cmd="void", coup=1), "void: missing 'reason'"),
         (cmd(id="a", cmd="void", reason="x"), "void: missing 'coup'"),
-        (cmd(id="a", cmd="accept", coup=0), "'coup' must be a positive integer"),
-        (cmd(id="a", cmd="accept", coup="3"), "'coup' must be a positive integer"),
-        (cmd(id="a", cmd="accept", coup=True), "'coup' must be a positive integer"),
+        (cmd(id="a", cmd="accept", coup=0), "'coup' must be an integer from 1 to 1000"),
+        (cmd(id="a", cmd="accept", coup="3"), "'coup' must be an integer from 1 to 1000"),
+        (cmd(id="a", cmd="accept", coup=True), "'coup' must be an integer from 1 to 1000"),
         (cmd(id="a", cmd="enter_card", coup=1, card="ZZ"), "enter_card: not a card"),
         (cmd(id="a", cmd="enter_card", coup=1, card=None), "'card' must be a card code"),
         (cmd(id="a", cmd="new_shoe", coup=1), "new_shoe: unknown field 'coup'"),
@@ -61,6 +61,40 @@ def test_each_spec_command_parses_to_a_normalised_dict(payload: bytes, expected:
 def test_malformed_commands_are_refused_with_a_reason(payload: bytes, message: str) -> None:
     with pytest.raises(CommandError, match=message):
         parse_command(payload)
+
+
+def test_each_field_is_taken_at_its_bound_and_refused_past_it() -> None:
+    """Every command input's stated bound (README, supervisor commands)."""
+    base = {"id": "a", "cmd": "void", "coup": 1, "reason": "", "table": "T01", "ts": 1.5}
+
+    def payload_of(size: int) -> bytes:
+        p = json.dumps(base).encode()
+        return p[:-1] + b" " * (size - len(p)) + b"}"
+
+    assert len(payload_of(4096)) == 4096 and parse_command(payload_of(4096))["coup"] == 1
+    with pytest.raises(CommandError, match="larger than 4096 bytes"):
+        parse_command(payload_of(4097))
+    good = {"id": "i" * 128, "coup": 1000, "reason": "r" * 500, "table": "T" * 32, "ts": 99_999_999_999.9}
+    assert parse_command(cmd(**{**base, **good}))["coup"] == 1000
+    assert parse_command(cmd(**{**base, "ts": 0}))["ts"] == 0
+    assert parse_command(cmd(**{**base, "id": 2**63 - 1}))["id"] == 2**63 - 1
+    assert parse_command(cmd(**{**base, "id": -(2**63)}))["id"] == -(2**63)
+    for field, bad, message in [
+        ("id", "i" * 129, "'id' must be 1 to 128"),
+        ("id", 2**63, "must fit in 64 bits"),
+        ("id", -(2**63) - 1, "must fit in 64 bits"),
+        ("coup", 1001, "'coup' must be an integer from 1 to 1000"),
+        ("coup", 10**400, "'coup' must be an integer from 1 to 1000"),
+        ("reason", "r" * 501, "at most 500 characters"),
+        ("table", "T" * 33, "'table' must be a table name"),
+        ("table", "", "'table' must be a table name"),
+        ("ts", 1e11, "'ts' must be Unix seconds"),
+        ("ts", -0.001, "'ts' must be Unix seconds"),
+    ]:
+        with pytest.raises(CommandError, match=message):
+            parse_command(cmd(**{**base, field: bad}))
+    with pytest.raises(CommandError, match="'ts' must be Unix seconds"):
+        parse_command(b'{"id": "a", "cmd": "new_shoe", "ts": 1e999}')  # json reads it as inf
 
 
 def test_error_reply_echoes_the_id_when_it_can_be_read() -> None:

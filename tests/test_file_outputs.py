@@ -100,3 +100,50 @@ def test_jsonl_write_failure_keeps_the_events_pending(journal: Journal) -> None:
     journal.append_events([event(1), event(2)])
     assert out.pump() == 0
     assert journal.backlog("jsonl") == 2
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_jsonl_whose_directory_cannot_be_made_fails_without_raising_and_retries(
+    journal: Journal, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "var"
+    blocker.write_text("a file where the directory should be")  # root ignores modes: this holds for all
+    clock = Clock()
+    out = JsonlOutput(journal, blocker / "events.jsonl", retry_s=5.0, clock=clock)
+    assert out.failure is not None and "cannot open" in out.failure and out.errors == 1
+    journal.append_events([event(1), event(2)])
+    assert out.pump() == 0 and out.errors == 1  # not retried before its time
+    clock.now += 5.0
+    assert out.pump() == 0 and out.errors == 2  # retried, still failing
+    blocker.unlink()
+    blocker.mkdir()
+    assert out.pump() == 0  # fixed, but the next attempt is not due yet
+    clock.now += 5.0
+    assert out.pump() == 2 and out.failure is None
+    assert lines((blocker / "events.jsonl").read_text()) == [1, 2]
+    assert journal.backlog("jsonl") == 0
+
+
+def test_jsonl_that_cannot_be_reopened_on_sighup_fails_and_recovers(journal: Journal, tmp_path: Path) -> None:
+    clock = Clock()
+    out = JsonlOutput(journal, tmp_path / "log" / "events.jsonl", retry_s=5.0, clock=clock)
+    journal.append_events([event(1)])
+    assert out.pump() == 1
+    (tmp_path / "log").rename(tmp_path / "log.1")
+    (tmp_path / "log").write_text("not a directory")
+    out.reopen()  # what SIGHUP does: must not raise
+    assert out.failure is not None and "cannot reopen" in out.failure
+    journal.append_events([event(2), event(3)])
+    assert out.pump() == 0 and journal.backlog("jsonl") == 2
+    (tmp_path / "log").unlink()
+    clock.now += 5.0
+    assert out.pump() == 2 and out.failure is None
+    assert lines((tmp_path / "log.1" / "events.jsonl").read_text()) == [1]
+    assert lines((tmp_path / "log" / "events.jsonl").read_text()) == [2, 3]

@@ -202,6 +202,35 @@ def test_events_wait_in_the_journal_while_the_broker_is_away_and_none_are_lost(
     assert journal.mark("mqtt") == 60
 
 
+def test_after_a_long_outage_the_reconnect_backoff_stays_capped_and_everything_is_delivered(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+) -> None:
+    # The outage is measured in failed connection attempts, not in seconds.
+    # With the old backoff (1, 2, 4, 8, 16, then 30 s) five failures took
+    # 31 s and the broker, once back, waited up to 30 s more for the next
+    # attempt; capped (1, 2, 2, 2, 2 s) they take 9 s and the next is <= 2 s
+    # away. The generous timeouts below only stop a hung test.
+    broker = mosquitto(persistence=True)
+    sub = subscriber(broker, [f"{PREFIX}/card"], client_id="backoff-watcher", clean=False)
+    out = start_output(broker)
+    journal.append_events(cards(1, 5))
+    wait_delivered(out)
+
+    broker.stop()
+    assert eventually(lambda: out.connect_failures >= 5, timeout=25), out.connect_failures
+    journal.append_events(cards(6, 40))
+    out.notify()
+    assert out.backlog() == 35
+    broker.start()
+    assert eventually(lambda: out.connected, timeout=8), "not reconnected within the capped backoff"
+    wait_delivered(out)
+    assert sub.wait_for(lambda ms: set(seqs_of(ms)) >= set(range(1, 41)), timeout=30)
+    assert first_seen(seqs_of(sub.messages)) == list(range(1, 41))
+
+
 # --- retained topics and availability -----------------------------------------
 
 
@@ -349,17 +378,75 @@ def test_a_malformed_command_gets_an_error_reply_and_changes_nothing(
     assert received == []
 
 
-def test_a_retained_command_is_refused(
-    mosquitto: BrokerFactory, subscriber: SubscriberFactory, start_output: Callable[..., MqttOutput]
+RETAINED = "retained commands are refused; publish without retain"
+
+
+@pytest.mark.parametrize("protocol", ["3.1.1", "5"])
+def test_a_command_retained_before_the_controller_connects_is_refused(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    start_output: Callable[..., MqttOutput],
+    protocol: str,
 ) -> None:
     broker = mosquitto()
     supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
     supervisor.publish(f"{PREFIX}/cmd", json.dumps({"id": "old", "cmd": "new_shoe"}), retain=True)
     received: list[dict[str, Any]] = []
-    start_output(broker, on_command=received.append)
+    start_output(broker, on_command=received.append, protocol=protocol)
     assert supervisor.wait_for(lambda ms: len(ms) >= 1)
-    assert replies(supervisor)[0]["ok"] is False and "retained" in replies(supervisor)[0]["error"]
+    (reply,) = replies(supervisor)
+    assert reply == {"id": "old", "ok": False, "error": RETAINED}
     assert received == []
+
+
+def test_a_command_retained_while_the_controller_is_connected_is_refused_with_mqtt_5(
+    mosquitto: BrokerFactory, subscriber: SubscriberFactory, start_output: Callable[..., MqttOutput]
+) -> None:
+    """Issue 11 item 5: a live subscriber sees the retain flag cleared,
+    unless it subscribed "retain as published" (MQTT 5), as the output does."""
+    broker = mosquitto()
+    received: list[dict[str, Any]] = []
+    out = start_output(broker, on_command=received.append, protocol="5")
+    assert eventually(lambda: out.ready)
+    supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
+    supervisor.publish(f"{PREFIX}/cmd", json.dumps({"id": "live", "cmd": "new_shoe"}), retain=True)
+    supervisor.publish(f"{PREFIX}/cmd", json.dumps({"id": "plain", "cmd": "new_shoe"}))
+    assert supervisor.wait_for(lambda ms: len(ms) >= 1)
+    assert eventually(lambda: len(received) == 1)
+    assert replies(supervisor) == [{"id": "live", "ok": False, "error": RETAINED}]
+    assert [c["id"] for c in received] == ["plain"], "only the unretained one reaches the handler"
+
+
+def test_messages_over_the_admit_limit_are_dropped_unread(
+    mosquitto: BrokerFactory, subscriber: SubscriberFactory, start_output: Callable[..., MqttOutput]
+) -> None:
+    """The owner's rate limit sees every message on the command topic,
+    well-formed or not, before it is parsed; one it refuses gets no reply."""
+    broker = mosquitto()
+    tokens = [True, True, False, False, True]
+    received: list[dict[str, Any]] = []
+    config = MqttConfig.model_validate({"host": broker.host, "port": broker.port})
+    out = MqttOutput(
+        config,
+        TABLE,
+        Journal(broker.directory / "j.sqlite3"),
+        on_command=received.append,
+        admit=lambda: tokens.pop(0),
+        poll_interval=0.1,
+    )
+    out.start()
+    try:
+        assert eventually(lambda: out.ready)
+        supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
+        for payload in (b'{"id": 1, "cmd": "new_shoe"}', b"{junk", b'{"id": 3, "cmd": "new_shoe"}', b"{junk"):
+            supervisor.publish(f"{PREFIX}/cmd", payload)
+        supervisor.publish(f"{PREFIX}/cmd", b'{"id": 5, "cmd": "end_shoe"}')
+        assert eventually(lambda: [c["id"] for c in received] == [1, 5])
+        assert supervisor.wait_for(lambda ms: len(ms) >= 1)
+        assert [r["id"] for r in replies(supervisor)] == [None], "only the admitted bad one is answered"
+        assert tokens == []
+    finally:
+        out.stop(timeout=2)
 
 
 # --- protocol 5, TLS, and the shipped broker config -------------------------------

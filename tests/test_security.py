@@ -51,8 +51,11 @@ def test_the_shuffler_order_never_leaves_the_controller(tmp_path: Path) -> None:
     runner.join(30)
     structlog.reset_defaults()
 
-    shoe = fake.shoes[0]
-    commitment = shoe["shuffle_commit"]
+    # the same fake dealt to the end (the daemon's may be stopped before it
+    # records its shoe: that happens after the shoe's last frame is read)
+    same = FakeShoe(seed=9, decks=1, shoes=1, shuffler=True, cut_card_min=30)
+    stream = b"".join(d for _, d in same.stream())
+    commitment = same.shoes[0]["shuffle_commit"]
     events = [json.loads(x) for x in out.getvalue().splitlines()]
     assert any(e["type"] == "shoe.ended" for e in events)
     started = next(e for e in events if e["type"] == "shoe.started")
@@ -61,8 +64,7 @@ def test_the_shuffler_order_never_leaves_the_controller(tmp_path: Path) -> None:
     dealt = [e["card"] for e in events if e["type"] == "card"]
     # the order itself, recovered from the fake's own ORD frames
     order: list[str] = []
-    same = FakeShoe(seed=9, decks=1, shoes=1, shuffler=True, cut_card_min=30)
-    for frame in Decoder().feed(0.0, b"".join(d for _, d in same.stream())):
+    for frame in Decoder().feed(0.0, stream):
         if isinstance(frame, ShuffleOrder):
             order.extend(c for c in frame.cards if c is not None)
     assert len(order) == 52

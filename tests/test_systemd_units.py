@@ -1,15 +1,25 @@
-"""The shipped systemd units: they pass `systemd-analyze verify`, keep their
-service contract (notify, watchdog, restart) and stay hardened to an
-exposure of at most 2.0 by `systemd-analyze security --offline=true`."""
+"""The shipped systemd units: they pass `systemd-analyze verify` (as shipped,
+and as deploy/install.sh installs them into a temporary root), keep their
+service contract (notify, watchdog, restart; the daemon really sends READY,
+WATCHDOG and STOPPING) and stay hardened to an exposure of at most 2.0 by
+`systemd-analyze security --offline=true`."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
+import sys
+import uuid
 from pathlib import Path
 
 import pytest
+import yaml
+
+from tests.conftest import StagedInstall
 
 REPO = Path(__file__).resolve().parent.parent
 UNITS = {
@@ -17,6 +27,8 @@ UNITS = {
     "shoe-controller@.service": "shoe-controller@T01.service",  # a template is checked as an instance
 }
 MAX_EXPOSURE = 2.0
+#: Where deploy/install.sh puts the program; the units' ExecStart names it.
+EXEC = "/opt/shoe-controller/bin/shoe-controller"
 
 
 def analyze() -> str:
@@ -30,26 +42,36 @@ def installed_copy(tmp_path: Path, unit: str) -> Path:
     """The unit under its instance name, with ExecStart pointed at a binary
     that exists here (verify refuses a missing one)."""
     text = (REPO / "systemd" / unit).read_text()
-    assert "ExecStart=/usr/bin/shoe-controller " in text
+    assert f"ExecStart={EXEC} " in text
     path = tmp_path / UNITS[unit]
-    path.write_text(text.replace("/usr/bin/shoe-controller", shutil.which("true") or "/bin/true"))
+    path.write_text(text.replace(EXEC, shutil.which("true") or "/bin/true"))
     return path
 
 
 def directives(unit: str) -> dict[str, list[str]]:
+    return directives_of((REPO / "systemd" / unit).read_text())
+
+
+def directives_of(text: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for line in (REPO / "systemd" / unit).read_text().splitlines():
+    for line in text.splitlines():
         if "=" in line and not line.startswith(("#", "[")):
             key, value = line.split("=", 1)
             out.setdefault(key.strip(), []).append(value.strip())
     return out
 
 
+def verify(tool: str, path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [tool, "verify", "--man=no", "--generators=no", str(path)], capture_output=True, text=True
+    )
+
+
 @pytest.mark.parametrize("unit", list(UNITS))
 def test_unit_passes_systemd_analyze_verify(unit: str, tmp_path: Path) -> None:
     tool = analyze()
     path = installed_copy(tmp_path, unit)
-    result = subprocess.run([tool, "verify", str(path)], capture_output=True, text=True)
+    result = verify(tool, path)
     ours = [line for line in (result.stdout + result.stderr).splitlines() if path.name in line]
     assert result.returncode == 0 and not ours, result.stdout + result.stderr
 
@@ -78,6 +100,98 @@ def test_unit_is_a_notify_service_with_a_watchdog_and_restart_on_failure(unit: s
 
 def test_template_instances_have_their_own_config_and_state() -> None:
     d = directives("shoe-controller@.service")
-    assert d["ExecStart"] == ["/usr/bin/shoe-controller run -c %E/shoe-controller/%i.yaml"]
+    assert d["ExecStart"] == [f"{EXEC} run -c %E/shoe-controller/%i.yaml"]
     assert d["StateDirectory"] == ["shoe-controller/%i"]
     assert d["WorkingDirectory"] == ["%S/shoe-controller/%i"]
+
+
+@pytest.mark.install
+@pytest.mark.parametrize("unit", list(UNITS))
+def test_installed_unit_passes_systemd_analyze_verify(
+    unit: str, staged_install: StagedInstall, tmp_path: Path
+) -> None:
+    """The unit as deploy/install.sh installed it under a temporary root.
+    Its ExecStart names the program it installed (which exists, executable,
+    in the root); verify runs on the host, whose systemd has the targets and
+    /bin/kill the unit refers to, so the one path the root changes is
+    pointed into the root for it."""
+    tool = analyze()
+    root = staged_install.root
+    installed = root / "usr/local/lib/systemd/system" / unit
+    text = installed.read_text()
+    (exec_start,) = directives_of(text)["ExecStart"]
+    binary = exec_start.split()[0]
+    assert binary == EXEC
+    staged_binary = root / binary.lstrip("/")
+    assert staged_binary.is_file() and os.access(staged_binary, os.X_OK)
+    path = tmp_path / UNITS[unit]
+    path.write_text(text.replace(binary, str(staged_binary)))
+    result = verify(tool, path)
+    ours = [line for line in (result.stdout + result.stderr).splitlines() if path.name in line]
+    assert result.returncode == 0 and not ours, result.stdout + result.stderr
+
+
+def test_verify_would_catch_a_unit_whose_program_is_missing(tmp_path: Path) -> None:
+    """The check above is not vacuous: a unit naming a program that is not
+    there fails verify."""
+    tool = analyze()
+    text = (REPO / "systemd" / "shoe-controller.service").read_text()
+    path = tmp_path / "shoe-controller.service"
+    path.write_text(text.replace(EXEC, str(tmp_path / "missing" / "shoe-controller")))
+    result = verify(tool, path)
+    assert result.returncode != 0 and "is not executable" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("unit", list(UNITS))
+def test_unit_is_hardened_for_review(unit: str) -> None:
+    """The settings a reviewer looks for, each for a stated reason in the unit."""
+    d = directives(unit)
+    assert d["User"] == ["shoe-controller"] and d["Group"] == ["shoe-controller"]
+    assert d["NoNewPrivileges"] == ["yes"]
+    assert d["ProtectSystem"] == ["strict"] and d["ProtectHome"] == ["yes"] and d["PrivateTmp"] == ["yes"]
+    assert d["CapabilityBoundingSet"] == [""] and d["AmbientCapabilities"] == [""]
+    # The journal and JSON-lines file live in the state directory, the one
+    # place ProtectSystem=strict leaves writable (systemd makes it so).
+    assert d["StateDirectory"][0].startswith("shoe-controller") and d["StateDirectoryMode"] == ["0700"]
+    assert d["WorkingDirectory"][0].startswith("%S/shoe-controller")
+    assert d["UMask"] == ["0077"]
+    assert set(d["DeviceAllow"]) == {"char-ttyS rw", "char-ttyUSB rw", "char-ttyACM rw", "char-usb_device rw"}
+    assert d["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+
+
+def test_the_daemon_keeps_the_units_notify_and_watchdog_contract(tmp_path: Path) -> None:
+    """Type=notify and WatchdogSec=30 are only honest if the daemon sends
+    READY=1 once up, WATCHDOG=1 at least every WATCHDOG_USEC/2 while it runs,
+    and STOPPING=1 on SIGTERM: run it with a real notify socket, as systemd
+    would, with a short watchdog."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "table": "T01",
+        "device": {"driver": "fake", "seed": 2, "cards_per_second": 20},
+        "journal": str(tmp_path / "journal.sqlite3"),
+        "outputs": {"stdout": False},
+    }))  # fmt: skip
+    name = f"shoe-controller-test-{uuid.uuid4().hex}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind("\0" + name)  # abstract: systemd's own NOTIFY_SOCKET may be "@..." too
+        sock.settimeout(60)
+        env = {**os.environ, "NOTIFY_SOCKET": "@" + name, "WATCHDOG_USEC": "400000"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "controller.cli", "run", "-c", str(cfg)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+        )  # fmt: skip
+        try:
+            messages: list[str] = []
+            while sum(m == "WATCHDOG=1" for m in messages) < 3:
+                messages.append(sock.recv(4096).decode())
+            assert messages[0].startswith("READY=1\n"), messages
+            proc.send_signal(signal.SIGTERM)
+            while not messages[-1].startswith("STOPPING=1"):
+                messages.append(sock.recv(4096).decode())
+            assert proc.wait(60) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            assert proc.stderr is not None
+            proc.stderr.close()

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from controller.config import Config, load_config
+from controller.commands.record import DEFAULT_BAUD
+from controller.config import Config, SerialDevice, load_config
 
 
 def _check_profile(cfg: Config) -> str | None:
@@ -22,6 +23,29 @@ def _check_profile(cfg: Config) -> str | None:
         return "profile not loaded (controller.rules is not in this build)"
     rules.load_profile(cfg.profile, cfg.rules.overrides() or None)  # raises ConfigError
     return None
+
+
+def _device_server_lines(cfg: Config) -> list[str]:
+    """What a ``socket://`` or ``rfc2217://`` port means for the line settings."""
+    dev = cfg.device
+    if not isinstance(dev, SerialDevice):
+        return []
+    from drivers.serial import DEAD_PEER_S, parse_port
+
+    net = parse_port(dev.port)
+    if net is None:
+        return []
+    alive = f"a device server that vanishes without closing is noticed within {DEAD_PEER_S} s (TCP keepalive)"
+    baud = dev.baudrate or DEFAULT_BAUD.get(dev.protocol, 9600)
+    if net.scheme == "rfc2217":
+        return [f"device server {net.host}:{net.port} in RFC 2217 mode: {baud} baud 8N1 negotiated; {alive}"]
+    lines = [f"device server {net.host}:{net.port} in TCP-server mode; {alive}"]
+    given = "device.baudrate" if dev.baudrate is not None else f"the usual speed of {dev.protocol}"
+    lines.append(
+        f"note: socket:// sends no line settings: set the device server's serial port to "
+        f"{baud} baud 8N1 ({given})"
+    )
+    return lines
 
 
 def summary(cfg: Config) -> list[str]:
@@ -53,6 +77,7 @@ def summary(cfg: Config) -> list[str]:
         f"outputs: {', '.join(outputs) or 'none'}",
         f"odds {'on' if cfg.odds else 'off'}, advantage threshold {cfg.advantage_threshold}",
     ]
+    lines[2:2] = _device_server_lines(cfg)
     if cfg.metrics:
         lines.append(f"metrics on http://{cfg.metrics}/metrics")
     if overrides:

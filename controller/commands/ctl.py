@@ -3,6 +3,9 @@ supervisor command to a table through the broker and print its reply.
 
 The broker settings come from the config's ``outputs.mqtt`` (a supervisor's
 own credentials: the shipped ACL lets only supervisors publish commands).
+Every command is stamped with the config's ``table`` and the current time
+(``ts``) and, when the config has ``command_key_file``, signed over both, so
+this host's clock must be within a few seconds of the controller's (NTP).
 Exit 0 when the controller applied the command, 1 when it refused it or no
 reply came in time, 2 for usage errors.
 """
@@ -20,7 +23,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.cards import CardError, parse_card
-from controller.command_auth import read_key, sign
+from controller.command_auth import read_key, sign, stamp
 from controller.config import load_config
 from controller.errors import RuntimeFailure, UsageError
 
@@ -57,8 +60,12 @@ def run(args: argparse.Namespace) -> int:
     if m is None:
         raise UsageError(f"{args.config}: outputs.mqtt is needed to reach the broker")
     cmd = build_command(args)
+    # every command carries its table and time (the controller refuses one
+    # without a fresh ts); signed over both when the config has the key
     if m.command_key_file is not None:
-        cmd = sign(cmd, read_key(m.command_key_file), time.time())
+        cmd = sign(cmd, read_key(m.command_key_file), time.time(), cfg.table)
+    else:
+        cmd = stamp(cmd, cfg.table, time.time())
     prefix = f"{m.topic_prefix}/{cfg.table}"
     reply: dict[str, Any] = {}
     got = threading.Event()

@@ -4,7 +4,9 @@ With ``--pty`` the shoe speaks on a pseudo-terminal whose path (a stable
 symlink, valid across simulated unplugs) is the first line of stdout;
 without it the raw byte stream goes to stdout. Either way shoe follows shoe
 (``--shoes N`` stops after N) at ``--cards-per-second`` (0 = as fast as the
-reader takes them). SIGTERM and SIGINT end it cleanly with exit code 0.
+reader takes them). SIGTERM, SIGINT and SIGHUP end it cleanly with exit
+code 0, the pty's symlink removed (after ``kill -9`` it cannot be: the
+serial driver refuses a symlink older than the pty it points to).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from drivers.fake import FakeShoe, serve_pty, write_stream
 
 
 class _Terminated(Exception):
-    """SIGTERM or SIGINT arrived: stop serving, exit 0."""
+    """SIGTERM, SIGINT or SIGHUP arrived: stop serving, exit 0."""
 
 
 def _raise_terminated(signum: int, frame: FrameType | None) -> None:
@@ -47,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
 
     previous: dict[int, Any] = {
-        signum: signal.signal(signum, _raise_terminated) for signum in (signal.SIGTERM, signal.SIGINT)
+        signum: signal.signal(signum, _raise_terminated)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
     }
     try:
         if args.pty:

@@ -27,10 +27,17 @@ publishes events and touches the bookkeeping. paho calls ``on_publish``
 with its own message lock held, so a callback must never wait on a lock
 the sender holds while it calls ``publish``; this design has none.
 
-Commands arriving on ``<prefix>/<table>/cmd`` are parsed strictly
-(``controller.commands_schema``); a bad one gets an error reply at once and
-changes nothing, a valid one goes to ``on_command`` (called on the network
-thread: it should only enqueue), whose owner later calls ``reply``.
+Commands arriving on ``<prefix>/<table>/cmd`` first pass ``admit`` (the
+owner's rate limit: a message it refuses is dropped unread), are refused if
+retained, then parsed strictly (``controller.commands_schema``); a bad one
+gets an error reply at once and changes nothing, a valid one goes to
+``on_command`` (called on the network thread: it should only enqueue),
+whose owner later calls ``reply``. With MQTT 5 the subscription asks for
+"retain as published", so a retained command shows its flag even when it
+arrives live; with MQTT 3.1.1 the broker clears the flag on live delivery
+(only a delivery on (re)subscribing shows it), and what stops such a
+command from acting again is its ``ts`` and the once-only check
+(``controller.command_auth``).
 """
 
 from __future__ import annotations
@@ -47,14 +54,21 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
+from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from controller.commands_schema import CommandError, error_reply, parse_command
+from controller.commands_schema import CommandError, error_reply, id_of, parse_command
 from controller.config import MqttConfig
 from controller.journal import Journal, JournalError
 
 log = logging.getLogger(__name__)
 
 CommandHandler = Callable[[dict[str, Any]], None]
+
+#: Reconnect backoff (seconds): 1, then 2, 2, 2...; paho starts again from
+#: the first after every successful CONNACK. A broker back after a short
+#: outage gets its events within ~2 s, not after a backoff grown to 30 s; a
+#: connection attempt every 2 s is nothing for a broker, even from a hall of tables.
+RECONNECT_DELAY_S: tuple[float, float] = (1.0, 2.0)
 
 
 def event_topic(prefix: str, table: str, event_type: str) -> str:
@@ -74,10 +88,11 @@ class MqttOutput:
         journal: Journal,
         *,
         on_command: CommandHandler | None = None,
+        admit: Callable[[], bool] | None = None,
         name: str = "mqtt",
         window: int = 20,
         poll_interval: float = 0.5,
-        reconnect_delay: tuple[float, float] = (1.0, 30.0),
+        reconnect_delay: tuple[float, float] = RECONNECT_DELAY_S,
         retry_delay: float = 5.0,
         keepalive: int = 30,
     ) -> None:
@@ -86,6 +101,7 @@ class MqttOutput:
         self._cfg = cfg
         self._journal = journal
         self._on_command = on_command
+        self._admit = admit
         self._window = window
         self._poll = poll_interval
         self._retry_delay = retry_delay
@@ -118,6 +134,8 @@ class MqttOutput:
         self._state_dirty = False
         self._state_lock = threading.Lock()
         self._last_error = ""
+        #: failed connection attempts since start (each one a backoff step)
+        self.connect_failures = 0
 
         self._client = self._make_client(keepalive)
         self._client.reconnect_delay_set(
@@ -257,7 +275,11 @@ class MqttOutput:
             return
         self._last_error = ""
         log.info("mqtt: connected to %s:%s", self._cfg.host, self._cfg.port)
-        client.subscribe(self.topic_cmd, qos=1)
+        if self._cfg.protocol == "5":
+            # the broker keeps a retained command's flag on live delivery too
+            client.subscribe(self.topic_cmd, options=SubscribeOptions(qos=1, retainAsPublished=True))
+        else:
+            client.subscribe(self.topic_cmd, qos=1)
         client.publish(self.topic_status, "online", qos=1, retain=True)
         with self._state_lock:
             self._state_dirty = self._state is not None
@@ -265,6 +287,7 @@ class MqttOutput:
         self._wake.set()
 
     def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
+        self.connect_failures += 1
         self._last_error = f"cannot connect to {self._cfg.host}:{self._cfg.port}"
         log.warning("mqtt: %s; retrying with backoff", self._last_error)
 
@@ -301,11 +324,17 @@ class MqttOutput:
     def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
         if message.topic != self.topic_cmd:
             return
+        if self._admit is not None and not self._admit():
+            return  # over the command rate: dropped unread (counted by the owner)
         payload = bytes(message.payload)
         if message.retain:
             # A retained command would be re-run on every reconnect.
             self.reply(
-                {"id": None, "ok": False, "error": "retained commands are refused; publish without retain"}
+                {
+                    "id": id_of(payload),
+                    "ok": False,
+                    "error": "retained commands are refused; publish without retain",
+                }
             )
             return
         try:
