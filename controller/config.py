@@ -212,7 +212,10 @@ class MqttConfig(_Model):
     password_file: str | None = None
     tls: TlsConfig | None = None
     topic_prefix: str = "baccarat"
-    protocol: Literal["3.1.1", "5"] = "3.1.1"
+    #: MQTT 5 by default: only it lets the controller see that a command is
+    #: retained on the broker when it arrives live (retain-as-published);
+    #: "3.1.1" is for brokers without MQTT 5 (see ``protocol_warning``).
+    protocol: Literal["3.1.1", "5"] = "5"
     #: The daemon's own check of a command's origin (controller/command_auth.py):
     #: with it, commands must be signed (HMAC-SHA256) with this shared key.
     command_key_file: str | None = None
@@ -242,6 +245,18 @@ class MqttConfig(_Model):
         if self.password_file is not None and self.username is None:
             raise _error("mqtt_auth", "password_file needs a username (MQTT sends no password without one)")
         return self
+
+    def protocol_warning(self) -> str | None:
+        """What the chosen protocol cannot guarantee, for ``check-config`` and
+        the daemon's start-up log; None with MQTT 5. (The controller always
+        takes commands on its MQTT connection.)"""
+        if self.protocol == "5":
+            return None
+        return (
+            'outputs.mqtt.protocol: "3.1.1" cannot show the controller that a command is '
+            "retained on the broker when it arrives while connected: such a command is "
+            'applied once (later copies are refused); use "5" unless the broker lacks MQTT 5'
+        )
 
     def password(self) -> str | None:
         """The password from ``password_file`` (first line, no newline)."""

@@ -319,6 +319,9 @@ class Daemon:
         if o.mqtt is not None:
             from controller.outputs.mqtt import MqttOutput
 
+            warning = o.mqtt.protocol_warning()
+            if warning:
+                log.warning("weaker command protection", detail=warning)
             self.mqtt = MqttOutput(
                 o.mqtt,
                 self.cfg.table,

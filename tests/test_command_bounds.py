@@ -17,6 +17,7 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 import pytest
+import structlog
 import yaml
 from paho.mqtt.enums import CallbackAPIVersion
 
@@ -88,8 +89,10 @@ def run_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     at 40 cards/s; stopped after the test."""
     running: list[tuple[Daemon, threading.Thread]] = []
 
-    def start(broker: Broker, *, key: bool = False, protocol: str = "3.1.1") -> Daemon:
-        mqtt_cfg: dict[str, Any] = {"host": broker.host, "port": broker.port, "protocol": protocol}
+    def start(broker: Broker, *, key: bool = False, protocol: str | None = None) -> Daemon:
+        mqtt_cfg: dict[str, Any] = {"host": broker.host, "port": broker.port}
+        if protocol is not None:  # None: the config's default (MQTT 5)
+            mqtt_cfg["protocol"] = protocol
         if key:
             path = tmp_path / "command.key"
             path.write_bytes(KEY + b"\n")
@@ -139,7 +142,11 @@ def test_a_command_flood_is_bounded_and_cards_keep_flowing(
     """Issue 11 item 6: 2,000 commands (unsigned, to a controller with a
     key: each one refused) used to become 2,000 journalled inputs and
     alerts while no device read happened."""
-    broker = mosquitto()
+    # The shipped broker's queue per client (deploy/mosquitto): with
+    # mosquitto's default of 1,000, a loaded machine sometimes had the broker
+    # drop part of the flood before the controller saw it, and the count of
+    # what the controller read or dropped could not add up to 2,000.
+    broker = mosquitto(config="listener @PORT@ 127.0.0.1\nallow_anonymous true\nmax_queued_messages 10000\n")
     daemon = run_daemon(broker, key=True)
     inbox = daemon._commands
     replies = subscriber(broker, ["baccarat/T01/cmd/reply"])
@@ -196,7 +203,7 @@ def test_a_command_flood_is_bounded_and_cards_keep_flowing(
 
 
 @pytest.mark.mqtt
-def test_with_mqtt_5_a_retained_command_is_refused_before_and_while_connected(
+def test_with_the_default_config_a_retained_command_is_refused_before_and_while_connected(
     tmp_path: Path,
     mosquitto: BrokerFactory,
     subscriber: Callable[..., Subscriber],
@@ -204,7 +211,8 @@ def test_with_mqtt_5_a_retained_command_is_refused_before_and_while_connected(
 ) -> None:
     """Issue 11 item 5: one retained before the controller connects, one
     retained while it is connected (the case that used to be applied), and
-    an ordinary one that is applied."""
+    an ordinary one that is applied; no protocol in the config: MQTT 5 is
+    the default."""
     broker = mosquitto()
     sup = subscriber(broker, ["baccarat/T01/cmd/reply"])
     sup.publish(
@@ -212,7 +220,10 @@ def test_with_mqtt_5_a_retained_command_is_refused_before_and_while_connected(
         json.dumps(stamp({"id": "before", "cmd": "new_shoe"}, "T01", time.time())),
         retain=True,
     )
-    daemon = run_daemon(broker, protocol="5")
+    with structlog.testing.capture_logs() as logs:
+        daemon = run_daemon(broker)
+    assert daemon.cfg.outputs.mqtt is not None and daemon.cfg.outputs.mqtt.protocol == "5"
+    assert not [e for e in logs if e["event"] == "weaker command protection"]
     sup.publish(
         "baccarat/T01/cmd",
         json.dumps(stamp({"id": "live", "cmd": "new_shoe"}, "T01", time.time())),
@@ -241,7 +252,11 @@ def test_with_mqtt_3_1_1_a_command_without_a_fresh_ts_or_taken_before_is_refused
     ``ts`` and is taken once."""
     broker = mosquitto()
     sup = subscriber(broker, ["baccarat/T01/cmd/reply"])
-    run_daemon(broker)
+    with structlog.testing.capture_logs() as logs:
+        run_daemon(broker, protocol="3.1.1")
+    # the daemon says at start what 3.1.1 cannot guarantee
+    (warning,) = [e for e in logs if e["event"] == "weaker command protection"]
+    assert warning["log_level"] == "warning" and "retained" in warning["detail"]
     fresh = stamp({"id": "once", "cmd": "end_shoe"}, "T01", time.time())
     for cmd in (
         {"id": "no-ts", "cmd": "end_shoe"},

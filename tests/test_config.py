@@ -155,11 +155,19 @@ def test_fake_faults_must_be_known_names_with_probabilities() -> None:
     assert "device.faults:" in error_of("table: T01\ndevice: {driver: fake, faults: 'gap:1.5'}\n")
 
 
-def test_mqtt_protocol_defaults_to_3_1_1_and_accepts_5() -> None:
+def test_mqtt_protocol_defaults_to_5_and_accepts_3_1_1_with_a_warning() -> None:
+    """MQTT 5 by default: only it shows a retained command's flag on live
+    delivery (issue 11 item 5); 3.1.1 stays selectable for old brokers."""
     cfg = parse_config(MINIMAL + "outputs: {mqtt: {host: h}}\n")
-    assert cfg.outputs.mqtt is not None and cfg.outputs.mqtt.protocol == "3.1.1"
+    assert cfg.outputs.mqtt is not None and cfg.outputs.mqtt.protocol == "5"
+    assert cfg.outputs.mqtt.protocol_warning() is None
     cfg = parse_config(MINIMAL + "outputs: {mqtt: {host: h, protocol: 5}}\n")
     assert cfg.outputs.mqtt is not None and cfg.outputs.mqtt.protocol == "5"
+    cfg = parse_config(MINIMAL + "outputs: {mqtt: {host: h, protocol: '3.1.1'}}\n")
+    assert cfg.outputs.mqtt is not None and cfg.outputs.mqtt.protocol == "3.1.1"
+    warning = cfg.outputs.mqtt.protocol_warning()
+    assert warning is not None and warning.startswith('outputs.mqtt.protocol: "3.1.1"')
+    assert "retained" in warning
     assert "outputs.mqtt.protocol:" in error_of(MINIMAL + "outputs: {mqtt: {host: h, protocol: 4}}\n")
 
 
@@ -271,6 +279,24 @@ def test_check_config_command_prints_ok_and_a_summary(capsys: pytest.CaptureFixt
     out = capsys.readouterr().out
     assert out.startswith(f"ok: {example}\n")
     assert "table T01" in out
+
+
+def test_check_config_warns_on_stderr_when_mqtt_3_1_1_is_chosen(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Valid (exit 0), but one warning line naming the key: 3.1.1 cannot
+    show a command retained on the broker when it arrives live."""
+    path = tmp_path / "c.yaml"
+    path.write_text(MINIMAL + "outputs: {mqtt: {host: h, protocol: '3.1.1'}}\n")
+    assert main(["check-config", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "(MQTT 3.1.1)" in out
+    (line,) = err.splitlines()
+    assert line.startswith('warning: outputs.mqtt.protocol: "3.1.1" cannot show')
+    path.write_text(MINIMAL + "outputs: {mqtt: {host: h}}\n")
+    assert main(["check-config", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "(MQTT 5)" in out and err == ""
 
 
 def test_check_config_command_exits_2_with_the_message_and_no_traceback(

@@ -40,6 +40,9 @@ REPO = Path(__file__).resolve().parent.parent
 TABLE = "T01"
 PREFIX = "baccarat/T01"
 SubscriberFactory = Callable[..., Subscriber]
+#: MQTT 5 is the default; 3.1.1 stays selectable for old brokers, and the
+#: delivery guarantees are tested under both.
+PROTOCOLS = ["5", "3.1.1"]
 
 
 def event(seq: int, type_: str = "card", **payload: Any) -> dict[str, Any]:
@@ -176,17 +179,21 @@ def test_a_restarted_output_resumes_after_its_mark_without_resending(
     assert seqs_of(sub.messages) == [6, 7, 8]
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_events_wait_in_the_journal_while_the_broker_is_away_and_none_are_lost(
     mosquitto: BrokerFactory,
     subscriber: SubscriberFactory,
     journal: Journal,
     start_output: Callable[..., MqttOutput],
+    protocol: str,
 ) -> None:
     # The broker keeps the subscriber's session across its restart, so what
-    # the subscriber receives is exactly what the publisher delivered.
+    # the subscriber receives is exactly what the publisher delivered. The
+    # controller's own session is clean (MQTT 5: clean start, expiry 0): its
+    # events survive the restart in the journal, not on the broker.
     broker = mosquitto(persistence=True)
     sub = subscriber(broker, [f"{PREFIX}/card"], client_id="outage-watcher", clean=False)
-    out = start_output(broker)
+    out = start_output(broker, protocol=protocol)
     journal.append_events(cards(1, 10))
     wait_delivered(out)
 
@@ -234,11 +241,12 @@ def test_after_a_long_outage_the_reconnect_backoff_stays_capped_and_everything_i
 # --- retained topics and availability -----------------------------------------
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_status_is_retained_online_and_the_last_will_says_offline_when_the_publisher_is_killed(
-    mosquitto: BrokerFactory, subscriber: SubscriberFactory, tmp_path: Path
+    mosquitto: BrokerFactory, subscriber: SubscriberFactory, tmp_path: Path, protocol: str
 ) -> None:
     broker = mosquitto()
-    cfg = json.dumps({"host": broker.host, "port": broker.port})
+    cfg = json.dumps({"host": broker.host, "port": broker.port, "protocol": protocol})
     publisher = subprocess.Popen(
         [
             sys.executable,
@@ -399,14 +407,16 @@ def test_a_command_retained_before_the_controller_connects_is_refused(
     assert received == []
 
 
-def test_a_command_retained_while_the_controller_is_connected_is_refused_with_mqtt_5(
+def test_a_command_retained_while_the_controller_is_connected_is_refused_with_the_default_config(
     mosquitto: BrokerFactory, subscriber: SubscriberFactory, start_output: Callable[..., MqttOutput]
 ) -> None:
     """Issue 11 item 5: a live subscriber sees the retain flag cleared,
-    unless it subscribed "retain as published" (MQTT 5), as the output does."""
+    unless it subscribed "retain as published" (MQTT 5), as the output does
+    with the default config."""
     broker = mosquitto()
     received: list[dict[str, Any]] = []
-    out = start_output(broker, on_command=received.append, protocol="5")
+    out = start_output(broker, on_command=received.append)  # no protocol: the default
+    assert out._cfg.protocol == "5"
     assert eventually(lambda: out.ready)
     supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
     supervisor.publish(f"{PREFIX}/cmd", json.dumps({"id": "live", "cmd": "new_shoe"}), retain=True)
@@ -415,6 +425,54 @@ def test_a_command_retained_while_the_controller_is_connected_is_refused_with_mq
     assert eventually(lambda: len(received) == 1)
     assert replies(supervisor) == [{"id": "live", "ok": False, "error": RETAINED}]
     assert [c["id"] for c in received] == ["plain"], "only the unretained one reaches the handler"
+
+
+def test_with_mqtt_3_1_1_a_command_retained_while_connected_reaches_the_handler_once(
+    mosquitto: BrokerFactory, subscriber: SubscriberFactory, start_output: Callable[..., MqttOutput]
+) -> None:
+    """What 3.1.1 cannot guarantee, as the README says: the broker clears the
+    flag on live delivery, so the output cannot tell the retained command
+    from a plain one; the copy delivered on the next (re)subscription shows
+    the flag and is refused. (The daemon's fresh-ts and once-only checks stop
+    a copy from acting again: tests/test_command_bounds.py.)"""
+    broker = mosquitto()
+    received: list[dict[str, Any]] = []
+    out = start_output(broker, on_command=received.append, protocol="3.1.1")
+    assert eventually(lambda: out.ready)
+    supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
+    supervisor.publish(f"{PREFIX}/cmd", json.dumps({"id": "live", "cmd": "new_shoe"}), retain=True)
+    assert eventually(lambda: len(received) == 1)
+    assert [c["id"] for c in received] == ["live"]
+    out.stop(timeout=2)
+    again = start_output(broker, on_command=received.append, protocol="3.1.1")
+    assert eventually(lambda: again.ready)
+    assert supervisor.wait_for(lambda ms: len(ms) >= 1)
+    assert replies(supervisor) == [{"id": "live", "ok": False, "error": RETAINED}]
+    assert [c["id"] for c in received] == ["live"]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_command_sent_while_the_controller_is_away_is_not_delivered_when_it_returns(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    start_output: Callable[..., MqttOutput],
+    protocol: str,
+) -> None:
+    """A clean session on every connect (MQTT 5: clean start, session expiry
+    0): the broker queues nothing for the controller while it is away, so an
+    old command is never acted on when it comes back."""
+    broker = mosquitto()
+    received: list[dict[str, Any]] = []
+    first = start_output(broker, on_command=received.append, protocol=protocol)
+    assert eventually(lambda: first.ready)
+    first.stop(timeout=2)
+    supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
+    supervisor.publish(f"{PREFIX}/cmd", json.dumps({"id": "while-away", "cmd": "new_shoe"}))
+    second = start_output(broker, on_command=received.append, protocol=protocol)  # same client id
+    assert eventually(lambda: second.ready)
+    supervisor.publish(f"{PREFIX}/cmd", json.dumps({"id": "after", "cmd": "new_shoe"}))
+    assert eventually(lambda: len(received) >= 1)
+    assert [c["id"] for c in received] == ["after"]
 
 
 def test_messages_over_the_admit_limit_are_dropped_unread(
@@ -452,7 +510,7 @@ def test_messages_over_the_admit_limit_are_dropped_unread(
 # --- protocol 5, TLS, and the shipped broker config -------------------------------
 
 
-def test_mqtt_5_delivers_the_same_events(
+def test_mqtt_3_1_1_delivers_the_same_events(
     mosquitto: BrokerFactory,
     subscriber: SubscriberFactory,
     journal: Journal,
@@ -461,7 +519,7 @@ def test_mqtt_5_delivers_the_same_events(
     broker = mosquitto()
     sub = subscriber(broker, [f"{PREFIX}/card"])
     journal.append_events(cards(1, 30))
-    wait_delivered(start_output(broker, protocol="5"))
+    wait_delivered(start_output(broker, protocol="3.1.1"))
     assert sub.wait_for(lambda ms: len(ms) >= 30)
     assert first_seen(seqs_of(sub.messages)) == list(range(1, 31))
 
@@ -528,6 +586,50 @@ def shipped_broker(mosquitto: BrokerFactory, certs: Certs, tmp_path: Path) -> Br
 @pytest.fixture
 def acl_broker(mosquitto: BrokerFactory, certs: Certs, tmp_path: Path) -> Broker:
     return shipped_broker(mosquitto, certs, tmp_path)
+
+
+def test_ctl_says_at_once_when_the_broker_refuses_its_command(
+    acl_broker: Broker, certs: Certs, subscriber: SubscriberFactory, tmp_path: Path
+) -> None:
+    """MQTT 5 (the default) gives the ACL's "not authorized" in the PUBACK:
+    ``ctl`` run with a table controller's credentials (not allowed to publish
+    commands) exits 1 with that reason instead of waiting for a reply that
+    cannot come."""
+    ca = certs.path("ca.crt")
+    watcher = subscriber(
+        acl_broker, [f"{PREFIX}/cmd"], username="supervisor", password="pw-supervisor", ca_file=ca
+    )
+    password_file = tmp_path / "pass"
+    password_file.write_text("pw-shoe-T01\n")
+    password_file.chmod(0o600)
+    cfg = tmp_path / "ctl.yaml"
+    cfg.write_text(
+        json.dumps(
+            {
+                "table": TABLE,
+                "device": {"driver": "fake"},
+                "outputs": {
+                    "mqtt": {
+                        "host": acl_broker.host,
+                        "port": acl_broker.port,
+                        "username": "shoe-T01",
+                        "password_file": str(password_file),
+                        "tls": {"ca_file": ca},
+                    }
+                },
+            }
+        )
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "ctl", "new-shoe", "-c", str(cfg), "--timeout", "60"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1 and r.stdout == ""
+    (line,) = r.stderr.splitlines()
+    assert "the broker refused the command" in line and "not authorized" in line.lower()
+    assert watcher.messages == [], "the broker dropped it"
 
 
 def test_shipped_broker_config_refuses_an_anonymous_client(acl_broker: Broker, certs: Certs) -> None:
@@ -603,15 +705,18 @@ def test_the_controller_delivers_and_takes_commands_through_the_shipped_config(
 
 
 class SilentBroker:
-    """Just enough of an MQTT 3.1.1 broker to accept one client and record
-    its PUBLISH packets without acknowledging them, until told to: the test
-    decides which PUBACKs the controller gets."""
+    """Just enough of an MQTT 3.1.1 / 5 broker to accept one client and
+    record its PUBLISH packets without acknowledging them, until told to: the
+    test decides which PUBACKs the controller gets. (MQTT 5 adds a property
+    length after the variable header of CONNACK, SUBACK and PUBLISH; a PUBACK
+    of two bytes means success in both.)"""
 
     def __init__(self) -> None:
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = int(self.server.getsockname()[1])
         self.publishes: list[tuple[str, int, bytes]] = []  # (topic, packet id, payload)
         self.conn: socket.socket | None = None
+        self.v5 = False
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -640,15 +745,30 @@ class SilentBroker:
         try:
             while True:
                 kind, body = self._read_packet(conn)
-                if kind >> 4 == 1:  # CONNECT
-                    conn.sendall(b"\x20\x02\x00\x00")
+                if kind >> 4 == 1:  # CONNECT: "\x00\x04MQTT", then the protocol level
+                    self.v5 = body[6] == 5
+                    conn.sendall(b"\x20\x03\x00\x00\x00" if self.v5 else b"\x20\x02\x00\x00")
                 elif kind >> 4 == 8:  # SUBSCRIBE: grant QoS 1
-                    conn.sendall(b"\x90\x03" + body[:2] + b"\x01")
+                    if self.v5:
+                        conn.sendall(b"\x90\x04" + body[:2] + b"\x00\x01")
+                    else:
+                        conn.sendall(b"\x90\x03" + body[:2] + b"\x01")
                 elif kind >> 4 == 3:  # PUBLISH, QoS 1
                     n = int.from_bytes(body[:2], "big")
                     topic = body[2 : 2 + n].decode()
                     pid = int.from_bytes(body[2 + n : 4 + n], "big")
-                    self.publishes.append((topic, pid, body[4 + n :]))
+                    at = 4 + n
+                    if self.v5:  # skip the properties (a variable-length count)
+                        length, shift = 0, 0
+                        while True:
+                            byte = body[at]
+                            at += 1
+                            length += (byte & 0x7F) << shift
+                            shift += 7
+                            if not byte & 0x80:
+                                break
+                        at += length
+                    self.publishes.append((topic, pid, body[at:]))
                 elif kind >> 4 == 12:  # PINGREQ
                     conn.sendall(b"\xd0\x00")
         except (ConnectionError, OSError, IndexError):
@@ -675,10 +795,13 @@ def silent_broker() -> Iterator[SilentBroker]:
     broker.close()
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_an_event_counts_as_delivered_only_on_its_puback_and_the_mark_moves_over_a_contiguous_prefix(
-    silent_broker: SilentBroker, journal: Journal
+    silent_broker: SilentBroker, journal: Journal, protocol: str
 ) -> None:
-    config = MqttConfig.model_validate({"host": "127.0.0.1", "port": silent_broker.port})
+    config = MqttConfig.model_validate(
+        {"host": "127.0.0.1", "port": silent_broker.port, "protocol": protocol}
+    )
     out = MqttOutput(config, TABLE, journal, poll_interval=0.05, window=20)
     journal.append_events(cards(1, 50))
     out.start()
@@ -694,6 +817,7 @@ def test_an_event_counts_as_delivered_only_on_its_puback_and_the_mark_moves_over
         assert eventually(lambda: journal.mark("mqtt") == 2)
         assert eventually(lambda: len(silent_broker.events()) == 22)  # two slots freed, two more sent
         assert [seq for seq, _ in silent_broker.events()] == list(range(1, 23))
+        assert silent_broker.v5 is (protocol == "5")
     finally:
         out.stop(timeout=0.5)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 
 from controller.commands.record import DEFAULT_BAUD
 from controller.config import Config, SerialDevice, load_config
@@ -93,4 +94,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {line}")
     if note:
         print(f"  note: {note}")
+    warning = cfg.outputs.mqtt.protocol_warning() if cfg.outputs.mqtt is not None else None
+    if warning:
+        # valid, but weaker than the default: one line on stderr, still exit 0
+        print(f"warning: {warning}", file=sys.stderr)
     return 0

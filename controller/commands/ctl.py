@@ -6,8 +6,10 @@ own credentials: the shipped ACL lets only supervisors publish commands).
 Every command is stamped with the config's ``table`` and the current time
 (``ts``) and, when the config has ``command_key_file``, signed over both, so
 this host's clock must be within a few seconds of the controller's (NTP).
-Exit 0 when the controller applied the command, 1 when it refused it or no
-reply came in time, 2 for usage errors.
+It speaks the config's ``protocol`` (MQTT 5 by default, like the
+controller). Exit 0 when the controller applied the command, 1 when it
+refused it, the broker refused it (MQTT 5 says so in its PUBACK) or no reply
+came in time, 2 for usage errors.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     got = threading.Event()
     subscribed = threading.Event()
     failure: list[str] = []
+    sent: list[int] = []  # the command's message id
 
     client = mqtt.Client(
         callback_api_version=CallbackAPIVersion.VERSION2,
@@ -95,7 +98,14 @@ def run(args: argparse.Namespace) -> int:
             got.set()
             return
         subscribed.set()
-        c.publish(f"{prefix}/cmd", json.dumps(cmd, separators=(",", ":")), qos=1)
+        sent.append(c.publish(f"{prefix}/cmd", json.dumps(cmd, separators=(",", ":")), qos=1).mid)
+
+    def on_publish(_c: mqtt.Client, _u: Any, mid: int, rc: Any, _p: Any = None) -> None:
+        # MQTT 5 says why a publish was not taken (an MQTT 3.1.1 broker drops
+        # it silently: then no reply comes)
+        if mid in sent and getattr(rc, "is_failure", False):
+            failure.append(f"the broker refused the command: {rc} (ACL?)")
+            got.set()
 
     def on_message(_c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
         try:
@@ -109,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     client.on_connect = on_connect
     client.on_subscribe = on_subscribe
     client.on_message = on_message
+    client.on_publish = on_publish
     try:
         client.connect(m.host, m.port, keepalive=30)
     except OSError as exc:

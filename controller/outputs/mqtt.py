@@ -32,12 +32,20 @@ owner's rate limit: a message it refuses is dropped unread), are refused if
 retained, then parsed strictly (``controller.commands_schema``); a bad one
 gets an error reply at once and changes nothing, a valid one goes to
 ``on_command`` (called on the network thread: it should only enqueue),
-whose owner later calls ``reply``. With MQTT 5 the subscription asks for
-"retain as published", so a retained command shows its flag even when it
-arrives live; with MQTT 3.1.1 the broker clears the flag on live delivery
-(only a delivery on (re)subscribing shows it), and what stops such a
-command from acting again is its ``ts`` and the once-only check
+whose owner later calls ``reply``. With MQTT 5 (the default) the
+subscription asks for "retain as published", so a retained command shows its
+flag even when it arrives live and is always refused; with MQTT 3.1.1 the
+broker clears the flag on live delivery (only a delivery on (re)subscribing
+shows it), so such a command is applied once, and what stops a later copy
+from acting again is its ``ts`` and the once-only check
 (``controller.command_auth``).
+
+Sessions: every connection starts clean and the broker keeps nothing after
+it (3.1.1 ``clean_session``; MQTT 5 ``clean_start`` with a session expiry of
+0, the same thing). The journal, not the broker's session, is what makes
+delivery durable: events wait there while the broker is away or restarting,
+and a command sent while the controller was away is never delivered later
+(the supervisor sees no reply and asks again).
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
+from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
@@ -155,6 +164,7 @@ class MqttOutput:
             protocol=mqtt.MQTTv5 if v5 else mqtt.MQTTv311,
             # A clean session: a command sent while we were away must not be
             # acted on minutes later; the supervisor sees no reply and retries.
+            # (MQTT 5 has no clean_session: see ``start``.)
             clean_session=None if v5 else True,
         )
         client.will_set(self.topic_status, "offline", qos=1, retain=True)
@@ -178,7 +188,13 @@ class MqttOutput:
         sender. Never blocks on the broker."""
         cfg = self._cfg
         if cfg.protocol == "5":
-            self._client.connect_async(cfg.host, cfg.port, keepalive=self._keepalive, clean_start=True)
+            # MQTT 5's clean session: start clean on every (re)connect and let
+            # the broker drop the session when the connection ends.
+            props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+            props.SessionExpiryInterval = 0
+            self._client.connect_async(
+                cfg.host, cfg.port, keepalive=self._keepalive, clean_start=True, properties=props
+            )
         else:
             self._client.connect_async(cfg.host, cfg.port, keepalive=self._keepalive)
         self._client.loop_start()
