@@ -64,8 +64,9 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
 # The long soak and fault campaign (tests/soak): >= 10,000 coups against a real broker.
+# Another protocol: make soak SOAK_ARGS="--protocol angel-eye/2"
 soak: $(STAMP) deps-system
-	$(BIN)/python -m tests.soak --coups 10000
+	$(BIN)/python -m tests.soak --coups 10000 $(SOAK_ARGS)
 
 fuzz: $(STAMP)
 	$(BIN)/python -m pip install -q atheris

@@ -38,6 +38,7 @@ TARGET_BYTES = 5_000_000
 READ_SIZE = 4096
 RUNS = 5
 DECKS = 8
+ANGEL_CYCLE = b"0123456789ABCDEF"
 
 
 def _shoe_traffic(rng: random.Random, protocol: str) -> Iterator[Frame]:
@@ -87,7 +88,9 @@ def build_stream(protocol: str, target: int = TARGET_BYTES, seed: int = 1) -> tu
     for frame in _shoe_traffic(random.Random(seed), protocol):
         if size >= target:
             break
-        raw = encode(_with_seq(frame, seq)) * repeat
+        # an Angel Eye's seq is a character of a short cycle (SPEC 1c)
+        wire_seq = ANGEL_CYCLE[seq % len(ANGEL_CYCLE)] if repeat == 3 else seq
+        raw = encode(_with_seq(frame, wire_seq)) * repeat
         parts.append(raw)
         size += len(raw)
         seq = (seq + 1) % 65536

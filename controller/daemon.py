@@ -195,7 +195,7 @@ class Daemon:
         proto = self._protocol()
         if proto == "auto":
             return AutoDecoder()
-        return make_decoder(proto)
+        return make_decoder(proto, baud=getattr(self.cfg.device, "baudrate", None))
 
     def _open_driver(self) -> Driver:
         if self._driver is not None:

@@ -68,6 +68,23 @@ def _copy_stats(stats: dict[str, Any]) -> dict[str, Any]:
 #: Coup ends counted apart by ``_ends_possible``; more are "several".
 _MAX_ENDS = 3
 
+#: Stands for a loss of unknown size (a ``SequenceGap`` that is not
+#: ``exact``: ``angel-eye/2``'s short seq cycle cannot tell how many whole
+#: cycles were lost): more frames than ``_ends_possible`` needs for every
+#: count of coup ends it tells apart, so every count fits. It is never
+#: reported as a number (``_frames_lost``).
+_UNKNOWN_LOSS = 6 + 1 + 5 * _MAX_ENDS + 6
+
+
+def _lost(f: SequenceGap) -> int:
+    """Frames a gap lost, for counting: its count if exact, else any number."""
+    return max(1, f.missing) if f.exact else _UNKNOWN_LOSS
+
+
+def _frames_lost(n: int) -> str:
+    return f"{n} frames lost" if n < _UNKNOWN_LOSS else "frames lost (how many is unknown)"
+
+
 #: The fewest cards a coup has (two to each hand): what a coup lost whole on
 #: the line took from the shoe at least.
 MIN_COUP_CARDS = 4
@@ -573,7 +590,7 @@ class Engine:
         self._announce(s)
         s.phase = "deal"
         detail = (
-            f"{lost} frames lost after the last shoe ended: this shoe's NEWSHOE and burn may be among them"
+            f"{_frames_lost(lost)} after the last shoe ended: this shoe's NEWSHOE and burn may be among them"
         )
         self._alert(t, "BURN_MISMATCH", detail + "; its burn is not checked", None)
         s.numbering_lost = detail
@@ -677,6 +694,13 @@ class Engine:
 
     def _on_card(self, f: Card) -> None:
         s = self.shoe
+        if s is not None and f.hand == "first" and s.phase != "ended":
+            # An Angel Eye marks a new shoe's first card itself (it has no
+            # NEWSHOE button): the shoe in play has ended, whatever it still
+            # waited for (a due card after an early RESULT, frames held
+            # after a gap, its last coup)
+            self._new_shoe(f.t)
+            s = self.shoe
         if s is not None and s.current is not None and s.current.held is not None:
             s.current.held.append(f)
             return
@@ -1510,11 +1534,13 @@ class Engine:
             payload["detail"] = f.text
         self._emit("device.status", f.t, payload)
         coup = self._coup_in_play()
-        if code == "ERROR" and f.text.startswith("unreadable card") and coup is not None:
+        if code == "ERROR" and f.text.startswith("unreadable card") and self.shoe is not None:
             # A shoe that reports an unread card only as an error (Angel Eye
             # sends no card message for it) still dealt that card: it takes
-            # the next position, so the cards after it stay where they are.
+            # the next position, so the cards after it stay where they are
+            # (the first card of a coup opens it).
             self._on_card(Card(f.t, f.seq, None))
+            coup = self._coup_in_play()
         if code in FAULT_CODES:
             if coup is not None:
                 self._fault_coup = coup.number
@@ -1568,13 +1594,19 @@ class Engine:
     def _on_gap(self, f: SequenceGap) -> None:
         self._count("sequence_gaps")
         s = self.shoe
-        detail = f"frames lost: expected sequence {f.expected}, received {f.seq} ({f.missing} missing)"
+        if f.exact:
+            detail = f"frames lost: expected sequence {f.expected}, received {f.seq} ({f.missing} missing)"
+        else:
+            detail = (
+                f"frames lost: expected sequence {f.expected}, received {f.seq} (at least {f.missing} "
+                "missing; how many more is unknown)"
+            )
         if self._fault_coup is not None:
             self._fault_waiting = None  # the sequence is broken: no automatic resume
         if s is None or s.ended_emitted:
             self._alert(f.t, "SEQUENCE_GAP", detail, None)
             if s is not None:
-                self._lost_after_shoe += max(1, f.missing)
+                self._lost_after_shoe += _lost(f)
             return
         coup = s.current
         if coup is not None and coup.held is not None:
@@ -1595,9 +1627,9 @@ class Engine:
             # whose it is (_ends_at_result).
             need = self._need(coup)
             coup.lost_frames = True  # its positions are no longer known
-            if f.missing >= need + 1:
+            if _lost(f) >= need + 1:
                 coup.held = []
-                coup.gap_missing += f.missing
+                coup.gap_missing += _lost(f)
                 coup.anchor_k, coup.anchor_need = len(coup.cards), need
             return
         prev: Coup | None = None
@@ -1619,7 +1651,7 @@ class Engine:
                 coup.anchor_k, coup.anchor_need = 0, 4
         else:
             coup.anchor_k, coup.anchor_need = len(coup.cards), self._need(coup)
-        self._gap(coup, f.t, f.missing, detail)
+        self._gap(coup, f.t, _lost(f), detail)
 
     def _need(self, coup: Coup) -> int:
         """The fewest cards the coup still needs to complete its tableau."""
@@ -1641,7 +1673,7 @@ class Engine:
         held: list[Frame] = coup.held if coup.held is not None else []
         ends = self._ends_in(coup, held, result=True)
         coup.ends = min(ends)
-        lost = coup.gap_missing + sum(x.missing for x in held if isinstance(x, SequenceGap))
+        lost = coup.gap_missing + sum(_lost(x) for x in held if isinstance(x, SequenceGap))
         # one end, and not one frame of the next coup lost: it is whole
         whole = ends == {1} and lost == coup.anchor_need + 1 and s.numbering_lost is None
         frames: list[Frame] = [x for x in held if not isinstance(x, SequenceGap)]
@@ -1700,7 +1732,7 @@ class Engine:
             if isinstance(x, Card):
                 items.append(0)
             elif isinstance(x, SequenceGap):
-                items.append(max(1, x.missing))
+                items.append(_lost(x))
         if not any(items):
             return {0}
         ends = _ends_possible(k, need, items, result)
@@ -1721,7 +1753,7 @@ class Engine:
         counts = sorted(ends)
         top = f"{_MAX_ENDS} or more" if counts[-1] == _MAX_ENDS else str(counts[-1])
         what = f"{counts[0]} to {top}" if len(counts) > 1 else top
-        s.numbering_lost = f"the {lost} frames lost in coup {coup.number} may hold the end of {what} coups"
+        s.numbering_lost = f"the {_frames_lost(lost)} in coup {coup.number} may hold the end of {what} coups"
         self._alert(
             t,
             "COUP_NUMBERING_LOST",
@@ -1927,7 +1959,8 @@ class Engine:
             if coup.gap_entered.count(code) >= s.comp.remaining[code]:
                 raise CommandError(f"{code}: every copy left in this shoe is entered already")
             coup.gap_entered.append(code)
-            if coup.gap_missing and len(coup.gap_entered) >= coup.gap_missing:
+            # (a loss of unknown size is never made whole by cards entered)
+            if 0 < coup.gap_missing < _UNKNOWN_LOSS and len(coup.gap_entered) >= coup.gap_missing:
                 self._correct(t, coup, "SEQUENCE_GAP", "every missing frame entered as a card by supervisor")
                 self._after_resolution(coup, t)
             return

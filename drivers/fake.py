@@ -31,7 +31,10 @@ card at the cut position; the coup that card belongs to is finished and one
 more is dealt, then the next shoe starts. On ``angel-eye/2`` the device is
 an Angel Eye: ``S`` once instead of HELLO, no NEWSHOE/SHUF, every card a
 ``D`` placed on its hand (``first``, ``burn``, ``P1``..``B3``), ``G`` with
-the winner and pairs instead of RESULT, every message sent three times.
+the winner and pairs instead of RESULT, every message sent three times with
+bit 7 set on its data bytes, and its seq the next character of
+``angel_seq_cycle`` (default ``0123456789ABCDEF``, starting over at ``S``),
+as real shoes send them (SPEC 1c).
 
 Faults (probability per frame, per card or per coup; injected only while a
 coup is being dealt, so each is recorded in that coup's ``faults``):
@@ -69,6 +72,7 @@ import contextlib
 import fcntl
 import hashlib
 import importlib
+import itertools
 import json
 import math
 import os
@@ -141,7 +145,12 @@ _BURN = {r: i + 1 if i < 9 else 10 for i, r in enumerate(_RANKS)}
 # Bytes never used as garbage, per protocol: frame starts, so that line noise
 # can cost the frames it replaces but never swallow the following good one.
 _SYNC_BYTES = {ASCII: b"$\r\n", BIN: b"\xa5\x5a", ANGEL: b"\x02\x03\x05\x06\x15"}
-_SEQ_MODULUS = {ASCII: 65536, BIN: 65536, ANGEL: 256}
+_SEQ_MODULUS = {ASCII: 65536, BIN: 65536}
+#: The Angel Eye seq cycle the fake sends by default: the C# integration's
+#: tests use '0'-'9', '0'-'F' and '1'-'F'; the longest of the three (the
+#: fewest wraps) is the default. Any cycle of rising printable characters
+#: can be chosen (``angel_seq_cycle``).
+ANGEL_SEQ_CYCLE = "0123456789ABCDEF"
 _CODEC_MODULES = {
     ASCII: "firmware_protocols.shoe_ascii",
     BIN: "firmware_protocols.shoe_bin",
@@ -274,6 +283,7 @@ class FakeShoe:
         model: str = "FAKE-SHOE",
         firmware: str = "1.0",
         serial: str | None = None,
+        angel_seq_cycle: str = ANGEL_SEQ_CYCLE,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r} (known: {', '.join(PROTOCOLS)})")
@@ -286,6 +296,18 @@ class FakeShoe:
         if shoes < 0:
             raise ValueError("shoes must be >= 0 (0 = forever)")
         check_cards_per_second(cards_per_second)
+        cycle = angel_seq_cycle
+        if not (
+            2 <= len(cycle) <= 94
+            and all("!" <= c <= "~" for c in cycle)
+            and all(a < b for a, b in itertools.pairwise(cycle))
+        ):
+            raise ValueError(
+                f"angel_seq_cycle {cycle!r} is not 2-94 printable ASCII characters, rising, each once"
+            )
+        #: the seq on the wire for each sequence number (Angel Eye: a character)
+        self._wire_seq: tuple[int, ...] | None = tuple(cycle.encode("ascii")) if protocol == ANGEL else None
+        self._seq_modulus = len(cycle) if protocol == ANGEL else _SEQ_MODULUS[protocol]
         self.seed = seed
         self.protocol = protocol
         self.decks = decks
@@ -301,7 +323,10 @@ class FakeShoe:
         # Synthetic time is kept in whole microseconds so timestamps stay
         # exact decimals: per card, per any other frame, per disconnect.
         self._card_us = round(1e6 / cards_per_second) if cards_per_second > 0 else 1000
-        self._frame_us = max(1, self._card_us // 10)
+        # An Angel Eye sends every message three times on a slow line (4800
+        # baud: 37.5 ms for the shortest), so its messages are paced like
+        # cards; the others send other frames ten times as fast.
+        self._frame_us = self._card_us if protocol == ANGEL else max(1, self._card_us // 10)
         self._disconnect_us = 2_000_000
         #: Synthetic seconds per card, per other frame, per disconnect.
         self.card_interval = self._card_us / 1e6
@@ -351,6 +376,7 @@ class FakeShoe:
         self._seq = 0
         self._coup: dict[str, Any] | None = None
         self._lose_frames = 0
+        self._frame_no = 0  # frames sent or lost since the start (the record's "n")
         self.coups = []
         self.shoes = []
 
@@ -390,8 +416,10 @@ class FakeShoe:
         and applying the per-frame faults while a coup is being dealt."""
         if reset_seq:
             self._seq = 0
-        seq = self._seq
-        self._seq = (self._seq + 1) % _SEQ_MODULUS[self.protocol]
+        seq = self._seq if self._wire_seq is None else self._wire_seq[self._seq]
+        self._seq = (self._seq + 1) % self._seq_modulus
+        n = self._frame_no
+        self._frame_no += 1
         step = self._card_us if card else self._frame_us
         in_coup = self._coup is not None
         if in_coup and self._lose_frames == 0 and self._roll("garbage"):
@@ -403,13 +431,13 @@ class FakeShoe:
         name = _describe(frame)
         if self._lose_frames > 0:  # sent while the line was down
             self._lose_frames -= 1
-            self._fault("disconnect_lost", seq=seq, frame=name)
+            self._fault("disconnect_lost", seq=seq, n=n, frame=name)
         elif in_coup and self._roll("gap"):
-            self._fault("gap", seq=seq, frame=name)
+            self._fault("gap", seq=seq, n=n, frame=name)
         else:
             corrupt = in_coup and self._roll("badck")
             if corrupt:
-                self._fault("badck", seq=seq, frame=name)
+                self._fault("badck", seq=seq, n=n, frame=name)
             yield (self._now(), self._encode(frame, corrupt=corrupt))
         self._us += step
 

@@ -13,13 +13,36 @@ Shoe -> host message (verify against the vendor's manual before production)::
     ENQ(05) seq(1 byte) data... ETX(03) BCC(2 ASCII upper-case hex)
 
 BCC = XOR of every byte after ENQ up to and including ETX. Every message is
-sent three times with the same seq; the repeats are dropped (``duplicate``).
-The seq is one byte, +1 per message, wrapping 255 -> 0; ``S`` (start of
-communication, a reset) restarts it.
+sent three times with the same seq; a message whose seq and bytes both
+equal the last one's is a repeat and is dropped (``duplicate``).
 
-The data bytes are binary and can equal ETX (a Player card at index 3 has
-target byte 0x03), so a message is delimited by its command's known length,
-never by searching for ETX.
+The seq byte is opaque: a printable ASCII character of a short cycle
+(``'0'``-``'9'``, ``'0'``-``'F'`` or ``'1'``-``'F'`` in the public C#
+integration's tests), not a counter; no modulus is assumed. The decoder
+learns the cycle from the stream (:class:`SeqCycle`) and reports a
+:class:`SequenceGap` only where a loss is proven: a jump over seq characters
+already seen. The gap's ``missing`` is the proven least; it is ``exact``
+only when the cycle is learned and the time since the last good message is
+too short for the line to have carried one more whole cycle, else the loss
+is of unknown size (``exact=False``) and the engine handles it as such
+(held, numbering lost), never as a count. A loss of a whole number of cycles
+with nothing else skipped is invisible in the seq: a link drop (the driver's
+``Link`` event), a restart (``S``) and the shoe's own placement of each card
+are what show it.
+
+Every data byte after the command letter has bit 7 set as the shoes send
+them (the C# integration's tests: ``D 0x81 0xB8`` = Player's first card, 8 of
+spades), which keeps a Player third card's target byte (0x83) clear of ETX.
+Bit 7 is don't-care on decoding (accepted set or clear); the encoder sets it.
+Every other bit is decoded through a mask; bits this module knows no meaning
+for must be zero (else the message is ``malformed``): bits 3-2 of the result
+byte, bits 6-1 of the lock byte. Groups, suits, ranks and indexes outside
+the tables below are ``malformed`` too. Verify all of this against the
+vendor's manual before production.
+
+The data bytes are binary (with bit 7 clear, a Player card at index 3 has
+target byte 0x03 = ETX), so a message is delimited by its command's known
+length, never by searching for ETX.
 
 ==== ============ =========================================================
 data frame        notes
@@ -28,7 +51,8 @@ S    Hello        model "ANGEL-EYE", firmware and serial empty
 P    Button       ``STANDBY`` (between coups)
 C    CutCard
 D    Card         target byte + card byte; ``hand`` from the target
-d    Card         as D, ``game=False`` (drawn while locked/in error/settings)
+d    Card         as D, ``game=False`` (drawn while locked/in error/settings);
+                  a target byte naming no hand (the mode) gives ``hand=None``
 R    Button       ``REDEAL``
 G    DeviceResult result byte
 E    Status       ``ERROR``, text = the reason in words
@@ -52,9 +76,10 @@ in a way the XOR check missed; the first one stands), ``unknown_message``
 (a checksummed message with a command this module does not know: it
 advances the sequence, since it was not lost, but yields nothing),
 ``truncated`` (partial message dropped by :meth:`Decoder.reset`),
-``sequence_gap`` and ``frames``. A checksummed message with a known command
-but impossible content is ``malformed`` and does not advance the sequence,
-so its loss shows as a :class:`SequenceGap`.
+``sequence_gap``, ``sequence_gap_unknown_size`` (those of them whose size is
+unknown) and ``frames``. A checksummed message with a known command but
+impossible content is ``malformed`` and does not advance the sequence, so
+its loss shows as a :class:`SequenceGap` where its seq proves one.
 """
 
 from __future__ import annotations
@@ -75,12 +100,27 @@ from firmware_protocols.frames import (
     Frame,
     Hello,
     HostRequest,
+    SequenceGap,
     Status,
 )
-from firmware_protocols.shoe_ascii import SequenceTracker
 
 NAME = "angel-eye/2"
-SEQ_MODULUS = 256  # one-byte seq, 255 -> 0; verify against the vendor's manual before production
+#: The seq is one byte (an opaque character of a short cycle, see SeqCycle).
+SEQ_BYTES = 256
+
+#: The line: RS-232C 4800 8N1 (10 bits a byte on the wire); the shortest
+#: shoe message is 6 bytes (ENQ seq cmd ETX BCC BCC). Verify against the
+#: vendor's manual before production.
+DEFAULT_BAUD = 4800
+BITS_PER_BYTE = 10
+MIN_MESSAGE_BYTES = 6
+#: Clean laps in a row after which the seq cycle is taken as known (SeqCycle).
+LEARN_LAPS = 2
+#: The longest message this module knows (M: ENQ seq M + 6 + ETX BCC BCC).
+MAX_MESSAGE_BYTES = 12
+#: Bit 7 of every data byte after the command letter: set by the shoes,
+#: don't-care on decoding. Verify against the vendor's manual before production.
+HIGH_BIT = 0x80
 
 # Control bytes. Verify against the vendor's manual before production.
 STX = 0x02
@@ -115,25 +155,37 @@ MAX_UNKNOWN_MESSAGE = 24
 HOST_FRAME_LEN = 10  # STX O P t t d d ETX B B
 NAK_LEN = 3  # assumption: NAK + 2 ASCII characters. Verify against the vendor's manual before production.
 
-# Target byte bits 6-4: the hand; bits 3-0: index within it (1-3).
-# Verify against the vendor's manual before production.
+# Target byte: bit 7 don't-care, bits 6-4 the hand, bits 3-0 the index
+# within it (1-3). Verify against the vendor's manual before production.
 _HAND_GROUPS = {0: "P", 1: "B"}
 _OTHER_GROUPS = {2: "burn", 4: "first", 5: "burn_count"}
-_TARGET_OF_HAND: dict[str, int] = {f"{p}{i}": g << 4 | i for g, p in _HAND_GROUPS.items() for i in (1, 2, 3)}
+_TARGET_OF_HAND: dict[str, int] = {
+    f"{p}{i}": HIGH_BIT | g << 4 | i for g, p in _HAND_GROUPS.items() for i in (1, 2, 3)
+}
 # Assumption: the index nibble of burn / first / burn_count targets carries
 # nothing we keep; it is accepted whatever it is and written as 1.
-_TARGET_OF_HAND.update({name: g << 4 | 1 for g, name in _OTHER_GROUPS.items()})
+_TARGET_OF_HAND.update({name: HIGH_BIT | g << 4 | 1 for g, name in _OTHER_GROUPS.items()})
+# ``d`` (a card drawn outside the game): the C# integration reads its target
+# group as the mode (0 locked, 1 in error, 2 in settings). A ``d`` whose
+# target names no hand is decoded with ``hand=None``; the encoder writes it
+# as locked, index 0. Verify against the vendor's manual before production.
+_NO_HAND_TARGET = HIGH_BIT
 
-# Card byte bits 6-4: suit 1 D, 2 C, 3 S, 4 H; bits 3-0: rank 1-13.
-# Verify against the vendor's manual before production.
+# Card byte: bit 7 don't-care, bits 6-4 suit 1 D, 2 C, 3 S, 4 H; bits 3-0
+# rank 1-13. Verify against the vendor's manual before production.
 _SUIT_OF_BITS = {1: "D", 2: "C", 3: "S", 4: "H"}
 CARD_OF_BYTE: dict[int, str] = {
     s << 4 | r: RANKS[r - 1] + suit for s, suit in _SUIT_OF_BITS.items() for r in range(1, 14)
 }
-_BYTE_OF_CARD = {c: b for b, c in CARD_OF_BYTE.items()}
+_BYTE_OF_CARD = {c: b | HIGH_BIT for b, c in CARD_OF_BYTE.items()}
 
-# Result byte bits 6-4 (winner); bit0 Player pair, bit1 Banker pair.
+# Result byte: bit 7 don't-care, bits 6-4 winner, bits 3-2 zero (no known
+# meaning: refused rather than ignored), bit0 Player pair, bit1 Banker pair.
 # Verify against the vendor's manual before production.
+_RESULT_ZERO_BITS = 0x0C
+# Lock byte: bit 7 don't-care, bit0 locked, bits 6-1 zero. Verify against the
+# vendor's manual before production.
+_LOCK_ZERO_BITS = 0x7E
 WINNERS = {1: "player", 2: "tie", 4: "banker", 7: "quit"}
 _WINNER_BITS = {w: b for b, w in WINNERS.items()}
 
@@ -164,7 +216,8 @@ class _Malformed(Exception):
 
 
 def _error_text(b: int) -> str:
-    # bit 6 = error mode, bits 5-0 = reason; verify against the vendor's manual before production
+    # bit 7 don't-care, bit 6 = error mode, bits 5-0 = reason; verify against
+    # the vendor's manual before production
     code = b & 0x3F
     reason = ERROR_REASONS.get(code, f"error code {code}")
     return reason + (_ERROR_MODE if b & 0x40 else "")
@@ -179,26 +232,26 @@ def _error_byte(text: str) -> int:
         code = int(text[11:])
     if code is None or not 0 <= code <= 0x3F:
         raise ValueError(f"{NAME}: not an error text this protocol can carry: {text!r}")
-    return mode | code
+    return HIGH_BIT | mode | code
 
 
 def _parse_card(t: float, seq: int, cmd: int, data: bytes) -> Frame:
     # D/d + target byte + card byte; verify against the vendor's manual before production
     target, cb = data[0], data[1]
-    group, index = target >> 4, target & 0x0F  # bit 7 set: group > 7, refused
-    prefix = _HAND_GROUPS.get(group)
-    if prefix is not None:
-        if not 1 <= index <= 3:
-            raise _Malformed
-        hand = f"{prefix}{index}"
-    else:
-        other = _OTHER_GROUPS.get(group)
-        if other is None:
-            raise _Malformed
-        hand = other
-    card = CARD_OF_BYTE.get(cb)
+    group, index = (target >> 4) & 0x07, target & 0x0F  # bit 7 don't-care
+    card = CARD_OF_BYTE.get(cb & 0x7F)  # bit 7 don't-care
     if card is None:
         raise _Malformed
+    hand: str | None
+    prefix = _HAND_GROUPS.get(group)
+    if prefix is not None and 1 <= index <= 3:
+        hand = f"{prefix}{index}"
+    else:
+        hand = _OTHER_GROUPS.get(group)
+        if hand is None or prefix is not None:
+            if cmd == 0x44:  # "D": a game card must name its hand
+                raise _Malformed
+            hand = None  # "d": the target is the mode the shoe is in
     return Card(t, seq, card, False, None, hand, cmd == 0x44)  # "D"; "d" is not a game card
 
 
@@ -206,8 +259,8 @@ def _parse_result(t: float, seq: int, cmd: int, data: bytes) -> Frame:
     # bits 6-4 winner, bit0 Player pair, bit1 Banker pair;
     # verify against the vendor's manual before production
     b = data[0]
-    winner = WINNERS.get((b >> 4) & 0x07)
-    if winner is None:
+    winner = WINNERS.get((b >> 4) & 0x07)  # bit 7 don't-care
+    if winner is None or b & _RESULT_ZERO_BITS:
         raise _Malformed
     return DeviceResult(t=t, seq=seq, winner=winner, player_pair=bool(b & 1), banker_pair=bool(b & 2))
 
@@ -221,9 +274,12 @@ def _parse_error_cleared(t: float, seq: int, cmd: int, data: bytes) -> Frame:
 
 
 def _parse_lock(t: float, seq: int, cmd: int, data: bytes) -> Frame:
-    # bit0 = locked; the other bits are unknown and ignored;
+    # bit 7 don't-care, bit0 = locked, bits 6-1 zero;
     # verify against the vendor's manual before production
-    return Status(t=t, seq=seq, code="LOCKED" if data[0] & 1 else "UNLOCKED")
+    b = data[0]
+    if b & _LOCK_ZERO_BITS:
+        raise _Malformed
+    return Status(t=t, seq=seq, code="LOCKED" if b & 1 else "UNLOCKED")
 
 
 def _parse_preset(t: float, seq: int, cmd: int, data: bytes) -> Frame:
@@ -262,14 +318,163 @@ def _host_command(raw: bytes) -> str | None:
     return what
 
 
+class SeqCycle:
+    """The shoe's seq cycle, learned from the stream; says where a loss is
+    proven and whether its size is.
+
+    Assumption (verify against the vendor's manual before production): the
+    seq characters of one cycle rise in byte value and the cycle wraps from
+    its highest to its lowest (``'0'``..``'9'``, ``'0'``..``'9'``
+    ``'A'``..``'F'``, ``'1'``..``'F'`` all do); which characters it has, and
+    how many, is learned, never assumed. Under it, a character received in
+    a good message belongs to the cycle, so a step from ``a`` to ``b`` that
+    passes over characters already seen (going up, wrapping past the top)
+    proves that at least that many messages were lost. A step over no seen
+    character proves nothing (the cycle may hold characters not seen yet)
+    and is no gap.
+
+    The proven count is exact only when (1) the cycle is learned:
+    ``LEARN_LAPS`` whole laps in a row were received, wrap to wrap, every
+    step to the next seen character, the same characters each lap, with the
+    decoder counting no bad byte meanwhile (a message lost on a noisy line
+    leaves bad bytes; one lost without a trace, in the same place in every
+    lap, would hide its character: two laps make that unlikely, nothing
+    makes it impossible); and (2) the time since the last good message is shorter than
+    the line needs to carry the messages proven lost, one more whole cycle
+    and the message received (at ``baud``, 10 bits a byte, 6 bytes the
+    shortest message, one copy each: the least the shoe could have sent).
+    Otherwise more whole cycles may have been lost too: the size is
+    unknown. Times are the driver's read times, taken as arrival times.
+
+    A restart (``S``) and :meth:`reset` (a new connection, perhaps another
+    shoe) forget the cycle: it is learned again.
+    """
+
+    __slots__ = (
+        "_clean_laps",
+        "_lap_first",
+        "_lap_ok",
+        "_lap_trouble",
+        "_order",
+        "_succ",
+        "last",
+        "last_t",
+        "learned",
+        "msg_s",
+    )
+
+    def __init__(self, baud: int = DEFAULT_BAUD) -> None:
+        if not 50 <= baud <= 4_000_000:
+            raise ValueError(f"{NAME}: baud rate {baud} is outside 50..4000000")
+        #: line seconds of the shortest message (one copy)
+        self.msg_s = MIN_MESSAGE_BYTES * BITS_PER_BYTE / baud
+        self.reset()
+
+    def reset(self) -> None:
+        self.last: int | None = None
+        self.last_t = 0.0
+        self.learned = False
+        self._order: list[int] = []  # the seq characters seen, ascending
+        self._succ: dict[int, int] = {}  # each one's next in the cycle as known
+        self._lap_first: int | None = None  # first character of the lap in progress
+        self._lap_ok = False
+        self._lap_trouble = 0
+        self._clean_laps = 0  # whole clean laps in a row
+
+    @property
+    def known(self) -> int:
+        """How many seq characters have been seen (the cycle's length once
+        learned)."""
+        return len(self._order)
+
+    def _add(self, seq: int) -> None:
+        order = self._order
+        order.append(seq)
+        order.sort()
+        self._succ = dict(zip(order, order[1:] + order[:1], strict=True))
+        self.learned = False  # a character not seen before: the cycle was not known
+        self._clean_laps = 0
+
+    def _between(self, a: int, b: int) -> int:
+        """Seen characters strictly between ``a`` and ``b`` going up (and
+        wrapping past the top); both are seen."""
+        order = self._order
+        ia, ib = order.index(a), order.index(b)
+        return ib - ia - 1 if ib > ia else len(order) - ia - 1 + ib
+
+    def advance(self, t: float, seq: int, trouble: int, *, restart: bool = False) -> SequenceGap | None:
+        """Record ``seq`` (a good message that is not a repeat of the last)
+        received at ``t``; ``trouble`` is the decoder's count of bad bytes
+        and messages so far. Returns the gap it proves, if any."""
+        last = self.last
+        if restart or last is None:
+            if restart:
+                self.reset()
+            self.last, self.last_t = seq, t
+            if seq not in self._succ:
+                self._add(seq)
+            # a lap opens here: it teaches the cycle if it reaches the top
+            # having started at the bottom (no lower character shows up)
+            self._lap_first, self._lap_ok, self._lap_trouble = seq, True, trouble
+            return None
+        window = t - self.last_t
+        self.last, self.last_t = seq, t
+        if seq == last:
+            # Not a repeat (its bytes differ) and too late to be a copy: a
+            # whole cycle (at least) was lost in between.
+            n = len(self._order)
+            self._lap_first = None
+            self._clean_laps = 0
+            return SequenceGap(t=t, seq=seq, expected=self._succ[last], missing=max(1, n - 1), exact=False)
+        if self._succ.get(last) == seq:
+            missing = 0
+        else:
+            if seq not in self._succ:
+                self._add(seq)
+            missing = self._between(last, seq)
+        wrapped = seq < last
+        if wrapped:
+            if (
+                self._lap_ok
+                and missing == 0
+                and self._lap_first == self._order[0]
+                and last == self._order[-1]
+                and trouble == self._lap_trouble
+            ):
+                self._clean_laps += 1
+                if self._clean_laps >= LEARN_LAPS:
+                    self.learned = True
+            else:
+                self._clean_laps = 0
+            self._lap_first, self._lap_ok, self._lap_trouble = seq, missing == 0, trouble
+        elif missing:
+            self._lap_ok = False
+        if not missing:
+            return None
+        expected = self._succ[last]
+        exact = self.learned and window < (missing + 1 + len(self._order)) * self.msg_s
+        return SequenceGap(t=t, seq=seq, expected=expected, missing=missing, exact=exact)
+
+    def copy_or_cycle(self, t: float) -> bool:
+        """For a message with the last one's seq but other bytes, received
+        at ``t``: True if it may be a corrupted copy of the last (sent right
+        after it: within two of the longest messages, or before the line
+        could have carried one more cycle), False if it came too late for
+        that, after a whole cycle lost. Verify the back-to-back triple send
+        against the vendor's manual before production."""
+        window = t - self.last_t
+        copies_s = 2 * MAX_MESSAGE_BYTES * BITS_PER_BYTE * self.msg_s / (MIN_MESSAGE_BYTES * BITS_PER_BYTE)
+        return window < max(copies_s, len(self._order) * self.msg_s)
+
+
 class Decoder:
     """Bytes in, frames out; resynchronises on the next ENQ / STX / ACK /
     NAK after anything it cannot use, and counts what it dropped in
     :attr:`stats`."""
 
-    def __init__(self) -> None:
+    def __init__(self, baud: int = DEFAULT_BAUD) -> None:
         self.stats: collections.Counter[str] = collections.Counter()
-        self._seq = SequenceTracker(SEQ_MODULUS)
+        self._seq = SeqCycle(baud)
         self._last_raw = b""
         self._buf = b""
         # Bytes still claimed by the last bad message: skipped while
@@ -426,7 +631,7 @@ class Decoder:
                     self._claimed = 0
                     seq = buf[start + 1]
                     raw = buf[start : etx + 3]
-                    if seq == self._seq.last:
+                    if seq == self._seq.last and (raw == self._last_raw or self._seq.copy_or_cycle(t)):
                         self.stats["duplicate" if raw == self._last_raw else "conflicting_duplicate"] += 1
                     else:
                         # Not lost: it advances the sequence, but means
@@ -434,10 +639,7 @@ class Decoder:
                         # before production.
                         self.stats["unknown_message"] += 1
                         self._last_raw = raw
-                        gap = self._seq.advance(t, seq)
-                        if gap is not None:
-                            self.stats["sequence_gap"] += 1
-                            out.append(gap)
+                        self._advance(t, seq, False, out)
                     return etx + 3
         if n < start + MAX_UNKNOWN_MESSAGE:
             return None
@@ -446,19 +648,26 @@ class Decoder:
 
     def _accept(self, t: float, seq: int, raw: bytes, frame: Frame, out: list[Frame]) -> None:
         # Every message comes three times with one seq; verify against the vendor's manual before production.
-        tracker = self._seq
-        stats = self.stats
-        if seq == tracker.last and type(frame) is not Hello:
+        restart = type(frame) is Hello
+        if seq == self._seq.last and not restart and self._seq.copy_or_cycle(t):
             # Identical copies were dropped before parsing: this one differs.
-            stats["conflicting_duplicate"] += 1
+            self.stats["conflicting_duplicate"] += 1
             return
         self._last_raw = raw
-        gap = tracker.advance(t, seq, restart=type(frame) is Hello)
+        self._advance(t, seq, restart, out)
+        self.stats["frames"] += 1
+        out.append(frame)
+
+    def _advance(self, t: float, seq: int, restart: bool, out: list[Frame]) -> None:
+        stats = self.stats
+        trouble = stats["garbage"] + stats["bad_checksum"] + stats["malformed"]
+        trouble += stats["conflicting_duplicate"] + stats["truncated"]
+        gap = self._seq.advance(t, seq, trouble, restart=restart)
         if gap is not None:
             stats["sequence_gap"] += 1
+            if not gap.exact:
+                stats["sequence_gap_unknown_size"] += 1
             out.append(gap)
-        stats["frames"] += 1
-        out.append(frame)
 
 
 def _bcc(body: bytes) -> bytes:
@@ -501,7 +710,8 @@ class Encoder:
                 raise ValueError(
                     f"{NAME}: winner must be one of {sorted(_WINNER_BITS)}, not {frame.winner!r}"
                 )
-            return _device(frame.seq, b"G" + bytes([bits << 4 | frame.player_pair | frame.banker_pair << 1]))
+            byte = HIGH_BIT | bits << 4 | frame.player_pair | frame.banker_pair << 1
+            return _device(frame.seq, b"G" + bytes([byte]))
         if isinstance(frame, Status):
             return _device(frame.seq, self._status(frame))
         if isinstance(frame, HostRequest):
@@ -533,9 +743,9 @@ class Encoder:
     def _card(frame: Card) -> bytes:
         if frame.card is None or frame.face_up or frame.deck is not None:
             raise ValueError(f"{NAME} cannot carry an unread, face-up or deck-coded card: {frame!r}")
-        if frame.hand is None:
+        if frame.hand is None and frame.game:
             raise ValueError(f"{NAME}: the shoe places every card on a hand; this card has none: {frame!r}")
-        target = _TARGET_OF_HAND.get(frame.hand)
+        target = _NO_HAND_TARGET if frame.hand is None else _TARGET_OF_HAND.get(frame.hand)
         cb = _BYTE_OF_CARD.get(frame.card)
         if target is None or cb is None:
             raise ValueError(f"{NAME}: cannot carry hand {frame.hand!r} / card {frame.card!r}")
@@ -550,7 +760,7 @@ class Encoder:
                 raise ValueError(f"{NAME}: OK is only sent as {CLEARED!r}<reason>, not {frame.text!r}")
             return b"e" + bytes([_error_byte(frame.text[len(CLEARED) :])])
         if frame.code in ("LOCKED", "UNLOCKED"):
-            return b"L" + (b"\x01" if frame.code == "LOCKED" else b"\x00")
+            return b"L" + (b"\x81" if frame.code == "LOCKED" else b"\x80")
         if frame.code == "PRESET":
             text = frame.text
             if len(text) != 7 or text[2] != "=" or not text.isascii() or not text.isprintable():

@@ -139,12 +139,20 @@ class SequenceGap:
 
     ``seq`` is the sequence number received, ``expected`` the one that should
     have come, ``missing`` how many frames were skipped.
+
+    ``exact`` is False where ``missing`` is only the proven least: more
+    frames (a whole cycle of a short sequence, or more) may have been lost
+    too, and how many is unknown (``angel-eye/2``, whose sequence is a short
+    cycle of characters). The engine then treats the loss as of unknown
+    size, never as ``missing`` frames. The 16-bit sequences always count
+    exactly.
     """
 
     t: float
     seq: int | None
     expected: int
     missing: int
+    exact: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,9 @@ rest at once), then the stream.
 
 Invariants, for each decoder:
 
-- ``feed`` never raises, and the stream split into chunks decodes to the
-  same frames (timestamps aside) and the same ``stats`` as in one read;
+- ``feed`` never raises, and the stream split into chunks read at one time
+  decodes to the same frames and the same ``stats`` as in one read (the
+  time matters to ``angel-eye/2``'s seq cycle, not the chunking);
 - every frame is stamped with the time of one of the reads;
 - every card is a valid code (or None, unread), decks 1-12, hands known;
 - nothing is invented: each frame other than a synthesised SequenceGap
@@ -16,7 +17,8 @@ Invariants, for each decoder:
   ``angel-eye/2`` whatever the bits the decoder documents as ignored), and
   no frame is yielded more times than its encoding occurs;
 - a SequenceGap is consistent: ``expected + missing == seq`` modulo the
-  protocol's sequence, 1 <= missing < modulus;
+  protocol's sequence, 1 <= missing < modulus (``angel-eye/2``, whose seq is
+  an opaque character of a cycle it learns: 1 <= missing < 256);
 - ``stats`` counts are non-negative integers, ``frames`` is the number of
   frames yielded (gaps aside) and ``sequence_gap`` the number of gaps.
 """
@@ -36,7 +38,7 @@ from fuzz import _harness
 with _harness.instrumented():
     from controller.cards import ALL_CARDS
     from firmware_protocols import angel_eye, shoe_ascii, shoe_bin
-    from firmware_protocols.frames import Card, Frame, SequenceGap, Status
+    from firmware_protocols.frames import Card, Frame, SequenceGap
     from fuzz import corpus
 
 T0 = 1_763_800_000.0
@@ -124,21 +126,48 @@ def _angel_message(seq: int, data: bytes) -> bytes:
     return b"\x05" + body + b"%02X" % reduce(xor, body, 0)
 
 
+def _no_hand_targets() -> list[int]:
+    """Target bytes of a ``d`` that name no hand (the shoe's mode)."""
+    out = []
+    for b in range(128):
+        group, index = b >> 4, b & 0x0F
+        if (group in (0, 1) and not 1 <= index <= 3) or group in (3, 6, 7):
+            out.append(b)
+    return out
+
+
+_NO_HAND = _no_hand_targets()
+
+
 def angel_candidates(frame: Frame) -> Iterator[bytes]:
     """Every message the decoder reads as ``frame``: its encoding, and the
-    variants in the bits the decoder documents as ignored (the index nibble
-    of burn / first / burn_count targets; all but bit 0 of the lock byte)."""
+    variants in the bits the decoder documents as don't-care (bit 7 of every
+    data byte after the command letter; the index nibble of burn / first /
+    burn_count targets; the target of a ``d`` that names no hand)."""
     raw = angel_eye.Encoder().encode(frame)
-    yield raw
-    if isinstance(frame, Card) and frame.hand in ("burn", "first", "burn_count"):
-        letter, target, cb = raw[2:5]
-        for index in range(16):
-            if index != target & 0x0F:
-                yield _angel_message(raw[1], bytes([letter, (target & 0xF0) | index, cb]))
-    elif isinstance(frame, Status) and frame.code in ("LOCKED", "UNLOCKED"):
-        for b in range(256):
-            if b & 1 == (frame.code == "LOCKED") and b != raw[3]:
-                yield _angel_message(raw[1], bytes([ord("L"), b]))
+    if frame.seq is None or raw[0] != angel_eye.ENQ:  # host commands and answers
+        yield raw
+        return
+    letter = raw[2]
+    data = raw[3:-3]
+    if letter == ord("M") or not data:
+        yield raw
+        return
+    if isinstance(frame, Card):
+        target, cb = data
+        if frame.hand is None:
+            targets = _NO_HAND
+        elif frame.hand in ("burn", "first", "burn_count"):
+            targets = [(target & 0x70) | index for index in range(16)]
+        else:
+            targets = [target & 0x7F]
+        for tb in targets:
+            for hi_t in (0, 0x80):
+                for hi_c in (0, 0x80):
+                    yield _angel_message(raw[1], bytes([letter, tb | hi_t, (cb & 0x7F) | hi_c]))
+        return
+    for hi in (0, 0x80):
+        yield _angel_message(raw[1], bytes([letter, (data[0] & 0x7F) | hi]))
 
 
 def angel_sources(frame: Frame, stream: bytes) -> int:
@@ -151,12 +180,13 @@ class Protocol:
     decoder: Callable[[], shoe_ascii.Decoder | shoe_bin.Decoder | angel_eye.Decoder]
     sources: Callable[[Frame, bytes], int]
     modulus: int
+    counter: bool = True  # the seq counts up by one (else: an opaque character)
 
 
 PROTOCOLS = (
     Protocol(shoe_ascii.NAME, shoe_ascii.Decoder, ascii_sources, shoe_ascii.SEQ_MODULUS),
     Protocol(shoe_bin.NAME, shoe_bin.Decoder, bin_sources, shoe_bin.SEQ_MODULUS),
-    Protocol(angel_eye.NAME, angel_eye.Decoder, angel_sources, angel_eye.SEQ_MODULUS),
+    Protocol(angel_eye.NAME, angel_eye.Decoder, angel_sources, angel_eye.SEQ_BYTES, counter=False),
 )
 
 
@@ -178,7 +208,12 @@ def check_frame(proto: Protocol, f: Frame, times: set[float]) -> None:
             raise _fail(proto, f"unknown hand: {f!r}")
     if isinstance(f, SequenceGap):
         m = proto.modulus
-        if f.seq is None or not 1 <= f.missing < m or (f.expected + f.missing) % m != f.seq:
+        if (
+            f.seq is None
+            or not 1 <= f.missing < m
+            or not 0 <= f.expected < m
+            or (proto.counter and (not f.exact or (f.expected + f.missing) % m != f.seq))
+        ):
             raise _fail(proto, f"inconsistent gap: {f!r}")
 
 
@@ -187,12 +222,16 @@ def check_protocol(proto: Protocol, reads: list[bytes], stream: bytes) -> None:
     frames: list[Frame] = []
     for i, data in enumerate(reads):
         frames += decoder.feed(T0 + i, data)
+    chunked = proto.decoder()
+    same_time: list[Frame] = []
+    for data in reads:
+        same_time += chunked.feed(T0, data)
     whole = proto.decoder()
     at_once = whole.feed(T0, stream)
-    if [dataclasses.replace(f, t=T0) for f in frames] != at_once:
+    if same_time != at_once:
         raise _fail(proto, "the same bytes in other reads decode to other frames")
-    if +decoder.stats != +whole.stats:
-        raise _fail(proto, f"the same bytes in other reads count otherwise: {decoder.stats} != {whole.stats}")
+    if +chunked.stats != +whole.stats:
+        raise _fail(proto, f"the same bytes in other reads count otherwise: {chunked.stats} != {whole.stats}")
     times = {T0 + i for i in range(len(reads))}
     seen: collections.Counter[Frame] = collections.Counter()
     gaps = 0

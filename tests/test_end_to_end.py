@@ -377,6 +377,18 @@ def test_unplugging_the_shoe_mid_coup_never_settles_a_coup_with_cards_it_did_not
     assert lossy(dealt) <= {e["coup"] for e in reading.of_type("coup.void")}
     lost_result = {c["coup"] + 1 for c in dealt for f in c["faults"] if f.get("frame") == "RESULT"}
     unsettled = {c["coup"] for c in dealt} - lossy(dealt) - {r[0] for r in results}
-    assert unsettled <= lost_result
     (ended,) = reading.of_type("shoe.ended")
+    numbering_lost = [
+        a["coup"] for a in reading.of_type("security.alert") if a["code"] == "COUP_NUMBERING_LOST"
+    ]
+    if protocol == "angel-eye/2" and numbering_lost:
+        # An Angel Eye's seq is a short cycle: seconds off the line may hide
+        # whole cycles, so the loss is of unknown size and no later coup can
+        # be numbered (each void until a supervisor's accept), nor counted
+        (first,) = numbering_lost
+        assert first in lossy(dealt)
+        assert unsettled <= lost_result | {c["coup"] for c in dealt if c["coup"] >= first}
+        assert ended["coups_exact"] is False
+        return
+    assert unsettled <= lost_result
     assert ended["coups"] == len(dealt)

@@ -580,3 +580,27 @@ def test_angel_eye_places_cards_on_hands_announces_results_and_repeats_each_mess
     assert [r.winner for r in results] == [c["winner"] for c in fake.coups]
     assert [r.player_pair for r in results] == [c["player"][0][0] == c["player"][1][0] for c in fake.coups]
     assert sum(isinstance(f, CutCard) for f in frames) == 1
+
+
+def test_angel_eye_sends_a_seq_cycle_of_characters_and_data_bytes_with_bit_7_set() -> None:
+    # SPEC 1c: a printable seq of a short cycle (here the default 0-F), bit 7
+    # set on the data bytes; a whole shoe decodes without one gap
+    _, chunks = fake_chunks(seed=3, shoes=1, protocol="angel-eye/2")
+    frames = decode_with("angel-eye/2", chunks)
+    assert not any(isinstance(f, SequenceGap) for f in frames)
+    seqs = [f.seq for f in frames]
+    assert bytes(s for s in seqs if s is not None)[:20] == b"0123456789ABCDEF0123"
+    for _, data in chunks:
+        one = data[: len(data) // 3]
+        if one[2:3] in (b"D", b"G", b"E", b"e", b"L"):
+            assert all(b & 0x80 for b in one[3:-3]), one.hex()
+
+
+def test_angel_eye_seq_cycle_is_configurable_and_checked() -> None:
+    fake = FakeShoe(seed=3, shoes=1, protocol="angel-eye/2", angel_seq_cycle="123456789")
+    frames = decode_with("angel-eye/2", list(fake.stream()))
+    assert {f.seq for f in frames} == set(b"123456789")
+    assert not any(isinstance(f, SequenceGap) for f in frames)
+    for bad in ("", "A", "BA", "00", "0 1", "01\x7f"):
+        with pytest.raises(ValueError, match="angel_seq_cycle"):
+            FakeShoe(protocol="angel-eye/2", angel_seq_cycle=bad)

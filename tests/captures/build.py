@@ -19,13 +19,32 @@ Script steps (one per line):
   COUP <cards...>           the cards then BTN RESULT
 
 Angel Eye captures (``protocol=angel-eye/2``) write each message three
-times, as the shoe does, and add:
+times, as the shoe does, with bit 7 set on every data byte, and add:
   CARD <c> <hand>           the shoe's own placement (P1..B3, burn, first)
   RESULT <winner> [pp] [bp] the shoe's own result (G message)
+  COUP P:<cards> B:<cards>  a coup as the shoe deals it: P1 B1 P2 B2 [P3] [B3]
+                            placed, then the G message with the winner and
+                            pairs worked out here
+  STAT <code> [text...]     a status (ERROR / OK "error cleared: ..." /
+                            LOCKED / UNLOCKED) with its text
+  CYCLE <characters>        the seq is the next character of this cycle
+                            (restarting at HELLO), as real shoes send it;
+                            without it, the seq counts 0-255 as a byte
+  ONCE                      each message once from here (as the public C#
+                            integration's tests inject them), not three times
+  LOWBITS                   data bytes with bit 7 clear (the encoding this
+                            project wrote before it knew shoes set it)
+
+The frames of the cycle captures are built the way the public C#
+integration's tests build theirs (keepcodings/AngelEye,
+AngelEyeBridge.Tests/SerialListenerCharacterizationTests.cs, BuildActiveReport:
+ENQ, the seq character, the data bytes, ETX, then the BCC over seq..ETX as
+two upper-case hex digits; data bytes with bit 7 set, e.g. ``D 0x81 0xB8``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from pathlib import Path
 
@@ -47,6 +66,23 @@ HERE = Path(__file__).parent
 T0 = 1_763_800_000.0
 
 HEADER = "START"  # HELLO, NEWSHOE, first card 3S then 3 burned
+_POINTS = {r: (i + 1) % 10 if i < 9 else 0 for i, r in enumerate("A23456789TJQK")}
+
+
+def _angel_coup(words: list[str]) -> list[str]:
+    """``COUP P:9S,KH B:2C,3D`` as the steps an Angel Eye sends: each card on
+    its hand in dealing order, then its own result (worked out here, apart
+    from the engine)."""
+    hands = {w[0]: w[2:].split(",") for w in words}
+    player, banker = hands["P"], hands["B"]
+    order = [("P1", player[0]), ("B1", banker[0]), ("P2", player[1]), ("B2", banker[1])]
+    order += [("P3", player[2])] if len(player) > 2 else []
+    order += [("B3", banker[2])] if len(banker) > 2 else []
+    p = sum(_POINTS[c[0]] for c in player) % 10
+    b = sum(_POINTS[c[0]] for c in banker) % 10
+    winner = "player" if p > b else "banker" if b > p else "tie"
+    pairs = ["pp"] * (player[0][0] == player[1][0]) + ["bp"] * (banker[0][0] == banker[1][0])
+    return [f"CARD {c} {h}" for h, c in order] + [" ".join(["RESULT", winner, *pairs])]
 
 
 def _expand(script: str) -> list[str]:
@@ -57,6 +93,8 @@ def _expand(script: str) -> list[str]:
             continue
         if line == "START":
             steps += ["HELLO", "BTN NEWSHOE", "CARD 3S", "CARD 4C", "CARD 5D", "CARD 6H"]
+        elif line.startswith("COUP P:"):
+            steps += _angel_coup(line.split()[1:])
         elif line.startswith("COUP "):
             steps += [f"CARD {c}" for c in line.split()[1:]] + ["BTN RESULT"]
         else:
@@ -72,6 +110,9 @@ class _Writer:
         self.enc = Encoder()
         self.angel = meta.get("protocol") == "angel-eye/2"
         self.angel_enc = angel_eye.Encoder()
+        self.cycle: bytes | None = None  # the Angel Eye seq cycle (None: a 0-255 byte)
+        self.copies = 3
+        self.low_bits = False
 
     def frame(self, step: str) -> Frame:
         w = step.split()
@@ -94,7 +135,7 @@ class _Writer:
         if kind == "CUT":
             return CutCard(t, seq)
         if kind == "STAT":
-            return Status(t, seq, w[1])
+            return Status(t, seq, w[1], " ".join(w[2:]))
         raise ValueError(step)
 
     def step(self, step: str) -> None:
@@ -102,6 +143,15 @@ class _Writer:
         kind = w[0]
         if kind == "WAIT":
             self.t += float(w[1])
+            return
+        if kind == "CYCLE":
+            self.cycle = w[1].encode("ascii")
+            return
+        if kind == "ONCE":
+            self.copies = 1
+            return
+        if kind == "LOWBITS":
+            self.low_bits = True
             return
         if kind == "GAP":
             self.seq += int(w[1])
@@ -139,8 +189,12 @@ class _Writer:
     def _emit(self, frame: Frame) -> None:
         frame = type(frame)(*([self.t, self.seq] + [getattr(frame, f) for f in frame.__slots__[2:]]))  # type: ignore[attr-defined]
         if self.angel:
-            data = self.angel_enc.encode_repeated(frame, 3)
-            self.lines.append(f"{self.t:.3f} < hex:{data.hex()}")
+            if self.cycle is not None:
+                frame = dataclasses.replace(frame, seq=self.cycle[self.seq % len(self.cycle)])
+            one = self.angel_enc.encode(frame)
+            if self.low_bits:
+                one = _low_bits(one)
+            self.lines.append(f"{self.t:.3f} < hex:{(one * self.copies).hex()}")
             self.t += 1.0
             self.seq = (self.seq + 1) % 256
             return
@@ -151,6 +205,28 @@ class _Writer:
     def _advance(self) -> None:
         self.t += 1.0
         self.seq = (self.seq + 1) % 65536
+
+
+def _low_bits(message: bytes) -> bytes:
+    """An Angel Eye message with bit 7 of its data bytes clear, its BCC
+    worked out again."""
+    if message[2:3] not in (b"D", b"d", b"G", b"E", b"e", b"L"):
+        return message
+    body = message[1:3] + bytes(b & 0x7F for b in message[3:-3]) + b"\x03"
+    bcc = 0
+    for b in body:
+        bcc ^= b
+    return b"\x05" + body + b"%02X" % bcc
+
+
+# Coups for the Angel Eye captures (P: Player's cards, B: Banker's, in order).
+ANGEL_NATURAL = "P:9S,KH B:2C,3D"  # Player natural 9
+ANGEL_TIE = "P:6S,KH B:6C,QD"  # both stand on 6
+ANGEL_PLAYER_THIRD = "P:2H,3C,4D B:KS,7H"  # Player draws (P3: target 0x83, never ETX); Banker stands on 7
+ANGEL_BANKER_THIRD = "P:4S,2D B:3H,2S,9C"  # Player stands on 6, Banker draws on 5 (B3: 0x93)
+ANGEL_PAIR = "P:8H,8D B:7S,KD"  # Player pair; Banker wins 7 to 6
+ANGEL_BOTH_THIRD = "P:AS,2S,5H B:QC,5C,2C"  # Player draws a 5, Banker on 5 draws
+ANGEL_BANKER_WINS_THIRD = "P:KC,QH,3S B:JD,4D,AH"  # Player draws a 3, Banker on 4 draws
 
 
 SCENARIOS: dict[str, tuple[dict[str, str], str]] = {
@@ -234,21 +310,46 @@ SCENARIOS: dict[str, tuple[dict[str, str], str]] = {
     # --- Angel Eye: the shoe places cards and announces results itself ---
     "angel_eye_coup": (
         {"protocol": "angel-eye/2"},
-        "HELLO\nCARD 3S first\nCARD 4C burn\nCARD 5D burn\n"
+        "LOWBITS\nHELLO\nCARD 3S first\nCARD 4C burn\nCARD 5D burn\n"
         "CARD 6H burn\nCARD 9S P1\nCARD 2C B1\nCARD KH P2\nCARD 3D B2\nRESULT player\n"
         "CARD 6S P1\nCARD 6C B1\nCARD KH P2\nCARD QD B2\nRESULT tie",
     ),
     "x_wrong_hand": (
         {"protocol": "angel-eye/2"},
-        "HELLO\nCARD 3S first\nCARD 4C burn\nCARD 5D burn\n"
+        "LOWBITS\nHELLO\nCARD 3S first\nCARD 4C burn\nCARD 5D burn\n"
         "CARD 6H burn\nCARD 9S P1\nCARD 2C P2\nCARD KH B1\nCARD 3D B2\nRESULT player\nWAIT 130\n"
         "CARD 6S P1\nCARD 7C B1\nCARD KH P2\nCARD QD B2\nRESULT banker",
     ),
     "x_shoe_disagrees": (
         {"protocol": "angel-eye/2"},
-        "HELLO\nCARD 3S first\nCARD 4C burn\nCARD 5D burn\n"
+        "LOWBITS\nHELLO\nCARD 3S first\nCARD 4C burn\nCARD 5D burn\n"
         "CARD 6H burn\nCARD 9S P1\nCARD 2C B1\nCARD KH P2\nCARD 3D B2\nRESULT banker\n"
         "CARD 6S P1\nCARD 7C B1\nCARD KH P2\nCARD QD B2\nRESULT banker",
+    ),
+    # --- Angel Eye as real shoes send it: a seq cycle of characters, bit 7 set
+    #     (built like the public C# integration's test frames; see above) ---
+    "angel_eye_cycle_0_9": (
+        {"protocol": "angel-eye/2"},
+        "CYCLE 0123456789\nONCE\nHELLO\nCARD 3S first\nCARD 4C burn\nCARD 5D burn\nCARD 6H burn\n"
+        + "\n".join(
+            f"COUP {c}\nBTN STANDBY"
+            for c in (ANGEL_NATURAL, ANGEL_TIE, ANGEL_PLAYER_THIRD, ANGEL_BANKER_THIRD, ANGEL_PAIR)
+        ),
+    ),
+    "angel_eye_cycle_0_F": (
+        {"protocol": "angel-eye/2"},
+        "CYCLE 0123456789ABCDEF\nHELLO\nCARD 3S first\nCARD 4C burn\nCARD 5D burn\nCARD 6H burn\n"
+        f"COUP {ANGEL_PAIR}\nBTN STANDBY\nSTAT LOCKED\nSTAT UNLOCKED\nCOUP {ANGEL_BOTH_THIRD}\n"
+        "STAT ERROR button mishandled (in error mode)\nSTAT OK error cleared: button mishandled\n"
+        f"BTN STANDBY\nCOUP {ANGEL_BANKER_WINS_THIRD}\nBTN STANDBY\nCOUP {ANGEL_NATURAL}\n"
+        f"BTN STANDBY\nCOUP {ANGEL_PLAYER_THIRD}\nBTN STANDBY\nCOUP {ANGEL_TIE}",
+    ),
+    "angel_eye_cycle_1_F": (
+        {"protocol": "angel-eye/2"},
+        "CYCLE 123456789ABCDEF\nHELLO\nCARD 3S first\nCARD 4C burn\nCARD 5D burn\nCARD 6H burn\n"
+        f"COUP {ANGEL_PLAYER_THIRD}\nBTN STANDBY\nCOUP {ANGEL_BANKER_THIRD}\nBTN STANDBY\n"
+        f"COUP {ANGEL_BOTH_THIRD}\nBTN STANDBY\nCUT\nCOUP {ANGEL_NATURAL}\nBTN STANDBY\n"
+        f"COUP {ANGEL_BANKER_WINS_THIRD}\nBTN STANDBY",
     ),
     # --- the line: garbage, split frames, bad checksums ---
     "line_garbage": (

@@ -67,7 +67,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from controller.journal import Journal
 from drivers.fake import Disconnect, FakeShoe
 from firmware_protocols.detect import make_decoder
-from firmware_protocols.frames import Card, Frame, SequenceGap
+from firmware_protocols.frames import Card, Frame, SequenceGap, Status
 from tests.conftest import Broker, Received, Subscriber, free_port, mqtt_client
 
 TABLE = "T01"
@@ -107,6 +107,9 @@ CODES_FOR_FAULT: dict[str, frozenset[str]] = {
     "disconnect": frozenset({"DEVICE_FAULT"}),
     "foreign": frozenset({"FOREIGN_CARD"}),
     "exhausted": frozenset({"SHOE_EXHAUSTED"}),
+    # an Angel Eye reports an unread card only as an error (the shoe goes
+    # into error mode until the dealer clears it): a device fault too
+    "error_mode": frozenset({"DEVICE_FAULT"}),
 }
 #: Faults that lose frames: the engine may hold the *next* coup for them too
 #: (a frame lost after a complete tableau: that coup stands, the next waits).
@@ -519,12 +522,29 @@ def plan_disruptions(settings: Settings, total: int) -> list[Disruption]:
     return sorted(plan, key=lambda d: d.at_coup)
 
 
+def line_baud(settings: Settings) -> int:
+    """The ``baudrate`` the daemon is told (a pty ignores it). An Angel Eye
+    decoder takes it as the line's rate: a loss is of known size only where
+    the line could not have carried one more seq cycle meanwhile, at 6 bytes
+    of 10 bits the shortest message. So it must be at least what the fake
+    sends at: one message a card interval (drivers.fake paces an Angel
+    Eye's messages like its cards)."""
+    if settings.protocol == "angel-eye/2":
+        return max(4800, int(60 * settings.cards_per_second) + 1)
+    return 115_200
+
+
 def write_daemon_config(settings: Settings, workdir: Path, port: str, broker: Broker) -> Path:
     cfg = {
         "table": TABLE,
         "profile": "punto_banco",
         "decks": settings.decks,
-        "device": {"driver": "serial", "port": port, "baudrate": 115200, "protocol": settings.protocol},
+        "device": {
+            "driver": "serial",
+            "port": port,
+            "baudrate": line_baud(settings),
+            "protocol": settings.protocol,
+        },
         "journal": str(workdir / "journal.sqlite3"),
         "odds": settings.odds,
         "outputs": {
@@ -1055,17 +1075,32 @@ def analyse(run: Run) -> Report:
     shoes = [r for r in run.fake_records if r["record"] == "shoe"]
     rep.coups_dealt, rep.shoes_dealt = len(coups), len(shoes)
     _check_processes(run, rep, coups)
+    if run.settings.protocol == "angel-eye/2":
+        coups = [_with_error_mode(c) for c in coups]
     events = _check_delivery(run, rep)
     line_lost, arrived = _line_losses(run, rep)
     shoe_of = _match_shoes(events, shoes, rep)
     received = [
-        DealtCard(f.key, f.frame.card)
+        DealtCard(f.key, f.frame.card if isinstance(f.frame, Card) else None)
         for f, ok in zip(run.reference.frames, arrived, strict=True)
-        if ok and isinstance(f.frame, Card)
+        if ok and (isinstance(f.frame, Card) or _unread_as_error(f.frame))
     ]
     _account_for_coups(events, coups, received, shoe_of, line_lost, rep)
     _check_memory(run, rep)
     return rep
+
+
+def _unread_as_error(frame: Frame) -> bool:
+    """An Angel Eye's unread card: no card message, only this error (the
+    engine reports it as an unread card)."""
+    return isinstance(frame, Status) and frame.code == "ERROR" and frame.text.startswith("unreadable card")
+
+
+def _with_error_mode(coup: dict[str, Any]) -> dict[str, Any]:
+    """An Angel Eye coup's record with an ``error_mode`` fault for each
+    unread card (the shoe's error mode is a device fault as well)."""
+    extra = [{"kind": "error_mode"} for f in coup["faults"] if f["kind"] == "unread"]
+    return {**coup, "faults": coup["faults"] + extra} if extra else coup
 
 
 def _check_processes(run: Run, rep: Report, coups: list[dict[str, Any]]) -> None:
@@ -1265,8 +1300,10 @@ def _account_for_coups(
         explained = _explained(key, dealt, line_lost, foreign_pending)
         lost_from = rep.numbering_lost.get(c["shoe"])
         if lost_from is not None and c["coup"] >= lost_from:
-            # the daemon numbers no coup after it: each is void (SEQUENCE_GAP)
-            explained |= {"SEQUENCE_GAP", "SHOE_ENDED"}
+            # the daemon numbers no coup after it: each is void (SEQUENCE_GAP);
+            # nor can it tell which is the shoe's last after the cut card
+            # (an early RESULT is not told apart then): CUT_CARD_OVERRUN
+            explained |= {"SEQUENCE_GAP", "SHOE_ENDED", "CUT_CARD_OVERRUN"}
         evs = [e for d in mine for e in by_coup.get(d, [])]
         v.codes = {e["code"] for e in evs if e["type"] in ("misdeal", "coup.void")}
         v.allowed = set(explained)
@@ -1339,7 +1376,7 @@ def _codes_during_holds(
         )
         codes_of.append(
             ({"SEQUENCE_GAP"} if kinds & LOSS_KINDS else set())
-            | ({"DEVICE_FAULT"} if kinds & {"jam", "disconnect", "line_lost"} else set())
+            | ({"DEVICE_FAULT"} if kinds & {"jam", "disconnect", "line_lost", "error_mode"} else set())
         )
     # the fake's leaving drops the link: a DEVICE_FAULT of any coup still waiting
     last_read = max((t for t in first_read if t != float("inf")), default=float("inf"))
