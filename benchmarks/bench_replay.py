@@ -1,7 +1,11 @@
 """Replay throughput: a 100-shoe capture through decoder, engine and JSON
 serialisation, events written to /dev/null. Median of 5 runs, in cards per
 second, beside the cost of only reading and parsing the capture's records
-(the floor any replay pays) measured in the same run."""
+(the floor any replay pays) and beside a deliberately straightforward
+replayer (:mod:`benchmarks.baseline_replay`: parse, checksum, tableau, one
+``json.dumps`` per card and per coup) on the same capture, the runs
+interleaved so that both see the same load on a shared machine; the ratio
+is project / baseline (goal: >= 1.5)."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import baseline_replay
 from controller.events import dumps
 from controller.replay import replay_events
 from controller.shoelog import Record, ShoelogWriter, read_shoelog
@@ -20,9 +25,10 @@ SHOES = 100
 RUNS = 5
 
 
-def make_capture(path: Path, shoes: int = SHOES, seed: int = 1) -> None:
-    """Writes ``shoes`` fake 8-deck shoes as a capture."""
-    fake = FakeShoe(seed=seed, decks=8, shoes=shoes, cards_per_second=2)
+def make_capture(path: Path, shoes: int = SHOES, seed: int = 1, faults: str | None = None) -> None:
+    """Writes ``shoes`` fake 8-deck shoes as a capture (with the fake's
+    ``faults``, for tests; the benchmark's capture has none)."""
+    fake = FakeShoe(seed=seed, decks=8, shoes=shoes, cards_per_second=2, faults=faults)
     with open(path, "w", encoding="utf-8") as fh:
         w = ShoelogWriter(fh, {"protocol": "shoe-ascii/1", "table": "T01"})
         for t, data in fake.stream():
@@ -39,6 +45,11 @@ def _replay(path: Path) -> int:
     return n
 
 
+def _baseline(path: Path) -> int:
+    with open("/dev/null", "w") as out:
+        return len(baseline_replay.replay(str(path), out.write))
+
+
 def _parse_only(path: Path) -> int:
     return sum(1 for r in read_shoelog(path) if isinstance(r, Record))
 
@@ -48,16 +59,22 @@ def run() -> list[dict[str, Any]]:
         path = Path(d) / "100shoes.shoelog"
         make_capture(path)
         cards = _replay(path)
-        times, floor = [], []
+        _baseline(path)  # fails here, before any timing, on a capture it cannot replay
+        times, floor, base = [], [], []
         for _ in range(RUNS):
             t0 = time.perf_counter()
             _replay(path)
             times.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
+            _baseline(path)
+            base.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
             _parse_only(path)
             floor.append(time.perf_counter() - t0)
     med = statistics.median(times)
     med_floor = statistics.median(floor)
+    med_base = statistics.median(base)
+    pairs = sorted(b / t for t, b in zip(times, base, strict=True))
     return [
         {
             "name": f"replay throughput ({SHOES} shoes, {cards} cards, JSON to /dev/null)",
@@ -66,10 +83,24 @@ def run() -> list[dict[str, Any]]:
             "target": ">= 250000",
             "note": f"median of {RUNS}: {med:.3f} s; reading+parsing the capture alone takes "
             f"{med_floor / med:.0%} of it ({cards / med_floor:,.0f} cards/s)",
-        }
+        },
+        {
+            "name": "baseline: straightforward replayer, same capture (benchmarks/baseline_replay.py)",
+            "value": cards / med_base,
+            "unit": "cards/s",
+            "note": f"median of {RUNS}: {med_base:.3f} s; parse, checksum, tableau, "
+            "json.dumps per card and per coup",
+        },
+        {
+            "name": "replay throughput / baseline",
+            "value": med_base / med,
+            "unit": "x",
+            "target": ">= 1.5",
+            "note": f"ratio of the medians; interleaved runs' own ratios {pairs[0]:.2f}-{pairs[-1]:.2f}",
+        },
     ]
 
 
 if __name__ == "__main__":
     for row in run():
-        print(f"{row['name']}: {row['value']:,.0f} {row['unit']} ({row['note']})")
+        print(f"{row['name']}: {row['value']:,.2f} {row['unit']} ({row['note']})")
