@@ -1882,7 +1882,8 @@ class Engine:
 
     def _expire(self, now: float) -> None:
         s = self.shoe
-        if s is None or not s.coups:
+        # checked on every frame: most have no coup with an open misdeal
+        if s is None or not any(c.open for c in s.coups.values()):
             return
         for coup in sorted(s.coups.values(), key=lambda c: c.number):
             if coup.resolved or not coup.open:

@@ -1,0 +1,85 @@
+"""Where replay time goes (a dev-time tool, not part of ``make bench``):
+``python -m benchmarks.profile_replay [SHOES]``.
+
+Times the replay of ``bench_replay``'s capture stage by stage, without a
+profiler (each stage is the previous one plus one layer; CPU time, medians of 5,
+interleaved): reading and parsing the capture, + decoding the frames,
++ the engine, + one JSON document per event. Then runs the whole replay
+once under cProfile and prints the functions with the most own time."""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from benchmarks.bench_replay import _replay, make_capture
+from controller.engine import Engine
+from controller.replay import ReplayOptions, settings_for
+from controller.rules import load_profile
+from controller.shoelog import Record, read_shoelog
+from firmware_protocols.detect import make_decoder
+
+RUNS = 5
+
+
+def _stages(path: Path) -> dict[str, Callable[[], object]]:
+    st = settings_for(path, ReplayOptions())
+    profile = load_profile(st["profile"], st["rules"])
+
+    def records() -> list[Record]:
+        return [r for r in read_shoelog(path) if isinstance(r, Record) and r.direction == "<"]
+
+    def decode() -> int:
+        dec = make_decoder(st["protocol"])
+        return sum(len(dec.feed(r.t, r.data)) for r in records())
+
+    def engine() -> int:
+        dec = make_decoder(st["protocol"])
+        eng = Engine(st["table"], profile, st["decks"])
+        return sum(len(eng.feed(f)) for r in records() for f in dec.feed(r.t, r.data))
+
+    return {
+        "read+parse the capture": records,
+        "+ decode frames": decode,
+        "+ engine (events as dicts)": engine,
+        "+ JSON per event to /dev/null (= bench_replay)": lambda: _replay(path),
+    }
+
+
+def main(argv: list[str]) -> int:
+    shoes = int(argv[0]) if argv else 100
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "capture.shoelog"
+        make_capture(path, shoes=shoes)
+        stages = _stages(path)
+        times: dict[str, list[float]] = {name: [] for name in stages}
+        for _ in range(RUNS):
+            for name, fn in stages.items():
+                t0 = time.process_time()
+                fn()
+                times[name].append(time.process_time() - t0)
+        cards = _replay(path)
+        prev = 0.0
+        total = statistics.median(times[list(stages)[-1]])
+        print(f"{shoes} shoes, {cards} cards; medians of {RUNS}; each stage adds one layer")
+        for name, ts in times.items():
+            med = statistics.median(ts)
+            print(f"  {name:48s} {med:7.3f} s  (+{med - prev:6.3f} s, {(med - prev) / total:4.0%})")
+            prev = med
+        prof = cProfile.Profile()
+        prof.enable()
+        _replay(path)
+        prof.disable()
+    print("\ncProfile of one replay (own time; the profiler inflates small calls):")
+    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
