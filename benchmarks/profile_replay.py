@@ -4,7 +4,8 @@
 Times the replay of ``bench_replay``'s capture stage by stage, without a
 profiler (each stage is the previous one plus one layer; CPU time, medians of 5,
 interleaved): reading and parsing the capture, + decoding the frames,
-+ the engine, + one JSON document per event. Then runs the whole replay
++ the engine, + ``replay_events`` around them (the capture's header read,
+settings, the generator), + one JSON document per event written. Then runs the whole replay
 once under cProfile and prints the functions with the most own time."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from benchmarks.bench_replay import _replay, make_capture
 from controller.engine import Engine
-from controller.replay import ReplayOptions, settings_for
+from controller.replay import ReplayOptions, replay_events, settings_for
 from controller.rules import load_profile
 from controller.shoelog import Record, read_shoelog
 from firmware_protocols.detect import make_decoder
@@ -48,6 +49,7 @@ def _stages(path: Path) -> dict[str, Callable[[], object]]:
         "read+parse the capture": records,
         "+ decode frames": decode,
         "+ engine (events as dicts)": engine,
+        "+ replay_events (header, settings, generator)": lambda: sum(1 for _ in replay_events(path)),
         "+ JSON per event to /dev/null (= bench_replay)": lambda: _replay(path),
     }
 
@@ -70,7 +72,7 @@ def main(argv: list[str]) -> int:
         print(f"{shoes} shoes, {cards} cards; medians of {RUNS}; each stage adds one layer")
         for name, ts in times.items():
             med = statistics.median(ts)
-            print(f"  {name:48s} {med:7.3f} s  (+{med - prev:6.3f} s, {(med - prev) / total:4.0%})")
+            print(f"  {name:50s} {med:7.3f} s  (+{med - prev:6.3f} s, {(med - prev) / total:4.0%})")
             prev = med
         prof = cProfile.Profile()
         prof.enable()
