@@ -70,8 +70,16 @@ def _xor(body: bytes) -> int:
 def replay(path: str, write: Callable[[str], Any], table: str = "T01") -> list[dict[str, Any]]:
     """Writes a JSON document per card and per coup; returns the coups."""
     coups: list[dict[str, Any]] = []
-    shoe, burn, coup = None, 0, 0
+    shoe, burn, coup, n = None, 0, 0, 0
     hands: dict[str, list[str]] = {"P": [], "B": []}
+
+    def emit(kind: str, t: float, body: dict[str, Any]) -> None:
+        nonlocal n
+        n += 1
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{round(t * 1000) % 1000:03d}Z"
+        envelope = {"v": 1, "type": kind, "event_id": f"{table}/{shoe}/{n}", "table": table, "shoe": shoe}
+        write(json.dumps({**envelope, "seq": n, "ts": ts, **body}) + "\n")
+
     for t, (kind, *args) in frames(path):
         if kind == "BTN" and args[0] == "NEWSHOE":
             shoe, burn, coup = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t)), -1, 0
@@ -86,30 +94,22 @@ def replay(path: str, write: Callable[[str], Any], table: str = "T01") -> list[d
                 position = next_position(hands)
                 hands[position[0]].append(card)
                 coup += position == "P1"
-            ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{round(t * 1000) % 1000:03d}Z"
-            doc: dict[str, Any] = {
-                "type": "card",
-                "table": table,
-                "shoe": shoe,
-                "ts": ts,
-                "coup": coup if position != "burn" else None,
-                "position": position,
-                "card": card,
-                "value": VALUES[card[0]],
-            }
-            write(json.dumps(doc) + "\n")
+            face_up = args[1:2] == ["F"]
+            number = coup if position != "burn" else None
+            emit("card", t, {"coup": number, "position": position, "card": card, "value": VALUES[card[0]],
+                             "face_up": face_up})  # fmt: skip
         elif kind == "BTN" and args[0] == "RESULT":
             if next_position(hands, result=True) != "done":
                 raise BaselineError(f"RESULT before the tableau is complete in coup {coup}")
             p, b = (sum(VALUES[c[0]] for c in hands[h]) % 10 for h in "PB")
-            doc = {"type": "coup.result", "table": table, "shoe": shoe, "coup": coup,
-                   "player": {"cards": hands["P"], "total": p}, "banker": {"cards": hands["B"], "total": b},
+            doc = {"coup": coup, "player": {"cards": hands["P"], "total": p},
+                   "banker": {"cards": hands["B"], "total": b},
                    "winner": "player" if p > b else "banker" if b > p else "tie",
                    "natural": len(hands["P"]) == len(hands["B"]) == 2 and max(p, b) >= 8,
                    "player_pair": hands["P"][0][0] == hands["P"][1][0],
                    "banker_pair": hands["B"][0][0] == hands["B"][1][0]}  # fmt: skip
-            write(json.dumps(doc) + "\n")
-            coups.append(doc)
+            emit("coup.result", t, doc)
+            coups.append({"shoe": shoe, **doc})
             hands = {"P": [], "B": []}
     return coups
 

@@ -26,7 +26,8 @@ def _coup(c: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _card(c: dict[str, Any]) -> tuple[Any, ...]:
-    return c["shoe"], c["coup"], c["position"], c["card"], c["value"], c["ts"]
+    keys = ("v", "type", "table", "shoe", "ts", "coup", "position", "card", "value", "face_up")
+    return tuple(c[k] for k in keys)
 
 
 def _both(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
