@@ -90,7 +90,7 @@ from collections.abc import Callable
 from functools import reduce
 from operator import xor
 
-from controller.cards import RANKS
+from firmware_protocols.cards import RANKS
 from firmware_protocols.frames import (
     Ack,
     Button,

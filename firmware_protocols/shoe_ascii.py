@@ -55,7 +55,7 @@ from collections.abc import Callable
 from functools import reduce
 from operator import xor
 
-from controller.cards import ALL_CARDS
+from firmware_protocols.cards import ALL_CARDS
 from firmware_protocols.frames import (
     Button,
     Card,

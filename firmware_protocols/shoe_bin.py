@@ -49,7 +49,7 @@ import collections
 from binascii import crc_hqx
 from collections.abc import Callable
 
-from controller.cards import RANKS
+from firmware_protocols.cards import RANKS
 from firmware_protocols.frames import (
     Button,
     Card,

@@ -1,0 +1,91 @@
+"""The layering of ARCHITECTURE.md, enforced: a line of code knows its room.
+
+The codecs (``firmware_protocols``) are the bottom layer and import nothing
+of the project above them. The checks read the source (an AST walk over
+every module, imports inside functions included), so a lazy import cannot
+slip past, and nothing is imported to check it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIRST_PARTY = ("controller", "drivers", "firmware_protocols")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(source: str, module: str, is_package: bool = False) -> list[tuple[str, int]]:
+    """Every module ``source`` imports (absolute names, relative imports
+    resolved against ``module``), with its line number."""
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out.extend((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                if not is_package:
+                    base = base[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                name = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                name = node.module or ""
+            out.append((name, node.lineno))
+            # ``from pkg import mod`` may import a submodule
+            out.extend((f"{name}.{alias.name}", node.lineno) for alias in node.names)
+    return out
+
+
+def _modules(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def _violations(package: str, forbidden: tuple[str, ...]) -> list[str]:
+    bad = []
+    for path in _modules(package):
+        module = _module_name(path)
+        for name, line in imports_of(path.read_text(), module, path.name == "__init__.py"):
+            if any(name == f or name.startswith(f + ".") for f in forbidden):
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    return bad
+
+
+def test_the_checker_sees_every_kind_of_import() -> None:
+    src = (
+        "import controller.cards\n"
+        "from controller import engine\n"
+        "def f():\n"
+        "    from ..controller import x\n"
+        "from . import sibling\n"
+    )
+    found = {name for name, _ in imports_of(src, "firmware_protocols.codec")}
+    assert "controller.cards" in found
+    assert "controller.engine" in found
+    assert "controller.x" in found  # lazy and relative, resolved
+    assert "firmware_protocols.sibling" in found
+
+
+def test_the_packages_are_where_the_checks_look() -> None:
+    for package in FIRST_PARTY:
+        assert len(_modules(package)) >= 3, package
+
+
+def test_codecs_import_no_controller_or_driver_code() -> None:
+    assert _violations("firmware_protocols", ("controller", "drivers")) == []
+
+
+@pytest.mark.parametrize("module", ["shoe_ascii", "shoe_bin", "angel_eye"])
+def test_codecs_take_cards_from_the_bottom_layer(module: str) -> None:
+    path = ROOT / "firmware_protocols" / f"{module}.py"
+    names = {name for name, _ in imports_of(path.read_text(), f"firmware_protocols.{module}")}
+    assert "firmware_protocols.cards" in names
