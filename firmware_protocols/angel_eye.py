@@ -87,8 +87,6 @@ from __future__ import annotations
 import collections
 import re
 from collections.abc import Callable
-from functools import reduce
-from operator import xor
 
 from firmware_protocols.cards import RANKS
 from firmware_protocols.frames import (
@@ -103,6 +101,8 @@ from firmware_protocols.frames import (
     SequenceGap,
     Status,
 )
+from firmware_protocols.framing import Malformed as _Malformed
+from firmware_protocols.framing import xor8
 
 NAME = "angel-eye/2"
 #: The seq is one byte (an opaque character of a short cycle, see SeqCycle).
@@ -209,10 +209,6 @@ HOST_COMMANDS = frozenset({"LK", "EC", "GP"})
 
 _LETTERS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _BCC_VALUE: dict[bytes, int] = {f"{i:02X}".encode(): i for i in range(256)}
-
-
-class _Malformed(Exception):
-    """A checksummed message whose content breaks the protocol."""
 
 
 def _error_text(b: int) -> str:
@@ -542,7 +538,7 @@ class Decoder:
                     pos = start + 1
                     continue
                 # BCC: XOR of seq through ETX; verify against the vendor's manual before production
-                if reduce(xor, buf[start + 1 : etx + 1], 0) != bcc:
+                if xor8(buf[start + 1 : etx + 1]) != bcc:
                     self._bad("bad_checksum", end - start - 1)
                     pos = start + 1
                     continue
@@ -570,7 +566,7 @@ class Decoder:
                     self._bad("malformed", HOST_FRAME_LEN - 1)
                     pos = start + 1
                     continue
-                if reduce(xor, buf[start + 1 : end - 2], 0) != bcc:
+                if xor8(buf[start + 1 : end - 2]) != bcc:
                     self._bad("bad_checksum", HOST_FRAME_LEN - 1)
                     pos = start + 1
                     continue
@@ -671,7 +667,7 @@ class Decoder:
 
 
 def _bcc(body: bytes) -> bytes:
-    return b"%02X" % reduce(xor, body, 0)
+    return b"%02X" % xor8(body)
 
 
 def _device(seq: int | None, data: bytes) -> bytes:

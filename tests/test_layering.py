@@ -89,3 +89,17 @@ def test_codecs_take_cards_from_the_bottom_layer(module: str) -> None:
     path = ROOT / "firmware_protocols" / f"{module}.py"
     names = {name for name, _ in imports_of(path.read_text(), f"firmware_protocols.{module}")}
     assert "firmware_protocols.cards" in names
+
+
+CODECS = ("shoe_ascii", "shoe_bin", "angel_eye")
+
+
+@pytest.mark.parametrize("module", CODECS)
+def test_a_codec_imports_no_other_codec(module: str) -> None:
+    """What codecs share (sequence, checksum) lives in ``framing``; only the
+    registry (``detect``) knows every codec."""
+    path = ROOT / "firmware_protocols" / f"{module}.py"
+    names = {name for name, _ in imports_of(path.read_text(), f"firmware_protocols.{module}")}
+    others = {f"firmware_protocols.{m}" for m in CODECS if m != module}
+    assert names & others == set()
+    assert "firmware_protocols.framing" in names
