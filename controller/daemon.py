@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import os
 import pickle
@@ -223,9 +224,10 @@ class Daemon:
 
             driver: Driver = UsbDriver(dev.vendor_id, dev.product_id, serial_number=dev.serial_number)
             return driver
+        from controller.shoelog import device_reads
         from drivers.replay import ReplayDriver
 
-        return ReplayDriver(dev.file, realtime=dev.realtime)
+        return ReplayDriver(functools.partial(device_reads, dev.file), realtime=dev.realtime)
 
     def _rebuild(self, journal: Journal) -> None:
         """A fresh engine, or the latest checkpoint, brought up to date by

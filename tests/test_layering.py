@@ -1,7 +1,8 @@
 """The layering of ARCHITECTURE.md, enforced: a line of code knows its room.
 
 The codecs (``firmware_protocols``) are the bottom layer and import nothing
-of the project above them. The checks read the source (an AST walk over
+of the project above them; the drivers (transports) import no controller
+code. The checks read the source (an AST walk over
 every module, imports inside functions included), so a lazy import cannot
 slip past, and nothing is imported to check it.
 """
@@ -82,6 +83,12 @@ def test_the_packages_are_where_the_checks_look() -> None:
 
 def test_codecs_import_no_controller_or_driver_code() -> None:
     assert _violations("firmware_protocols", ("controller", "drivers")) == []
+
+
+def test_drivers_import_no_controller_code() -> None:
+    """A driver is a transport: it may speak a codec (the fake shoe does),
+    never the game, the journal or a file format of the controller."""
+    assert _violations("drivers", ("controller",)) == []
 
 
 @pytest.mark.parametrize("module", ["shoe_ascii", "shoe_bin", "angel_eye"])
