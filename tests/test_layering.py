@@ -10,6 +10,8 @@ slip past, and nothing is imported to check it.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,63 @@ def test_a_codec_imports_no_other_codec(module: str) -> None:
     others = {f"firmware_protocols.{m}" for m in CODECS if m != module}
     assert names & others == set()
     assert "firmware_protocols.framing" in names
+
+
+# What a config must not load to be checked: the fake shoe's pseudo-terminal
+# and threads, pyserial, pyusb. (``threading`` itself is loaded by pydantic,
+# so the run-time check below leaves it to the static one.)
+DRIVER_INTERNALS = ("termios", "tty", "pty", "fcntl", "threading", "serial", "usb")
+DRIVER_MODULES = ("drivers.fake", "drivers.serial", "drivers.usb")
+
+
+def _path_of(module: str) -> Path | None:
+    base = ROOT.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def first_party_closure(module: str) -> dict[str, list[tuple[str, int]]]:
+    """Every first-party module ``module`` loads (its packages included),
+    each with the imports written in it."""
+    seen: dict[str, list[tuple[str, int]]] = {}
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            mod = ".".join(parts[:i])
+            path = _path_of(mod)
+            if mod in seen or path is None:
+                continue
+            seen[mod] = imports_of(path.read_text(), mod, path.name == "__init__.py")
+            todo.extend(n for n, _ in seen[mod] if n.split(".")[0] in FIRST_PARTY)
+    return seen
+
+
+def test_the_closure_follows_imports() -> None:
+    closure = first_party_closure("controller.daemon")
+    assert {"controller", "controller.engine", "drivers.base", "firmware_protocols.detect"} <= set(closure)
+
+
+def test_config_loads_no_driver_internals() -> None:
+    closure = first_party_closure("controller.config")
+    assert set(closure) & set(DRIVER_MODULES) == set()
+    bad = [
+        f"{mod}:{line} imports {name}"
+        for mod, names in closure.items()
+        for name, line in names
+        if name.split(".")[0] in DRIVER_INTERNALS
+    ]
+    assert bad == []
+
+
+def test_config_loads_no_driver_internals_at_run_time() -> None:
+    probe = (
+        "import sys, controller.config\n"
+        f"print(sorted(m for m in {DRIVER_INTERNALS + DRIVER_MODULES!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    loaded = set(ast.literal_eval(out.stdout))
+    assert loaded - {"threading"} == set()
