@@ -172,3 +172,46 @@ def test_config_loads_no_driver_internals_at_run_time() -> None:
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
     loaded = set(ast.literal_eval(out.stdout))
     assert loaded - {"threading"} == set()
+
+
+def _builds_a_paho_client(source: str) -> list[int]:
+    """Lines of ``source`` that construct a paho client (``mqtt.Client(...)``,
+    or ``Client(...)`` imported from paho)."""
+    tree = ast.parse(source)
+    from_paho = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("paho")
+        for alias in node.names
+        if alias.name == "Client"
+    }
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        attribute = isinstance(f, ast.Attribute) and f.attr == "Client"
+        if attribute or (isinstance(f, ast.Name) and f.id in from_paho):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_paho_client_check_can_fail() -> None:
+    assert _builds_a_paho_client("import paho.mqtt.client as mqtt\nc = mqtt.Client(client_id='x')\n") == [2]
+    assert _builds_a_paho_client("from paho.mqtt.client import Client as C\n\nc = C()\n") == [3]
+
+
+def test_one_mqtt_client_factory_builds_every_client() -> None:
+    """The output, ``replay --out mqtt`` (through the output) and ``ctl``
+    take their client from ``controller.mqtt_client``: one place for the
+    protocol version, credentials, TLS and session rules."""
+    builders = {
+        str(path.relative_to(ROOT))
+        for package in FIRST_PARTY
+        for path in _modules(package)
+        if _builds_a_paho_client(path.read_text())
+    }
+    assert builders == {"controller/mqtt_client.py"}
+    for user in ("controller/outputs/mqtt.py", "controller/commands/ctl.py"):
+        names = {name for name, _ in imports_of((ROOT / user).read_text(), _module_name(ROOT / user))}
+        assert "controller.mqtt_client" in names, user
