@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -47,10 +47,14 @@ from controller.engine import Engine
 from controller.errors import ConfigError
 from controller.events import Event
 from controller.journal import History, Journal, JournalError
+from controller.outputs import Output
 from controller.rules import load_profile
 from drivers.base import Driver, LinkEvent
 from firmware_protocols.detect import AutoDecoder, make_decoder
 from firmware_protocols.frames import Frame, Link
+
+if TYPE_CHECKING:  # imported when MQTT is configured: paho loads only then
+    from controller.outputs.mqtt import MqttOutput
 
 log = structlog.get_logger("shoe-controller")
 
@@ -143,8 +147,8 @@ class Daemon:
         self.journal: Journal | None = None
         self.engine: Engine | None = None
         self.decoder: Any = None
-        self.outputs: list[Any] = []
-        self.mqtt: Any = None
+        self.outputs: list[Output] = []
+        self.mqtt: MqttOutput | None = None
         self.gate: CommandGate | None = None  # with the journal, in run()
         m = cfg.outputs.mqtt
         self._command_key = (
@@ -430,9 +434,7 @@ class Daemon:
             if self._reopen.is_set():
                 self._reopen.clear()
                 for out in self.outputs:
-                    reopen = getattr(out, "reopen", None)
-                    if reopen is not None:
-                        reopen()
+                    out.reopen()
             self._pump()
             self.notifier.watchdog()
             if time.monotonic() - last_retention > 3600:
@@ -579,9 +581,9 @@ class Daemon:
         ``OUTPUT_RESTORED``) on the outputs that work. The output retries on
         its own; its events wait in the journal; dealing goes on."""
         for out in self.outputs:
-            failure: str | None = getattr(out, "failure", None)
+            failure = out.failure
             if self.metrics is not None:
-                self.metrics.output(out.name, failure is None, int(getattr(out, "errors", 0)))
+                self.metrics.output(out.name, failure is None, out.errors)
             was = self._output_failures.get(out.name)
             self._output_failures[out.name] = failure
             if (failure is None) == (was is None):
@@ -626,7 +628,7 @@ class Daemon:
             try:
                 out.close()
             except Exception as exc:
-                log.warning("output close failed", output=getattr(out, "name", "?"), error=str(exc))
+                log.warning("output close failed", output=out.name, error=str(exc))
         if self._driver is not None:
             self._driver.close()
         if self.journal is not None:
