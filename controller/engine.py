@@ -1528,7 +1528,7 @@ class Engine:
             payload["detail"] = f.text
         self._emit("device.status", f.t, payload)
         coup = self._coup_in_play()
-        if code == "ERROR" and f.text.startswith("unreadable card") and self.shoe is not None:
+        if f.card_unread and self.shoe is not None:
             # A shoe that reports an unread card only as an error (Angel Eye
             # sends no card message for it) still dealt that card: it takes
             # the next position, so the cards after it stay where they are

@@ -91,6 +91,7 @@ from typing import IO, Any, Protocol
 from drivers.base import Chunk, LinkEvent
 from drivers.fake_settings import FAULT_KINDS, MAX_CARDS_PER_SECOND, check_cards_per_second, parse_faults
 from firmware_protocols.frames import (
+    UNREAD_CARD_ERROR,
     Button,
     Card,
     CutCard,
@@ -490,7 +491,7 @@ class FakeShoe:
                 if self.protocol == ANGEL:
                     # No unread-card code on this wire: the shoe reports the
                     # error instead of the card.
-                    yield from self._device_error("unreadable card")
+                    yield from self._device_error(UNREAD_CARD_ERROR)
                     return
             if self.protocol != ANGEL and self._roll("faceup"):
                 face_up = True

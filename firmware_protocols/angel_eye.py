@@ -90,6 +90,7 @@ from collections.abc import Callable
 
 from firmware_protocols.cards import RANKS
 from firmware_protocols.frames import (
+    UNREAD_CARD_ERROR,
     Ack,
     Button,
     Card,
@@ -192,7 +193,7 @@ _WINNER_BITS = {w: b for b, w in WINNERS.items()}
 # Error byte bits 5-0 (reason); bit 6: the shoe is in error mode.
 # Verify against the vendor's manual before production.
 ERROR_REASONS = {
-    1: "unreadable card",
+    1: UNREAD_CARD_ERROR,
     2: "over-draw",
     3: "button mishandled",
     4: "card pulled back at exit",

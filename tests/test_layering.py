@@ -215,3 +215,30 @@ def test_one_mqtt_client_factory_builds_every_client() -> None:
     for user in ("controller/outputs/mqtt.py", "controller/commands/ctl.py"):
         names = {name for name, _ in imports_of((ROOT / user).read_text(), _module_name(ROOT / user))}
         assert "controller.mqtt_client" in names, user
+
+
+def test_the_engine_speaks_no_codec_wording() -> None:
+    """A device error the game must act on (Angel Eye's unread card) is
+    recognised by the frame (``Status.card_unread``), so the engine matches
+    no codec's wording."""
+    from firmware_protocols.angel_eye import ERROR_REASONS
+
+    tree = ast.parse((ROOT / "controller" / "engine.py").read_text())
+    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    assert [s for s in strings for words in ERROR_REASONS.values() if words in s] == []
+
+
+@pytest.mark.parametrize(
+    ("code", "text", "unread"),
+    [
+        ("ERROR", "unreadable card", True),
+        ("ERROR", "unreadable card (in error mode)", True),
+        ("ERROR", "draw timeout", False),
+        ("OK", "error cleared: unreadable card", False),  # the card was counted when reported
+        ("JAM", "", False),
+    ],
+)
+def test_a_status_says_whether_it_reports_a_card_dealt_unread(code: str, text: str, unread: bool) -> None:
+    from firmware_protocols.frames import Status
+
+    assert Status(0.0, 1, code, text).card_unread is unread
