@@ -12,7 +12,9 @@ published twice under a new id:
    engine rebuilt from the journal never saw it);
 3. outputs deliver from the journal after their own marks.
 
-After a crash the daemon loads the latest engine checkpoint, re-feeds the
+After a crash the daemon loads the latest engine checkpoint
+(``controller.checkpoint``: versioned JSON; one it cannot use is ignored and
+the journal's inputs are re-fed from the first), re-feeds the
 journal's inputs recorded after it to the same decoder and engine, and
 appends what they produce: events already stored are recognised by id and
 content (the engine is deterministic), events that were lost are stored,
@@ -21,12 +23,10 @@ and the outputs then deliver whatever is past their marks.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import functools
 import json
 import os
-import pickle
 import signal
 import socket
 import sys
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from controller import command_limits
+from controller import checkpoint, command_limits
 from controller.command_auth import CommandGate, read_key
 from controller.command_limits import CommandInbox, RefusalAlerts
 from controller.config import Config
@@ -235,26 +235,47 @@ class Daemon:
 
     def _rebuild(self, journal: Journal) -> None:
         """A fresh engine, or the latest checkpoint, brought up to date by
-        re-feeding the journal's inputs recorded after it."""
+        re-feeding the journal's inputs recorded after it.
+
+        A checkpoint this version cannot use (another version, damaged, of
+        another table, profile or deck count) is ignored with one warning,
+        and every input the journal keeps is re-fed to a fresh engine: the
+        same state and the same events, recognised by id, when the journal
+        keeps its inputs from the first. When retention has pruned the
+        first ones, the events cannot be reproduced under their ids: the
+        inputs kept are re-fed for the state only, and the engine's seqs
+        carry on above every seq the journal issued (nothing re-published,
+        no id issued twice)."""
         self.engine = self._new_engine()
         self.decoder = self._make_decoder()
         after = 0
+        state_only = False
         blob = journal.get_meta(CHECKPOINT_KEY)
         if blob:
             try:
-                after, engine, decoder = pickle.loads(base64.b64decode(blob))
-                self.engine, self.decoder = engine, decoder
-            except Exception as exc:  # a checkpoint from another version
-                log.warning("ignoring unreadable engine checkpoint", error=str(exc))
-                after = 0
-                self.engine = self._new_engine()
-                self.decoder = self._make_decoder()
+                after, self.engine, self.decoder = checkpoint.load(blob, self._new_engine, self._make_decoder)
+            except checkpoint.CheckpointError as exc:
+                first = journal.first_input_id()
+                state_only = first > 1
+                log.warning(
+                    "engine checkpoint ignored: rebuilding from the journal's inputs",
+                    reason=str(exc),
+                    inputs_from=first,
+                    events=(
+                        f"not re-stored: inputs before {first} were pruned, seqs carry on above"
+                        f" {journal.last_seq()}"
+                        if state_only
+                        else "re-stored, recognised by id"
+                    ),
+                )
         replayed = stored = 0
         for rec in journal.inputs_since(after):
             events = self._apply_input(rec.t, rec.kind, rec.data)
             replayed += 1
-            if events:
+            if events and not state_only:
                 stored += len(journal.append_events(events))
+        if state_only:
+            self.engine.seq = max(self.engine.seq, journal.last_seq())
         if replayed:
             log.info("rebuilt from journal", inputs=replayed, events_recovered=stored, checkpoint_input=after)
 
@@ -309,8 +330,8 @@ class Daemon:
 
     def _checkpoint(self, journal: Journal) -> None:
         last = journal.last_input_id()
-        state = pickle.dumps((last, self.engine, self.decoder), protocol=pickle.HIGHEST_PROTOCOL)
-        journal.set_meta(CHECKPOINT_KEY, base64.b64encode(state).decode("ascii"))
+        assert self.engine is not None
+        journal.set_meta(CHECKPOINT_KEY, checkpoint.dump(last, self.engine, self.decoder))
         self._checkpoint_input = last
         self._inputs_since_checkpoint = 0
 
@@ -535,8 +556,8 @@ class Daemon:
                 self.mqtt.notify()
         self._inputs_since_checkpoint += 1
         # a checkpoint bounds the inputs a rebuild replays; one per shoe and
-        # every few hundred inputs keeps that short without a pickle and a
-        # third fsync after every coup (the next coup's first card waited)
+        # every few hundred inputs keeps that short without serialising the engine and
+        # a third fsync after every coup (the next coup's first card waited)
         if self._inputs_since_checkpoint >= CHECKPOINT_EVERY_INPUTS or any(
             e["type"] == "shoe.ended" for e in events
         ):

@@ -462,27 +462,6 @@ class Engine:
         ]
         return min(deadlines) if deadlines else None
 
-    def __getstate__(self) -> dict[str, Any]:
-        """A checkpoint: everything but the odds tables (rebuilt on load)."""
-        state = dict(self.__dict__)
-        state["_calc"] = None
-        state["_out"] = []
-        state.pop("_handlers")
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        # (a checkpoint written before these existed)
-        state.setdefault("_lost_frames", 0)
-        state.setdefault("_lost_unknown", 1)  # what it lost before is not known
-        state.setdefault("_loss_at_end", (0, 0))
-        state.setdefault("_odds_quiet", False)
-        self.__dict__.update(state)
-        if self.odds:
-            from controller.odds import OddsCalculator
-
-            self._calc = OddsCalculator.for_profile(self.profile)
-        self._handlers = self._make_handlers()
-
     def snapshot(self) -> dict[str, Any]:
         """The current shoe's state, for the retained ``shoe/state`` topic."""
         s = self.shoe

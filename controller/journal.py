@@ -303,6 +303,11 @@ class Journal:
                 yield InputRecord(int(row[0]), float(row[1]), str(row[2]), bytes(row[3]))
             last = int(rows[-1][0])
 
+    def first_input_id(self) -> int:
+        """The oldest input kept (0: none); above 1 once retention pruned some."""
+        with self._lock, self._guard("reading inputs"):
+            return int(self._db.execute("SELECT coalesce(min(id), 0) FROM inputs").fetchone()[0])
+
     def last_input_id(self) -> int:
         with self._lock, self._guard("reading inputs"):
             return int(self._db.execute("SELECT coalesce(max(id), 0) FROM inputs").fetchone()[0])

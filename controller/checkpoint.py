@@ -1,0 +1,437 @@
+"""Engine checkpoints: an explicit, versioned JSON document (no pickle).
+
+A checkpoint is what the daemon needs to continue after a crash without
+re-feeding the whole journal: the id of the last journal input it covers,
+the engine's game state and the decoder's partial-frame and sequence state.
+It is written to the journal's ``meta`` table (key ``engine_checkpoint``)
+once per shoe and every 500 inputs (``controller.daemon``).
+
+Format (``VERSION`` 2), one JSON object::
+
+    {"format": "shoe-controller/checkpoint", "version": 2,
+     "sha256": <hex digest of the canonical JSON of "body">,
+     "body": {"input": <last journal input id covered>,
+              "config": {"table", "profile", "decks"},
+              "engine": {<ENGINE_FIELDS>},
+              "coups": [{<COUP_FIELDS>}, ...],
+              "decoder": <object>}}
+
+Values are JSON scalars and arrays, or objects with one tag key:
+
+* ``{"tuple": [...]}``, ``{"set": [...]}`` (sorted), ``{"bytes": "<hex>"}``,
+  ``{"map": [[key, value], ...]}`` (insertion order kept, any key type),
+  ``{"counter": [[key, n], ...]}``;
+* ``{"frame": "<class>", "fields": {...}}``: a decoded frame by its
+  dataclass fields (``firmware_protocols.frames``);
+* ``{"coup": i}``: the i-th entry of ``body.coups`` (a coup is one object
+  wherever it is referred to: the shoe's ``current``, its ``coups``, an
+  ``after_premature_void``);
+* ``{"object": "<name>", "fields": {...}}``: one of ``Shoe``, ``Commit``,
+  ``ShoeComposition`` and the decoders' classes, with exactly the fields
+  listed below for it.
+
+The field lists below *are* the schema: a checkpoint whose objects carry
+other fields, an unknown tag, another ``format``/``version``, a digest that
+does not match, or another table, profile or deck count than the running
+config, is refused with :class:`CheckpointError`; the daemon then ignores it
+and rebuilds from the journal's inputs. Any change to what is saved (a new
+attribute of ``Engine``, ``Shoe``, ``Coup`` or a decoder) must be added here
+and ``VERSION`` raised (``tests/test_checkpoint.py`` fails otherwise).
+
+Size: the state of one shoe. The bulk is frames held while positions are
+unknown (at most ``MAX_HELD`` = 1,024 per coup, about 100 bytes each), the
+shuffler's order (at most 624 cards of 12 decks) and the per-coup lists
+bounded by the engine; ``tests/test_checkpoint.py`` measures a coup holding
+1,024 frames.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from controller.cards import ShoeComposition
+from controller.engine import Coup, Engine, Shoe, _Commit
+from firmware_protocols import angel_eye, frames, shoe_ascii, shoe_bin
+from firmware_protocols.detect import AutoDecoder
+
+FORMAT = "shoe-controller/checkpoint"
+#: 1: the first; 2: the engine's unread ``link_up`` and ``counters`` are no
+#: longer saved (they were removed from the engine as dead state).
+VERSION = 2
+
+#: The engine's state saved. Every other attribute of an ``Engine`` comes
+#: from the config it is built with (``ENGINE_CONFIG``) or is scratch
+#: (``ENGINE_SCRATCH``), rebuilt by ``Engine.__init__``.
+ENGINE_FIELDS = (
+    "seq",
+    "shoe",
+    "device",
+    "_advantage",
+    "_commit",
+    "_fault_coup",
+    "_fault_waiting",
+    "_after_void",
+    "_lost_after_shoe",
+    "_phantom",
+    "_phantom_before",
+    "_shoe_ids",
+    "_lost_frames",
+    "_lost_unknown",
+    "_loss_at_end",
+    "_odds_quiet",
+)
+ENGINE_CONFIG = (
+    "table",
+    "profile",
+    "decks",
+    "odds",
+    "roads",
+    "advantage_threshold",
+    "rules",
+    "tab",
+    "deadline_s",
+    "button",
+)
+#: the odds tables (built per profile), the output list of the call in
+#: progress, the frame handlers (bound methods)
+ENGINE_SCRATCH = ("_calc", "_out", "_handlers")
+
+SHOE_FIELDS = (
+    "id",
+    "t_start",
+    "comp",
+    "commit",
+    "order",
+    "phase",
+    "first_card",
+    "burn_left",
+    "burned",
+    "next_coup",
+    "current",
+    "coups",
+    "cut_coup",
+    "last_coup",
+    "coups_count",
+    "tally",
+    "burned_cards",
+    "results",
+    "stats",
+    "ended_emitted",
+    "announced",
+    "ending",
+    "after_premature",
+    "after_premature_coup",
+    "after_premature_void",
+    "ended_by_rule",
+    "numbering_lost",
+    "renumber_to",
+    "window",
+    "loss_mark",
+    "dealing_over",
+)
+COUP_FIELDS = (
+    "number",
+    "demo",
+    "t_start",
+    "positions",
+    "cards",
+    "extras",
+    "extras_unlisted",
+    "open",
+    "corrections",
+    "void_code",
+    "dealing",
+    "settled",
+    "premature",
+    "had_unread",
+    "overrun",
+    "held",
+    "gap_missing",
+    "lost_frames",
+    "gap_entered",
+    "anchor_k",
+    "anchor_need",
+    "anchor_prev",
+    "dealt_at_open",
+    "ends",
+    "device_result",
+    "carry",
+)
+COMMIT_FIELDS = ("shoe_id", "ncards", "sha256", "order", "received", "valid")
+COMPOSITION_FIELDS = ("decks", "remaining", "dealt")
+
+_SeqTracker = type(shoe_ascii.Decoder()._seq)
+_SeqCycle = type(angel_eye.Decoder()._seq)
+
+#: name -> (class, fields saved). The decoders' classes with their partial
+#: frame, sequence and drop counts.
+OBJECTS: dict[str, tuple[type, tuple[str, ...]]] = {
+    "Shoe": (Shoe, SHOE_FIELDS),
+    "Commit": (_Commit, COMMIT_FIELDS),
+    "ShoeComposition": (ShoeComposition, COMPOSITION_FIELDS),
+    "shoe-ascii/1": (shoe_ascii.Decoder, ("stats", "_seq", "_buf", "_skipping")),
+    "shoe-bin/1": (shoe_bin.Decoder, ("stats", "_seq", "_buf", "_claimed")),
+    "angel-eye/2": (angel_eye.Decoder, ("stats", "_seq", "_last_raw", "_buf", "_claimed")),
+    "auto": (AutoDecoder, ("limit", "protocol", "_inner", "_pending", "held", "_own")),
+    "SequenceTracker": (_SeqTracker, ("last", "modulus")),
+    "SeqCycle": (
+        _SeqCycle,
+        (
+            "msg_s",
+            "last",
+            "last_t",
+            "learned",
+            "_order",
+            "_succ",
+            "_lap_first",
+            "_lap_ok",
+            "_lap_trouble",
+            "_clean_laps",
+        ),
+    ),
+}
+_NAMES = {cls: name for name, (cls, _) in OBJECTS.items()}
+
+FRAMES: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (
+        frames.Hello,
+        frames.Card,
+        frames.Button,
+        frames.CutCard,
+        frames.Status,
+        frames.ShuffleCommit,
+        frames.ShuffleOrder,
+        frames.DeviceResult,
+        frames.HostRequest,
+        frames.Ack,
+        frames.SequenceGap,
+        frames.Link,
+    )
+}
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: unreadable, of another format or
+    version, damaged, or of another table, profile or deck count."""
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.coups: list[dict[str, Any]] = []
+        self._index: dict[int, int] = {}
+
+    def value(self, v: Any) -> Any:
+        if isinstance(v, _SCALARS):
+            return v
+        if isinstance(v, list):
+            return [self.value(x) for x in v]
+        if isinstance(v, tuple):
+            return {"tuple": [self.value(x) for x in v]}
+        if isinstance(v, collections.Counter):
+            return {"counter": [[self.value(k), n] for k, n in v.items()]}
+        if isinstance(v, dict):
+            return {"map": [[self.value(k), self.value(x)] for k, x in v.items()]}
+        if isinstance(v, (set, frozenset)):
+            return {"set": sorted(self.value(x) for x in v)}
+        if isinstance(v, bytes):
+            return {"bytes": v.hex()}
+        if isinstance(v, Coup):
+            return {"coup": self.coup(v)}
+        cls = type(v)
+        if cls in _NAMES:
+            return self.obj(v)
+        if cls.__name__ in FRAMES and FRAMES[cls.__name__] is cls:
+            return {
+                "frame": cls.__name__,
+                "fields": {f.name: self.value(getattr(v, f.name)) for f in dataclasses.fields(v)},
+            }
+        raise TypeError(f"checkpoint: no schema for a {cls.__qualname__}")
+
+    def obj(self, v: Any) -> dict[str, Any]:
+        name = _NAMES[type(v)]
+        return {"object": name, "fields": {f: self.value(getattr(v, f)) for f in OBJECTS[name][1]}}
+
+    def coup(self, c: Coup) -> int:
+        i = self._index.get(id(c))
+        if i is None:
+            i = self._index[id(c)] = len(self.coups)
+            self.coups.append({})  # reserved: a coup may refer to itself
+            self.coups[i] = {f: self.value(getattr(c, f)) for f in COUP_FIELDS}
+        return i
+
+
+def _canonical(body: Any) -> bytes:
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def dump(after: int, engine: Engine, decoder: Any) -> str:
+    """The checkpoint of ``engine`` and ``decoder`` after journal input ``after``."""
+    w = _Writer()
+    body = {
+        "input": after,
+        "config": {"table": engine.table, "profile": engine.profile.name, "decks": engine.decks},
+        "engine": {f: w.value(getattr(engine, f)) for f in ENGINE_FIELDS},
+        "decoder": w.value(decoder),
+        "coups": w.coups,
+    }
+    text = _canonical(body)
+    head = {"format": FORMAT, "version": VERSION, "sha256": hashlib.sha256(text).hexdigest()}
+    return json.dumps(head, separators=(",", ":"))[:-1] + ',"body":' + text.decode() + "}"
+
+
+class _Reader:
+    def __init__(self, coups: Any) -> None:
+        if not isinstance(coups, list):
+            raise CheckpointError("coups is not a list")
+        self._raw = coups
+        self._coups: list[Coup | None] = [None] * len(coups)
+
+    def value(self, v: Any) -> Any:
+        if isinstance(v, _SCALARS):
+            return v
+        if isinstance(v, list):
+            return [self.value(x) for x in v]
+        if not isinstance(v, dict):
+            raise CheckpointError(f"not a checkpoint value: {str(v)[:60]}")
+        keys = set(v)
+        if keys == {"frame", "fields"}:
+            cls = FRAMES.get(v["frame"])
+            if cls is None:
+                raise CheckpointError(f"unknown frame type {v['frame']!r}")
+            names = {f.name for f in dataclasses.fields(cls)}
+            given = _fields(v["fields"], names, v["frame"])
+            return cls(**{k: self.value(x) for k, x in given.items()})
+        if keys == {"object", "fields"}:
+            entry = OBJECTS.get(v["object"])
+            if entry is None:
+                raise CheckpointError(f"unknown object {v['object']!r}")
+            cls, wanted = entry
+            given = _fields(v["fields"], set(wanted), v["object"])
+            out: Any = object.__new__(cls)
+            for k in wanted:
+                object.__setattr__(out, k, self.value(given[k]))
+            return out
+        if len(keys) != 1:
+            raise CheckpointError(f"not a checkpoint value: {str(v)[:60]}")
+        if "tuple" in v:
+            return tuple(self.value(x) for x in _list(v["tuple"]))
+        if "set" in v:
+            return {self.value(x) for x in _list(v["set"])}
+        if "bytes" in v:
+            return bytes.fromhex(v["bytes"])
+        if "map" in v:
+            return {self.value(k): self.value(x) for k, x in (_pair(p) for p in _list(v["map"]))}
+        if "counter" in v:
+            return collections.Counter(
+                {self.value(k): _int(n) for k, n in (_pair(p) for p in _list(v["counter"]))}
+            )
+        if "coup" in v:
+            return self.coup(_int(v["coup"]))
+        raise CheckpointError(f"unknown tag {next(iter(v))!r}")
+
+    def coup(self, i: int) -> Coup:
+        if not 0 <= i < len(self._raw):
+            raise CheckpointError(f"coup {i} is not in the checkpoint")
+        c = self._coups[i]
+        if c is None:
+            c = self._coups[i] = Coup.__new__(Coup)
+            given = _fields(self._raw[i], set(COUP_FIELDS), "Coup")
+            for k in COUP_FIELDS:
+                setattr(c, k, self.value(given[k]))
+        return c
+
+
+def _list(v: Any) -> list[Any]:
+    if not isinstance(v, list):
+        raise CheckpointError(f"expected a list, not {str(v)[:60]}")
+    return v
+
+
+def _pair(v: Any) -> tuple[Any, Any]:
+    if not isinstance(v, list) or len(v) != 2:
+        raise CheckpointError(f"expected a pair, not {str(v)[:60]}")
+    return v[0], v[1]
+
+
+def _int(v: Any) -> int:
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise CheckpointError(f"expected an integer, not {str(v)[:60]}")
+    return v
+
+
+def _fields(v: Any, wanted: set[str], what: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise CheckpointError(f"{what}: fields are not an object")
+    if set(v) != wanted:
+        missing, extra = sorted(wanted - set(v)), sorted(set(v) - wanted)
+        raise CheckpointError(f"{what}: fields differ from the schema (missing {missing}, unknown {extra})")
+    return v
+
+
+def load(
+    text: str, new_engine: Callable[[], Engine], new_decoder: Callable[[], Any]
+) -> tuple[int, Engine, Any]:
+    """The journal input id, engine and decoder a checkpoint holds, the
+    engine built by ``new_engine`` (the running config) and given the saved
+    state. :class:`CheckpointError` if it cannot be used."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise CheckpointError(f"not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise CheckpointError(f"not a {FORMAT} document")
+    if doc.get("version") != VERSION:
+        raise CheckpointError(f"version {doc.get('version')!r}, this controller reads version {VERSION}")
+    body = doc.get("body")
+    if not isinstance(body, dict) or hashlib.sha256(_canonical(body)).hexdigest() != doc.get("sha256"):
+        raise CheckpointError("damaged: its digest does not match")
+    if set(body) != {"input", "config", "engine", "decoder", "coups"}:
+        raise CheckpointError("body: fields differ from the schema")
+    engine = new_engine()
+    config = {"table": engine.table, "profile": engine.profile.name, "decks": engine.decks}
+    if body["config"] != config:
+        raise CheckpointError(f"written for {body['config']}, the config is now {config}")
+    try:
+        r = _Reader(body["coups"])
+        state = _fields(body["engine"], set(ENGINE_FIELDS), "Engine")
+        values = {k: r.value(state[k]) for k in ENGINE_FIELDS}
+        decoder = r.value(body["decoder"])
+    except CheckpointError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+        raise CheckpointError(f"invalid: {exc}") from None
+    _check(values, decoder, new_decoder())
+    for k, v in values.items():
+        setattr(engine, k, v)
+    return _int(body["input"]), engine, decoder
+
+
+def _check(values: dict[str, Any], decoder: Any, fresh: Any) -> None:
+    """What the engine relies on about the types of its state."""
+    if type(decoder) is not type(fresh):
+        raise CheckpointError(f"decoder {type(decoder).__name__} is not the configured protocol's")
+    if isinstance(fresh, AutoDecoder) and not isinstance(decoder._pending, list):
+        raise CheckpointError("decoder: pending reads are not a list")
+    if not isinstance(values["seq"], int):
+        raise CheckpointError("engine: seq is not an integer")
+    shoe = values["shoe"]
+    if shoe is not None:
+        if not isinstance(shoe, Shoe) or not isinstance(shoe.comp, ShoeComposition):
+            raise CheckpointError("engine: shoe is not a shoe")
+        if not isinstance(shoe.coups, dict) or not all(isinstance(c, Coup) for c in shoe.coups.values()):
+            raise CheckpointError("engine: shoe coups are not coups")
+        if shoe.current is not None and not isinstance(shoe.current, Coup):
+            raise CheckpointError("engine: current coup is not a coup")
+    for k in ("_after_void", "_phantom"):
+        if not isinstance(values[k], list) or not all(type(f) in FRAMES.values() for f in values[k]):
+            raise CheckpointError(f"engine: {k} is not a list of frames")
+    if values["_commit"] is not None and not isinstance(values["_commit"], _Commit):
+        raise CheckpointError("engine: shuffle commitment is not one")
