@@ -1,15 +1,24 @@
-"""Cards, point values and the shoe's composition.
+"""Point values and the shoe's composition: what cards mean to the game.
 
-A card is its two-character code: rank ``A23456789TJQK`` then suit
-``SHDC``. Codes are plain strings so the hot path (replay at hundreds of
-thousands of cards a second) does no object construction per card.
+The card codes themselves (ranks, suits, :func:`parse_card`) are the bottom
+layer, ``firmware_protocols.cards``, shared with the codecs; they are
+re-exported here so the game's modules have one place to import cards from.
 """
 
 from __future__ import annotations
 
-RANKS = "A23456789TJQK"
-SUITS = "SHDC"
-ALL_CARDS: tuple[str, ...] = tuple(r + s for s in SUITS for r in RANKS)
+from firmware_protocols.cards import ALL_CARDS, RANKS, CardError, parse_card
+
+__all__ = [
+    "ALL_CARDS",
+    "CARD_VALUE",
+    "RANKS",
+    "RANK_BURN",
+    "RANK_VALUE",
+    "CardError",
+    "ShoeComposition",
+    "parse_card",
+]
 
 #: Point value of each rank: A=1, 2..9 face value, T/J/Q/K = 0.
 RANK_VALUE: dict[str, int] = {r: (i + 1 if i < 9 else 0) for i, r in enumerate(RANKS)}
@@ -17,34 +26,6 @@ RANK_VALUE: dict[str, int] = {r: (i + 1 if i < 9 else 0) for i, r in enumerate(R
 RANK_BURN: dict[str, int] = {r: i + 1 if i < 9 else 10 for i, r in enumerate(RANKS)}
 
 CARD_VALUE: dict[str, int] = {c: RANK_VALUE[c[0]] for c in ALL_CARDS}
-
-
-class CardError(ValueError):
-    """A string that is not a card code."""
-
-
-def parse_card(text: str) -> str:
-    """Normalise and validate a card code (``"td"`` -> ``"TD"``; ``"10D"``
-    is accepted for ``"TD"``)."""
-    code = text.strip().upper()
-    if len(code) == 3 and code.startswith("10"):
-        code = "T" + code[2]
-    if code not in CARD_VALUE:
-        raise CardError(f"not a card: {text!r} (expected rank A23456789TJQK + suit SHDC, e.g. 'TD')")
-    return code
-
-
-def value(card: str) -> int:
-    """Baccarat point value of a card code."""
-    return CARD_VALUE[card]
-
-
-def rank(card: str) -> str:
-    return card[0]
-
-
-def hand_total(cards: list[str]) -> int:
-    return sum(CARD_VALUE[c] for c in cards) % 10
 
 
 class ShoeComposition:

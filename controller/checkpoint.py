@@ -6,9 +6,9 @@ the engine's game state and the decoder's partial-frame and sequence state.
 It is written to the journal's ``meta`` table (key ``engine_checkpoint``)
 once per shoe and every 500 inputs (``controller.daemon``).
 
-Format (``VERSION`` 1), one JSON object::
+Format (``VERSION`` 2), one JSON object::
 
-    {"format": "shoe-controller/checkpoint", "version": 1,
+    {"format": "shoe-controller/checkpoint", "version": 2,
      "sha256": <hex digest of the canonical JSON of "body">,
      "body": {"input": <last journal input id covered>,
               "config": {"table", "profile", "decks"},
@@ -60,7 +60,9 @@ from firmware_protocols import angel_eye, frames, shoe_ascii, shoe_bin
 from firmware_protocols.detect import AutoDecoder
 
 FORMAT = "shoe-controller/checkpoint"
-VERSION = 1
+#: 1: the first; 2: the engine's unread ``link_up`` and ``counters`` are no
+#: longer saved (they were removed from the engine as dead state).
+VERSION = 2
 
 #: The engine's state saved. Every other attribute of an ``Engine`` comes
 #: from the config it is built with (``ENGINE_CONFIG``) or is scratch
@@ -69,8 +71,6 @@ ENGINE_FIELDS = (
     "seq",
     "shoe",
     "device",
-    "link_up",
-    "counters",
     "_advantage",
     "_commit",
     "_fault_coup",

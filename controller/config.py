@@ -34,13 +34,15 @@ from controller.errors import ConfigError
 #: path to a profile YAML.
 BUILTIN_PROFILES: tuple[str, ...] = ("punto_banco", "ez_baccarat", "baccarat_27")
 PROTOCOLS: tuple[str, ...] = ("shoe-ascii/1", "shoe-bin/1", "angel-eye/2", "auto")
-# The fake shoe owns its fault vocabulary; the config only checks a spec with it.
-from drivers.fake import (  # noqa: E402
+# The drivers own their settings (the fake's fault vocabulary and pace, the
+# ports the serial driver opens) in pure modules; the config checks with them
+# without loading a driver (pseudo-terminals, threads, pyserial).
+from drivers.fake_settings import (  # noqa: E402
     FAULT_KINDS,  # noqa: F401 - re-exported: the kinds a config may name
     MAX_CARDS_PER_SECOND,
 )
-from drivers.fake import parse_faults as _parse_fake_faults  # noqa: E402
-from drivers.serial import parse_port  # noqa: E402 - the driver owns which ports it opens
+from drivers.fake_settings import parse_faults as _parse_fake_faults  # noqa: E402
+from drivers.ports import parse_port  # noqa: E402 - the driver owns which ports it opens
 
 Protocol = Literal["shoe-ascii/1", "shoe-bin/1", "angel-eye/2", "auto"]
 

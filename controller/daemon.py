@@ -24,6 +24,7 @@ and the outputs then deliver whatever is past their marks.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -34,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -46,10 +47,14 @@ from controller.engine import Engine
 from controller.errors import ConfigError
 from controller.events import Event
 from controller.journal import History, Journal, JournalError
+from controller.outputs import Output
 from controller.rules import load_profile
 from drivers.base import Driver, LinkEvent
 from firmware_protocols.detect import AutoDecoder, make_decoder
 from firmware_protocols.frames import Frame, Link
+
+if TYPE_CHECKING:  # imported when MQTT is configured: paho loads only then
+    from controller.outputs.mqtt import MqttOutput
 
 log = structlog.get_logger("shoe-controller")
 
@@ -142,8 +147,8 @@ class Daemon:
         self.journal: Journal | None = None
         self.engine: Engine | None = None
         self.decoder: Any = None
-        self.outputs: list[Any] = []
-        self.mqtt: Any = None
+        self.outputs: list[Output] = []
+        self.mqtt: MqttOutput | None = None
         self.gate: CommandGate | None = None  # with the journal, in run()
         m = cfg.outputs.mqtt
         self._command_key = (
@@ -223,9 +228,10 @@ class Daemon:
 
             driver: Driver = UsbDriver(dev.vendor_id, dev.product_id, serial_number=dev.serial_number)
             return driver
+        from controller.shoelog import device_reads
         from drivers.replay import ReplayDriver
 
-        return ReplayDriver(dev.file, realtime=dev.realtime)
+        return ReplayDriver(functools.partial(device_reads, dev.file), realtime=dev.realtime)
 
     def _rebuild(self, journal: Journal) -> None:
         """A fresh engine, or the latest checkpoint, brought up to date by
@@ -449,9 +455,7 @@ class Daemon:
             if self._reopen.is_set():
                 self._reopen.clear()
                 for out in self.outputs:
-                    reopen = getattr(out, "reopen", None)
-                    if reopen is not None:
-                        reopen()
+                    out.reopen()
             self._pump()
             self.notifier.watchdog()
             if time.monotonic() - last_retention > 3600:
@@ -598,9 +602,9 @@ class Daemon:
         ``OUTPUT_RESTORED``) on the outputs that work. The output retries on
         its own; its events wait in the journal; dealing goes on."""
         for out in self.outputs:
-            failure: str | None = getattr(out, "failure", None)
+            failure = out.failure
             if self.metrics is not None:
-                self.metrics.output(out.name, failure is None, int(getattr(out, "errors", 0)))
+                self.metrics.output(out.name, failure is None, out.errors)
             was = self._output_failures.get(out.name)
             self._output_failures[out.name] = failure
             if (failure is None) == (was is None):
@@ -645,7 +649,7 @@ class Daemon:
             try:
                 out.close()
             except Exception as exc:
-                log.warning("output close failed", output=getattr(out, "name", "?"), error=str(exc))
+                log.warning("output close failed", output=out.name, error=str(exc))
         if self._driver is not None:
             self._driver.close()
         if self.journal is not None:

@@ -317,7 +317,6 @@ class Engine:
         self.seq = 0
         self.shoe: Shoe | None = None
         self.device: dict[str, str] = {"model": "", "firmware": "", "serial": ""}
-        self.link_up = True
         self._commit: _Commit | None = None
         self._fault_coup: int | None = None  # coup with an open DEVICE_FAULT
         self._fault_waiting: str | None = None  # "ok" (STAT OK clears) | "frame" (next unbroken frame)
@@ -336,7 +335,6 @@ class Engine:
         self._loss_at_end = (0, 0)
         self._odds_quiet = False  # coups lost whole are being counted
         self._out: list[Event] = []
-        self.counters: dict[str, int] = {}
         self._handlers = self._make_handlers()
 
     def _make_handlers(self) -> dict[type, Any]:
@@ -501,9 +499,6 @@ class Engine:
         }
         ev.update(payload)
         self._out.append(ev)
-
-    def _count(self, key: str) -> None:
-        self.counters[key] = self.counters.get(key, 0) + 1
 
     def _alert(self, t: float, code: str, detail: str, coup: int | None) -> None:
         self._emit("security.alert", t, {"code": code, "detail": detail, "coup": coup})
@@ -1115,7 +1110,6 @@ class Engine:
         if s is not None and s.phase == "burn" and coup is None:
             self._alert(f.t, "BURN_MISMATCH", "RESULT pressed before the burn was complete", s.next_coup)
         if s is None or coup is None or not coup.dealing:
-            self._count("stray_result")
             return
         if not self.button:
             return
@@ -1513,7 +1507,7 @@ class Engine:
             payload["detail"] = f.text
         self._emit("device.status", f.t, payload)
         coup = self._coup_in_play()
-        if code == "ERROR" and f.text.startswith("unreadable card") and self.shoe is not None:
+        if f.card_unread and self.shoe is not None:
             # A shoe that reports an unread card only as an error (Angel Eye
             # sends no card message for it) still dealt that card: it takes
             # the next position, so the cards after it stay where they are
@@ -1550,7 +1544,6 @@ class Engine:
             self._after_resolution(coup, t)
 
     def _on_link(self, f: Link) -> None:
-        self.link_up = f.up
         self._emit(
             "device.status",
             f.t,
@@ -1571,7 +1564,6 @@ class Engine:
             self._fault_waiting = "frame"
 
     def _on_gap(self, f: SequenceGap) -> None:
-        self._count("sequence_gaps")
         s = self.shoe
         if f.exact:
             detail = f"frames lost: expected sequence {f.expected}, received {f.seq} ({f.missing} missing)"

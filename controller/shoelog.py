@@ -147,6 +147,15 @@ def read_shoelog(path: str | Path) -> Iterator[Record | dict[str, str]]:
         yield from parse_lines(_text_lines(fh, str(path)), str(path))
 
 
+def device_reads(path: str | Path) -> Iterator[tuple[float, bytes]]:
+    """The capture's reads from the device (``<`` records), as ``(t, bytes)``
+    chunks: what ``drivers.replay.ReplayDriver`` plays back. Lazy, like
+    :func:`read_shoelog`: a bad line is a ``ShoelogError`` when reached."""
+    for rec in read_shoelog(path):
+        if isinstance(rec, Record) and rec.direction == "<":
+            yield rec.t, rec.data
+
+
 class ShoelogWriter:
     """Writes chunk-exact ``hex:`` records, flushed per record so that a
     crash loses at most the read in progress."""

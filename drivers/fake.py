@@ -74,7 +74,6 @@ import hashlib
 import importlib
 import itertools
 import json
-import math
 import os
 import random
 import select
@@ -90,7 +89,9 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any, Protocol
 
 from drivers.base import Chunk, LinkEvent
+from drivers.fake_settings import FAULT_KINDS, MAX_CARDS_PER_SECOND, check_cards_per_second, parse_faults
 from firmware_protocols.frames import (
+    UNREAD_CARD_ERROR,
     Button,
     Card,
     CutCard,
@@ -107,27 +108,8 @@ BIN = "shoe-bin/1"
 ANGEL = "angel-eye/2"
 PROTOCOLS: tuple[str, ...] = (ASCII, BIN, ANGEL)
 
-#: SPEC section 7 fault kinds, in the order they are documented.
-FAULT_KINDS: tuple[str, ...] = (
-    "garbage",
-    "badck",
-    "gap",
-    "unread",
-    "extra",
-    "premature",
-    "wronghand",
-    "faceup",
-    "jam",
-    "disconnect",
-    "foreign",
-)
 # How each probability is applied: per frame sent during a coup, per card of
 # a coup, or once per coup.
-#: The fastest pace the fake deals at (0 = as fast as the reader reads):
-#: synthetic time is kept in whole microseconds, and a pace past this is
-#: no shoe's; a real dealer deals about one card a second.
-MAX_CARDS_PER_SECOND = 10_000.0
-
 PER_FRAME_FAULTS = frozenset({"garbage", "badck", "gap"})
 PER_CARD_FAULTS = frozenset({"unread", "faceup", "wronghand"})
 PER_COUP_FAULTS = frozenset({"extra", "premature", "jam", "disconnect", "foreign"})
@@ -160,41 +142,6 @@ _CODEC_MODULES = {
 
 class _Encoder(Protocol):
     def encode(self, frame: Frame) -> bytes: ...
-
-
-def parse_faults(spec: str | Mapping[str, float] | None) -> dict[str, float]:
-    """``"gap:0.01,garbage:0.05"`` -> ``{"gap": 0.01, "garbage": 0.05}``.
-
-    Raises ``ValueError`` naming the entry for an unknown kind, a missing or
-    non-numeric probability, or a probability outside [0, 1].
-    """
-    if spec is None:
-        return {}
-    items: list[tuple[str, Any]]
-    if isinstance(spec, str):
-        items = []
-        for raw in spec.split(","):
-            entry = raw.strip()
-            if not entry:
-                continue
-            kind, sep, prob = entry.partition(":")
-            if not sep:
-                raise ValueError(f"fault {entry!r}: expected kind:probability, e.g. 'gap:0.01'")
-            items.append((kind.strip(), prob.strip()))
-    else:
-        items = list(spec.items())
-    out: dict[str, float] = {}
-    for kind, prob in items:
-        if kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault kind {kind!r} (known: {', '.join(FAULT_KINDS)})")
-        try:
-            p = float(prob)
-        except (TypeError, ValueError):
-            raise ValueError(f"fault {kind!r}: probability {prob!r} is not a number") from None
-        if not 0.0 <= p <= 1.0:  # also rejects NaN
-            raise ValueError(f"fault {kind!r}: probability {p} is outside [0, 1]")
-        out[kind] = p
-    return out
 
 
 def banker_draws(banker_total: int, player_third: int | None) -> bool:
@@ -248,15 +195,6 @@ class _Shoe:
     @property
     def exhausted(self) -> bool:
         return self.next >= len(self.order)
-
-
-def check_cards_per_second(value: float) -> float:
-    """``value`` if it is a pace the fake can deal at, else ValueError."""
-    if not (math.isfinite(value) and 0 <= value <= MAX_CARDS_PER_SECOND):
-        raise ValueError(
-            f"cards per second must be 0 (as fast as possible) to {MAX_CARDS_PER_SECOND:g}, not {value!r}"
-        )
-    return value
 
 
 class FakeShoe:
@@ -553,7 +491,7 @@ class FakeShoe:
                 if self.protocol == ANGEL:
                     # No unread-card code on this wire: the shoe reports the
                     # error instead of the card.
-                    yield from self._device_error("unreadable card")
+                    yield from self._device_error(UNREAD_CARD_ERROR)
                     return
             if self.protocol != ANGEL and self._roll("faceup"):
                 face_up = True
@@ -1067,11 +1005,13 @@ def write_stream(
 
 __all__ = [
     "FAULT_KINDS",
+    "MAX_CARDS_PER_SECOND",
     "PROTOCOLS",
     "Disconnect",
     "FakeDriver",
     "FakeShoe",
     "banker_draws",
+    "check_cards_per_second",
     "default_pty_link",
     "parse_faults",
     "real_delay",

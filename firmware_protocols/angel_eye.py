@@ -87,11 +87,10 @@ from __future__ import annotations
 import collections
 import re
 from collections.abc import Callable
-from functools import reduce
-from operator import xor
 
-from controller.cards import RANKS
+from firmware_protocols.cards import RANKS
 from firmware_protocols.frames import (
+    UNREAD_CARD_ERROR,
     Ack,
     Button,
     Card,
@@ -103,6 +102,8 @@ from firmware_protocols.frames import (
     SequenceGap,
     Status,
 )
+from firmware_protocols.framing import Malformed as _Malformed
+from firmware_protocols.framing import xor8
 
 NAME = "angel-eye/2"
 #: The seq is one byte (an opaque character of a short cycle, see SeqCycle).
@@ -192,7 +193,7 @@ _WINNER_BITS = {w: b for b, w in WINNERS.items()}
 # Error byte bits 5-0 (reason); bit 6: the shoe is in error mode.
 # Verify against the vendor's manual before production.
 ERROR_REASONS = {
-    1: "unreadable card",
+    1: UNREAD_CARD_ERROR,
     2: "over-draw",
     3: "button mishandled",
     4: "card pulled back at exit",
@@ -209,10 +210,6 @@ HOST_COMMANDS = frozenset({"LK", "EC", "GP"})
 
 _LETTERS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _BCC_VALUE: dict[bytes, int] = {f"{i:02X}".encode(): i for i in range(256)}
-
-
-class _Malformed(Exception):
-    """A checksummed message whose content breaks the protocol."""
 
 
 def _error_text(b: int) -> str:
@@ -542,7 +539,7 @@ class Decoder:
                     pos = start + 1
                     continue
                 # BCC: XOR of seq through ETX; verify against the vendor's manual before production
-                if reduce(xor, buf[start + 1 : etx + 1], 0) != bcc:
+                if xor8(buf[start + 1 : etx + 1]) != bcc:
                     self._bad("bad_checksum", end - start - 1)
                     pos = start + 1
                     continue
@@ -570,7 +567,7 @@ class Decoder:
                     self._bad("malformed", HOST_FRAME_LEN - 1)
                     pos = start + 1
                     continue
-                if reduce(xor, buf[start + 1 : end - 2], 0) != bcc:
+                if xor8(buf[start + 1 : end - 2]) != bcc:
                     self._bad("bad_checksum", HOST_FRAME_LEN - 1)
                     pos = start + 1
                     continue
@@ -671,7 +668,7 @@ class Decoder:
 
 
 def _bcc(body: bytes) -> bytes:
-    return b"%02X" % reduce(xor, body, 0)
+    return b"%02X" % xor8(body)
 
 
 def _device(seq: int | None, data: bytes) -> bytes:

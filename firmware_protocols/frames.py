@@ -63,6 +63,11 @@ class CutCard:
     seq: int | None
 
 
+#: The text of an ``ERROR`` status that says a card was dealt but not read
+#: (Angel Eye's error reason 1; such a shoe sends no card message for it).
+UNREAD_CARD_ERROR = "unreadable card"
+
+
 @dataclass(frozen=True, slots=True)
 class Status:
     """Device status: ``OK``, ``JAM``, ``EMPTY``, ``LID_OPEN``,
@@ -73,6 +78,13 @@ class Status:
     seq: int | None
     code: str
     text: str = ""
+
+    @property
+    def card_unread(self) -> bool:
+        """The device dealt a card it could not read and says so only as
+        this error (:data:`UNREAD_CARD_ERROR`, in error mode or not): the
+        card still took its place in the deal."""
+        return self.code == "ERROR" and self.text.startswith(UNREAD_CARD_ERROR)
 
 
 @dataclass(frozen=True, slots=True)

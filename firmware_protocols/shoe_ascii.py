@@ -52,10 +52,8 @@ from __future__ import annotations
 import collections
 import re
 from collections.abc import Callable
-from functools import reduce
-from operator import xor
 
-from controller.cards import ALL_CARDS
+from firmware_protocols.cards import ALL_CARDS
 from firmware_protocols.frames import (
     Button,
     Card,
@@ -63,11 +61,12 @@ from firmware_protocols.frames import (
     Frame,
     Hello,
     HostRequest,
-    SequenceGap,
     ShuffleCommit,
     ShuffleOrder,
     Status,
 )
+from firmware_protocols.framing import Malformed as _Malformed
+from firmware_protocols.framing import SequenceTracker, xor8
 
 NAME = "shoe-ascii/1"
 MAX_FRAME = 120  # bytes, including "$" and CRLF
@@ -87,40 +86,6 @@ _FORBIDDEN = frozenset(",*$\r\n")
 # between them, at most 120 bytes. Anything else takes the careful path,
 # which classifies what is wrong; both reach the same verdict on this form.
 _CLEAN_FRAME = re.compile(rb"\$([\x20-\x23\x25-\x29\x2b-\x7e]{0,114})\*([0-9A-F]{2})\r\n")
-
-
-class SequenceTracker:
-    """The device frame sequence shared by the codecs: +1 per frame, wrapping
-    at ``modulus``; a restart (HELLO) accepts any number.
-
-    ``last`` is the previous frame's number (a frame carrying it again is a
-    duplicate); :meth:`advance` returns the :class:`SequenceGap` to emit
-    before a frame whose number skips some.
-    """
-
-    __slots__ = ("last", "modulus")
-
-    def __init__(self, modulus: int) -> None:
-        self.modulus = modulus
-        self.last: int | None = None
-
-    def reset(self) -> None:
-        self.last = None
-
-    def advance(self, t: float, seq: int, restart: bool = False) -> SequenceGap | None:
-        """Record ``seq`` as received; returns the gap it reveals, if any."""
-        last = self.last
-        self.last = seq
-        if restart or last is None:
-            return None
-        expected = (last + 1) % self.modulus
-        if seq == expected:
-            return None
-        return SequenceGap(t=t, seq=seq, expected=expected, missing=(seq - expected) % self.modulus)
-
-
-class _Malformed(Exception):
-    """A checksummed frame whose content breaks the protocol."""
 
 
 def _uint(text: str, maximum: int) -> int:
@@ -308,7 +273,7 @@ class Decoder:
     def _decode_body(self, t: float, body: bytes, ck: int, out: list[Frame]) -> None:
         """The part between ``$`` and ``*`` of a structurally sound frame."""
         stats = self.stats
-        if reduce(xor, body, 0) != ck:
+        if xor8(body) != ck:
             stats["bad_checksum"] += 1
             return
         try:
@@ -423,7 +388,7 @@ class Encoder:
         if seq is None or not 0 <= seq < SEQ_MODULUS:
             raise ValueError(f"{NAME} frames carry a seq 0-65535, not {seq!r}")
         body = ",".join([talker, str(seq), *fields]).encode("ascii")
-        raw = b"$%s*%02X\r\n" % (body, reduce(xor, body, 0))
+        raw = b"$%s*%02X\r\n" % (body, xor8(body))
         if len(raw) > MAX_FRAME:
             raise ValueError(f"{NAME}: frame would be {len(raw)} bytes, over the {MAX_FRAME}-byte limit")
         return raw

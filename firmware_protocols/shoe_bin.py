@@ -49,7 +49,7 @@ import collections
 from binascii import crc_hqx
 from collections.abc import Callable
 
-from controller.cards import RANKS
+from firmware_protocols.cards import RANKS
 from firmware_protocols.frames import (
     Button,
     Card,
@@ -60,7 +60,8 @@ from firmware_protocols.frames import (
     ShuffleOrder,
     Status,
 )
-from firmware_protocols.shoe_ascii import SequenceTracker
+from firmware_protocols.framing import Malformed as _Malformed
+from firmware_protocols.framing import SequenceTracker
 
 NAME = "shoe-bin/1"
 MARKER = b"\xa5\x5a"
@@ -120,10 +121,6 @@ def _header_possible(length: int, ftype: int) -> bool:
 
 # The same, as a table indexed by ``type << 8 | len`` for the hot loop.
 _HEADER_OK = bytes(_header_possible(i & 0xFF, i >> 8) for i in range(65536))
-
-
-class _Malformed(Exception):
-    """A frame whose CRC verified but whose content breaks the protocol."""
 
 
 def _ascii(raw: bytes) -> str:

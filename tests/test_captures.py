@@ -69,6 +69,17 @@ def test_the_corpus_covers_every_article_x_code_and_procedure() -> None:
     assert {"shoe.started", "shoe.burn", "shoe.cut_card", "shoe.ended", "card", "coup.result"} <= seen_types
 
 
+def test_every_capture_is_built_by_its_script_and_listed_with_its_rule() -> None:
+    from tests.captures.build import SCENARIOS, build
+
+    readme = (HERE / "README.md").read_text(encoding="utf-8")
+    names = {p.stem for p in CAPTURES}
+    assert names == set(SCENARIOS)
+    assert [n for n in sorted(names) if f"`{n}`" not in readme] == []
+    for capture in CAPTURES:
+        assert capture.read_text(encoding="utf-8") == build(capture.stem), f"{capture.name}: rebuild it"
+
+
 def test_replay_is_byte_identical_run_to_run() -> None:
     for capture in CAPTURES[:5]:
         assert render(capture) == render(capture)

@@ -55,7 +55,8 @@ def _device_server_lines(cfg: Config) -> list[str]:
     dev = cfg.device
     if not isinstance(dev, SerialDevice):
         return []
-    from drivers.serial import DEAD_PEER_S, parse_port
+    from drivers.ports import parse_port
+    from drivers.serial import DEAD_PEER_S
 
     net = parse_port(dev.port)
     if net is None:

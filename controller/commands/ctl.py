@@ -33,13 +33,13 @@ from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.cards import CardError, parse_card
 from controller.command_auth import read_key, sign, stamp
 from controller.commands_schema import MAX_COUP
 from controller.config import load_client_config, table_problem
 from controller.errors import RuntimeFailure, UsageError
+from controller.mqtt_client import connect_options, make_client
 
 ACTIONS = {
     "void": "void",
@@ -176,15 +176,8 @@ def run(args: argparse.Namespace) -> int:
     failure: list[str] = []
     sent: list[int] = []  # the command's message id
 
-    client = mqtt.Client(
-        callback_api_version=CallbackAPIVersion.VERSION2,
-        client_id=f"ctl-{uuid.uuid4().hex[:8]}",
-        protocol=mqtt.MQTTv5 if m.protocol == "5" else mqtt.MQTTv311,
-    )
-    if m.username is not None:
-        client.username_pw_set(m.username, m.password())
-    if m.tls is not None:
-        client.tls_set(ca_certs=m.tls.ca_file, certfile=m.tls.cert_file, keyfile=m.tls.key_file)
+    # a client id of its own: a ctl never takes over the daemon's session
+    client = make_client(m, f"ctl-{uuid.uuid4().hex[:8]}")
 
     def on_connect(c: mqtt.Client, _u: Any, _f: Any, rc: Any, _p: Any = None) -> None:
         if rc.is_failure:
@@ -237,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
     client.on_message = on_message
     client.on_publish = on_publish
     try:
-        client.connect(m.host, m.port, keepalive=30)
+        client.connect(m.host, m.port, keepalive=30, **connect_options(m))
     except OSError as exc:
         raise RuntimeFailure(f"cannot reach the broker at {m.host}:{m.port}: {exc}") from None
     client.loop_start()

@@ -59,8 +59,7 @@ from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
-from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.enums import MQTTErrorCode
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
@@ -68,6 +67,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from controller.commands_schema import CommandError, error_reply, id_of, parse_command
 from controller.config import MqttConfig
 from controller.journal import Journal, JournalError
+from controller.mqtt_client import connect_options, make_client
 
 log = logging.getLogger(__name__)
 
@@ -162,22 +162,9 @@ class MqttOutput:
 
     def _make_client(self, keepalive: int) -> mqtt.Client:
         cfg = self._cfg
-        v5 = cfg.protocol == "5"
-        client = mqtt.Client(
-            callback_api_version=CallbackAPIVersion.VERSION2,
-            client_id=cfg.client_id or f"shoe-{self.table}",
-            protocol=mqtt.MQTTv5 if v5 else mqtt.MQTTv311,
-            # A clean session: a command sent while we were away must not be
-            # acted on minutes later; the supervisor sees no reply and retries.
-            # (MQTT 5 has no clean_session: see ``start``.)
-            clean_session=None if v5 else True,
-        )
+        client = make_client(cfg, cfg.client_id or f"shoe-{self.table}")
         if self._presence:
             client.will_set(self.topic_status, "offline", qos=1, retain=True)
-        if cfg.username is not None:
-            client.username_pw_set(cfg.username, cfg.password())
-        if cfg.tls is not None:
-            client.tls_set(ca_certs=cfg.tls.ca_file, certfile=cfg.tls.cert_file, keyfile=cfg.tls.key_file)
         # The window on events is ours (``window``); paho's own limit would
         # also count status, state and replies and could hold an event back.
         client.max_inflight_messages_set(0)
@@ -193,16 +180,7 @@ class MqttOutput:
         """Connect in the background (retrying with backoff) and start the
         sender. Never blocks on the broker."""
         cfg = self._cfg
-        if cfg.protocol == "5":
-            # MQTT 5's clean session: start clean on every (re)connect and let
-            # the broker drop the session when the connection ends.
-            props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-            props.SessionExpiryInterval = 0
-            self._client.connect_async(
-                cfg.host, cfg.port, keepalive=self._keepalive, clean_start=True, properties=props
-            )
-        else:
-            self._client.connect_async(cfg.host, cfg.port, keepalive=self._keepalive)
+        self._client.connect_async(cfg.host, cfg.port, keepalive=self._keepalive, **connect_options(cfg))
         self._client.loop_start()
         self._sender = threading.Thread(target=self._send_loop, name=f"mqtt-sender-{self.table}", daemon=True)
         self._sender.start()

@@ -26,6 +26,10 @@ class StdoutOutput:
         text: bool = False,
     ) -> None:
         self.name = name
+        #: standard output cannot fail and be retried: a broken pipe ends the
+        #: run (see ``pump``), so these stay None and 0
+        self.failure: str | None = None
+        self.errors = 0
         self._journal = journal
         self._stream = stream if stream is not None else sys.stdout
         self._batch = batch
@@ -47,6 +51,9 @@ class StdoutOutput:
             self._stream.flush()
             self._journal.mark_delivered(self.name, pending[-1].seq)
             written += len(pending)
+
+    def reopen(self) -> None:
+        """Nothing to reopen: the stream is the caller's."""
 
     def close(self) -> None:
         self._stream.flush()

@@ -5,7 +5,13 @@ files it writes are checked in, and ``tests/test_captures.py`` replays them
 against the checked-in ``*.expected.jsonl`` (regenerated only with
 ``SHOE_REGEN_CAPTURES=1``, after reading the diff).
 
+Every capture and the rule it pins is listed in ``README.md`` beside this
+file (``tests/test_captures.py`` checks that none is missing there).
+
 Script steps (one per line):
+  START                     HELLO, NEWSHOE, a 3 exposed and three cards burned
+  START1                    HELLO, NEWSHOE, an ace exposed and one card burned
+                            (sequence 0-3, as the engine's unit tests start)
   HELLO                     device (re)start: sequence restarts at 0
   CARD <c> [F] [deck]       a card (XX = unread, F = face up)
   BTN <name> | CUT | STAT <code>
@@ -93,6 +99,8 @@ def _expand(script: str) -> list[str]:
             continue
         if line == "START":
             steps += ["HELLO", "BTN NEWSHOE", "CARD 3S", "CARD 4C", "CARD 5D", "CARD 6H"]
+        elif line == "START1":  # an ace exposed, one card burned: sequence 0-3, as the engine's unit tests
+            steps += ["HELLO", "BTN NEWSHOE", "CARD AS", "CARD 2S"]
         elif line.startswith("COUP P:"):
             steps += _angel_coup(line.split()[1:])
         elif line.startswith("COUP "):
@@ -350,6 +358,127 @@ SCENARIOS: dict[str, tuple[dict[str, str], str]] = {
         f"COUP {ANGEL_PLAYER_THIRD}\nBTN STANDBY\nCOUP {ANGEL_BANKER_THIRD}\nBTN STANDBY\n"
         f"COUP {ANGEL_BOTH_THIRD}\nBTN STANDBY\nCUT\nCOUP {ANGEL_NATURAL}\nBTN STANDBY\n"
         f"COUP {ANGEL_BANKER_WINS_THIRD}\nBTN STANDBY",
+    ),
+    # --- loss recovery: frames lost on the line, held frames, coup numbering
+    #     (each once pinned only by a unit test that builds frames in code;
+    #     the sequence numbers are those of that test: START1 is 0-3) ---
+    "loss_newshoe_while_held": (
+        {},
+        "START1\nCARD 9S\nGAP 1\nCARD TS\nCARD QH\nBTN RESULT\nCOUP 8D 2C KD 5C\nCOUP 7H 7D TC JS\n"
+        "BTN NEWSHOE",
+    ),
+    "loss_during_burn": (
+        {},
+        "HELLO\nBTN NEWSHOE\nCARD AS\nGAP 2\nCARD KH\nCARD TS\nCARD QH\nBTN RESULT\n"
+        "COUP 6C AC 4C TD JD 2D\nCOUP AH QD 5H JH 7H\nWAIT 130\nSTAT OK",
+    ),
+    "loss_after_held_coup_voided": (
+        {},
+        "START1\nCARD 9S\nGAP 1\nCARD TS\nCARD QH\nGAP 8\nWAIT 130\nCARD 3D\nCARD 2C\nCARD 5C\n"
+        "CARD 7S\nBTN RESULT",
+    ),
+    "loss_result_of_void_coup": (
+        {},
+        "START1\nCARD 5H\nCARD JC\nCARD 4C\nCARD 2H - 9\nGAP 1\nCOUP JS 5D 9H QS\nCOUP 8D 2C KD 5C\n"
+        "WAIT 130\nSTAT OK",
+    ),
+    "loss_whole_coup_numbering_lost": (
+        {},
+        "START1\nCOUP 9S KH TS QH\nCOUP 8D 2C KD 5C\nGAP 5\nCOUP 7H 7D TC JS\nWAIT 130\n"
+        "COUP 8C 3H KC 4H\nBTN NEWSHOE",
+    ),
+    # (coup 3's deadline, already past when coup 1's releases the frames it
+    # held, fires at the next frame: hence the second STAT OK)
+    "loss_second_result_released_late": (
+        {},
+        "START1\nCARD 9S\nGAP 1\nCARD TS\nCARD QH\nBTN RESULT\nCARD KC\nCARD 9C\nCARD QC\nCARD 4C\n"
+        "BTN RESULT\nCARD 8D\nGAP 1\nCOUP KH JD 8S 4H\nCOUP TC AH 6C 2C QH\nCOUP 7S 2S 4C TC TH 3D\n"
+        "WAIT 130\nSTAT OK\nWAIT 1\nSTAT OK",
+    ),
+    "loss_result_then_extra_card": (
+        {},
+        "START1\nCARD 9S\nCARD KH\nCARD TS\nCARD QH\nGAP 1\nCOUP 3C JC 8D 2H QD 4H 7H\nCOUP 8C 3H KC 4H\n"
+        "WAIT 130\nSTAT OK",
+    ),
+    "loss_result_while_unread_holds": (
+        {},
+        "START1\nCARD 8H\nCARD XX\nCARD 2D\nCARD 3C\nCARD 9C\nCARD 6H\nGAP 1\nCOUP 7D QC JS 5H 2H\n"
+        "COUP 8C 3H KC 4H\nWAIT 130\nSTAT OK",
+    ),
+    "loss_result_after_unread_may_complete": (
+        {},
+        "START1\nCARD XX\nCARD 9C\nCARD KC\nCARD 6C\nGAP 1\nCOUP 3S 4D QC QH 8D\nCOUP 8C 3H KC 4H\n"
+        "WAIT 130\nSTAT OK",
+    ),
+    "loss_newshoe_lost": (
+        {},
+        "START1\nCOUP 9S KH TS QH\nCUT\nCOUP 8D 2C KD 5C\nCOUP 7H 7D TC JS\nGAP 2\nCARD 4S\nCARD 5S\n"
+        "COUP 8C 3H KC 4H\nBTN NEWSHOE\nWAIT 130\nSTAT OK",
+    ),
+    "loss_lost_result_keeps_numbers": (
+        {},
+        "START1\nCARD 9S\nCARD KH\nCARD TS\nCARD QH\nGAP 1\nCOUP 8D KD TD QD\nCOUP 8C 9C KC QC",
+    ),
+    "loss_lost_extra_card_opens_no_coup": (
+        {},
+        "START1\nCARD 9S\nCARD KH\nCARD TS\nCARD QH\nGAP 1\nBTN RESULT\nCOUP 8D KD TD QD",
+    ),
+    "loss_gap_while_held": (
+        {},
+        "START1\nCARD 9S\nGAP 1\nCARD TS\nCARD QH\nBTN RESULT\nCARD 8C\nGAP 1\nCARD 8H\nCARD JS\n"
+        "CARD 9S\nBTN RESULT\nWAIT 130\nSTAT OK\nWAIT 1\nSTAT OK",
+    ),
+    "loss_held_coup_result_lost": (
+        {},
+        "START1\nCARD JH\nCARD QC\nCARD 8H\nGAP 2\nCOUP 9S KH TS QH\nCOUP 8D KD TD QD\nWAIT 130\nSTAT OK",
+    ),
+    "loss_gap_on_void_coup": ({}, "START1\nCARD 9S - 9\nGAP 1\nCARD 5S\nBTN RESULT\nWAIT 1000\nSTAT OK"),
+    "loss_newshoe_voids_held_last_coup": (
+        {"after_cut": "last"},
+        "START1\nCUT\nCARD 3H\nGAP 1\nBTN RESULT\nBTN NEWSHOE",
+    ),
+    "loss_newshoe_voids_held_coup_and_next": (
+        {},
+        "START1\nCARD 3H\nGAP 1\nBTN RESULT\nCARD 4H\nBTN NEWSHOE",
+    ),
+    "loss_held_cards_of_void_last_coup_shown": (
+        {"after_cut": "last"},
+        "START1\nCUT\nCARD XX\nCARD XX\nCARD XX\nCARD 3H\nCARD 4H\nCARD 5H\nCARD 6H\nBTN RESULT\n"
+        "WAIT 1000\nSTAT OK",
+    ),
+    # --- unread cards and early RESULTs that hold a coup's frames ---
+    "hold_early_result_unread": (
+        {},
+        "START1\nCARD AC\nCARD KC\nCARD XX\nCARD QS\nBTN RESULT\nCARD 4D\nCARD 4H\nBTN RESULT\n"
+        "COUP 9H KD 2H 6S AD\nWAIT 130\nSTAT OK",
+    ),
+    "hold_unread_cannot_change_tableau": (
+        {},
+        "START1\nCARD XX\nCARD 9C\nCARD KS\nCARD KH\nBTN RESULT\nCOUP 8D KD TD QD\nWAIT 130\nSTAT OK",
+    ),
+    "hold_result_before_four_cards": ({}, "START1\nCARD 9S\nCARD KH\nCARD TS\nBTN RESULT\nCOUP 8D KD TD QD"),
+    "hold_extra_card_after_early_result": (
+        {},
+        "START1\nCOUP AC 2S 3S TD\nCOUP JH 2D JD\nCOUP 9S KH TS QH",
+    ),
+    "hold_void_coup_early_result_due_card": (
+        {},
+        "START1\nCARD 5C\nCARD 2H - 9\nCARD TS\nCARD 3S\nBTN RESULT\nCARD TH\nBTN RESULT\n"
+        "COUP 9S KH TS QH\nCOUP 8C 3H KC 4H\nWAIT 130\nSTAT OK",
+    ),
+    "hold_void_coup_early_result_told_by_tableau": (
+        {},
+        "START1\nCARD 5C\nCARD 2H - 9\nCARD TS\nCARD 3S\nBTN RESULT\nCARD TH\n"
+        "COUP 9S KH TS QH\nCOUP 8C 3H KC 4H\nWAIT 130\nSTAT OK",
+    ),
+    "hold_void_coup_early_result_either_way": (
+        {},
+        "START1\nCARD 5C\nCARD 2H - 9\nCARD TS\nCARD 3S\nBTN RESULT\nCOUP 2S 9C KD 7H 8C\nWAIT 130\nSTAT OK",
+    ),
+    "x_foreign_copy_one_deck": (
+        {"decks": "1"},
+        "START1\nCARD AH - 2\nCARD KH\nCARD TS\nCARD QH\nBTN RESULT\nCARD AH - 1\nCARD KC\nCARD 9S\n"
+        "CARD QC\nBTN RESULT",
     ),
     # --- the line: garbage, split frames, bad checksums ---
     "line_garbage": (

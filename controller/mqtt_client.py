@@ -1,0 +1,59 @@
+"""The one MQTT client factory: every paho client of the project (the MQTT
+output, ``replay --out mqtt`` through it, and ``ctl``) is built here, so
+the protocol version, credentials, TLS and session rules are the same
+everywhere.
+
+:func:`make_client` gives a client speaking the configured protocol (MQTT 5
+by default, 3.1.1 for brokers without it) with paho's version-2 callbacks,
+the configured user name and password file, and TLS (the system's CAs
+unless ``tls.ca_file`` names one; a client certificate when given). The
+client id is the caller's: the daemon's is stable (``shoe-<table>`` or
+``client_id``), a ``ctl`` or replay connection takes a unique one so it
+never takes over the daemon's session.
+
+:func:`connect_options` is the session rule, for ``connect`` and
+``connect_async``: every connection starts clean and the broker keeps
+nothing after it (3.1.1 ``clean_session``, set by :func:`make_client`;
+MQTT 5 ``clean_start`` with a session expiry of 0, the same thing).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from controller.config import MqttConfig
+
+
+def make_client(cfg: MqttConfig, client_id: str) -> mqtt.Client:
+    """A paho client for ``cfg`` under ``client_id``, not yet connected."""
+    v5 = cfg.protocol == "5"
+    client = mqtt.Client(
+        callback_api_version=CallbackAPIVersion.VERSION2,
+        client_id=client_id,
+        protocol=mqtt.MQTTv5 if v5 else mqtt.MQTTv311,
+        # A clean session: a command sent while a client was away must not
+        # be acted on minutes later. (MQTT 5 has no clean_session: see
+        # ``connect_options``.)
+        clean_session=None if v5 else True,
+    )
+    if cfg.username is not None:
+        client.username_pw_set(cfg.username, cfg.password())
+    if cfg.tls is not None:
+        client.tls_set(ca_certs=cfg.tls.ca_file, certfile=cfg.tls.cert_file, keyfile=cfg.tls.key_file)
+    return client
+
+
+def connect_options(cfg: MqttConfig) -> dict[str, Any]:
+    """Keyword arguments for ``client.connect``/``connect_async`` beside
+    host, port and keepalive: with MQTT 5, start clean on every (re)connect
+    and let the broker drop the session when the connection ends."""
+    if cfg.protocol != "5":
+        return {}
+    props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+    props.SessionExpiryInterval = 0
+    return {"clean_start": True, "properties": props}
