@@ -31,6 +31,7 @@ import re
 from typing import Any
 
 from controller.cards import CardError, parse_card
+from controller.config import table_problem
 
 MAX_PAYLOAD = 4096
 MAX_ID = 128
@@ -40,7 +41,6 @@ MAX_REASON = 500
 MAX_COUP = 1000
 #: ``ts`` is Unix seconds: finite, from 1970 to the year 5138.
 MAX_TS = 1e11
-TABLE_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 #: The fields each command takes besides ``id`` and ``cmd``.
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -136,7 +136,7 @@ def parse_command(payload: bytes) -> dict[str, Any]:
             raise CommandError(f"{cmd}: {exc}", cid) from None
     if "table" in data:
         table = data["table"]
-        if not isinstance(table, str) or not TABLE_RE.fullmatch(table):
+        if not isinstance(table, str) or table_problem(table) is not None:
             raise CommandError(f"{cmd}: 'table' must be a table name ([A-Za-z0-9_-], 1 to 32)", cid)
         out["table"] = table
     if "ts" in data:
