@@ -490,7 +490,7 @@ class Daemon:
             "detail": detail,
             "seq_above": history.seq_floor,
         }
-        self._input(self._now() or time.time(), "cmd", json.dumps(alert, separators=(",", ":")).encode())
+        self._input_command(alert, self._now() or time.time())
 
     def _command(self, cmd: dict[str, Any]) -> None:
         """One command from the broker: checked (origin, table, freshness,
@@ -501,12 +501,12 @@ class Daemon:
         assert gate is not None
         error = gate.check(cmd, time.time())
         if error is None:
-            self._input(self._now(), "cmd", json.dumps(cmd, separators=(",", ":")).encode())
+            self._input_command(cmd)
             return
         if self._refusals.refused(time.monotonic()):
             log.warning("command refused", id=cmd.get("id"), error=error)
             reject = {"id": cmd.get("id"), "cmd": "_reject", "error": error}
-            self._input(self._now(), "cmd", json.dumps(reject, separators=(",", ":")).encode())
+            self._input_command(reject)
         elif self.mqtt is not None:
             self.mqtt.reply({"id": cmd.get("id"), "ok": False, "error": error})
 
@@ -530,7 +530,7 @@ class Daemon:
                 f" {command_limits.QUEUE_MAX} waiting"
             ),
         }
-        self._input(self._now(), "cmd", json.dumps(note, separators=(",", ":")).encode())
+        self._input_command(note)
 
     def _now(self) -> float:
         if self._replay:
@@ -539,6 +539,11 @@ class Daemon:
             t, mono = self._data_clock
             return t + (time.monotonic() - mono if self._paced else 0.0)
         return time.time()
+
+    def _input_command(self, cmd: dict[str, Any], t: float | None = None) -> None:
+        """Journal and apply a command (a supervisor's, or the daemon's own
+        ``_reject``, ``_refused``, ``_alert``) as compact JSON, at ``t`` or now."""
+        self._input(self._now() if t is None else t, "cmd", json.dumps(cmd, separators=(",", ":")).encode())
 
     def _input(self, t: float, kind: str, data: bytes) -> None:
         journal = self.journal
@@ -620,7 +625,7 @@ class Daemon:
                 code, detail = "OUTPUT_RESTORED", f"output {out.name} delivers again (was: {was})"
                 log.warning("output delivers again", output=out.name)
             alert = {"id": None, "cmd": "_alert", "code": code, "detail": detail}
-            self._input(self._now() or time.time(), "cmd", json.dumps(alert, separators=(",", ":")).encode())
+            self._input_command(alert, self._now() or time.time())
 
     def _status(self) -> str:
         up, detail = self._device
