@@ -360,9 +360,9 @@ class Engine:
         out: list[Event] = []
         self._out = out
         self._expire(frame.t)
-        if isinstance(frame, SequenceGap) and frame.missing > 0:
+        if isinstance(frame, SequenceGap) and frame.exact and frame.missing > 0:
             self._lost_frames += frame.missing
-        elif isinstance(frame, (SequenceGap, Hello)):
+        elif isinstance(frame, (SequenceGap, Hello)):  # a loss of unknown size
             self._lost_unknown += 1
         if self._fault_waiting == "frame" and not isinstance(frame, (Link, SequenceGap, Hello)):
             self._device_back(frame.t)
@@ -1384,7 +1384,7 @@ class Engine:
                 self._void(t, coup, code, detail)
                 continue
             held, coup.held = coup.held, None
-            lost = coup.gap_missing + sum(max(1, x.missing) for x in held if isinstance(x, SequenceGap))
+            lost = coup.gap_missing + sum(_lost(x) for x in held if isinstance(x, SequenceGap))
             self._lose_numbering(t, coup, lost, {0, _MAX_ENDS})
             self._close_dealing(coup, t)
             self._refeed([x for x in held if not isinstance(x, SequenceGap)])
@@ -2012,7 +2012,11 @@ class Engine:
         lost_cards = left if unknown else min(lost, left)
         coups = (dealt + lost_cards) // MIN_COUP_CARDS
         high = max(s.next_coup, first + in_play + coups)
-        since = "the device restarted in this shoe" if unknown else f"{lost} frames were lost in this shoe"
+        since = (
+            "frames were lost in this shoe in a number that cannot be known"
+            if unknown
+            else f"{lost} frames were lost in this shoe"
+        )
         why = f"{dealt} cards dealt since coup {first}, and {since}: at most {_coups(coups)} of 4 cards"
         # a RESULT held is one the engine has not counted yet
         ends = lost + sum(isinstance(x, (Button, DeviceResult)) for x in waiting)

@@ -124,7 +124,8 @@ def test_after_a_restart_every_unseen_card_counts_and_the_burst_stays_bounded() 
     reply, out = accept(e, 105)
     assert reply["error"] == (
         "coup 105 is not plausible: the next coup is 4 to 104 "
-        "(4 cards dealt since coup 3, and the device restarted in this shoe: at most 101 coups of 4 cards)"
+        "(4 cards dealt since coup 3, "
+        "and frames were lost in this shoe in a number that cannot be known: at most 101 coups of 4 cards)"
     )
     assert out == []
     reply, out = accept(e, 104)
@@ -138,6 +139,22 @@ def test_after_a_restart_every_unseen_card_counts_and_the_burst_stays_bounded() 
     assert kinds == {"misdeal": 100, "coup.void": 100, "odds.update": 2, "card": 1}
     assert {o["coup"] for o in out if o["type"] == "odds.update"} == {104}
     assert [(c["coup"], c["position"]) for c in out if c["type"] == "card"] == [(104, "P1")]
+
+
+def test_a_gap_of_unknown_size_counts_every_unseen_card_as_a_restart_does() -> None:
+    # An Angel Eye gap that can only prove one frame lost (a whole seq cycle
+    # may hide behind it) bounds nothing: like a device restart, every card
+    # the engine has not seen may be among the lost frames.
+    e = engine()
+    lost(e, [*numbering_lost(), SequenceGap(T0 + 3, 30, 24, 1, exact=False)])
+    assert e.shoe is not None and e.shoe.comp.cards_left == 402
+    reply, _ = accept(e, 105)
+    assert reply["error"] == (
+        "coup 105 is not plausible: the next coup is 4 to 104 "
+        "(4 cards dealt since coup 3, "
+        "and frames were lost in this shoe in a number that cannot be known: at most 101 coups of 4 cards)"
+    )
+    assert accept(e, 104)[0]["ok"] is True
 
 
 def test_an_accept_refused_now_is_refused_the_same_way_when_re_fed() -> None:
