@@ -25,24 +25,12 @@ from controller.replay import ReplayOptions, replay_events
 from controller.rules import load_profile
 from firmware_protocols.detect import make_decoder
 from firmware_protocols.frames import Link
+from tests.support.configs import write_config
 
 CAPTURES = Path(__file__).parent / "captures"
 
 
-def _config(tmp_path: Path, device: dict[str, Any], **extra: Any) -> Path:
-    cfg = {
-        "table": "T01",
-        "profile": "punto_banco",
-        "decks": 8,
-        "device": device,
-        "journal": str(tmp_path / "journal.sqlite3"),
-        "odds": False,
-        "outputs": {"stdout": False, "jsonl": str(tmp_path / "events.jsonl")},
-        **extra,
-    }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+_config = write_config
 
 
 @pytest.mark.parametrize("capture", ["profile_punto_banco", "x_unread_card", "line_split_frames"])

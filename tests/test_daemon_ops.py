@@ -20,29 +20,19 @@ from typing import Any
 
 import pytest
 import structlog
-import yaml
 
 from controller.config import load_config
 from controller.daemon import Daemon, Notifier
 from controller.outputs import jsonl as jsonl_mod
+from tests.support.configs import write_config
 
 CAPTURES = Path(__file__).parent / "captures"
 
 
 def _config(tmp_path: Path, device: dict[str, Any], **extra: Any) -> Path:
-    cfg = {
-        "table": "T01",
-        "profile": "punto_banco",
-        "decks": 8,
-        "device": device,
-        "journal": str(tmp_path / "journal.sqlite3"),
-        "odds": False,
-        "outputs": {"stdout": True, "jsonl": str(tmp_path / "out" / "events.jsonl")},
-        **extra,
-    }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+    """Stdout on, and the JSON lines in a directory of their own (the tests make it unwritable)."""
+    outputs = {"stdout": True, "jsonl": str(tmp_path / "out" / "events.jsonl")}
+    return write_config(tmp_path, device, **{"outputs": outputs, **extra})
 
 
 def _wait(pred: Callable[[], bool], what: str, timeout: float = 60.0) -> None:

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from controller import journal as journal_mod
 from controller.journal import HWM_RESERVE, HWM_SUFFIX, Journal, JournalError
+from tests.support.configs import write_config
 
 
 def event(seq: int, table: str = "T01") -> dict[str, Any]:
@@ -219,18 +219,7 @@ def test_a_mark_of_another_table_a_held_journal_and_an_unreadable_mark_are_refus
 
 
 def _config(tmp_path: Path) -> Path:
-    cfg = {
-        "table": "T01",
-        "profile": "punto_banco",
-        "decks": 8,
-        "device": {"driver": "fake", "seed": 3, "cards_per_second": 60},
-        "journal": str(tmp_path / "journal.sqlite3"),
-        "odds": False,
-        "outputs": {"stdout": False, "jsonl": str(tmp_path / "events.jsonl")},
-    }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+    return write_config(tmp_path, {"driver": "fake", "seed": 3, "cards_per_second": 60})
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
