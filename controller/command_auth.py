@@ -119,8 +119,3 @@ class CommandGate:
         if not self._seen.remember_command(seen_key, float(ts) + self.window_s, now):
             return "replayed command: already taken"
         return None
-
-
-def read_key(path: str) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read().strip()

@@ -264,25 +264,38 @@ class MqttConfig(_Model):
             'applied once (later copies are refused); use "5" unless the broker lacks MQTT 5'
         )
 
+    def _read_secret(self, key: str, path: str) -> bytes:
+        """A secret file's bytes, at most ``MAX_PASSWORD_FILE_BYTES``; any
+        problem is a ``ConfigError`` naming ``outputs.mqtt.<key>``."""
+        try:
+            with open(path, "rb") as f:
+                raw = f.read(MAX_PASSWORD_FILE_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"outputs.mqtt.{key}: {path}: {exc.strerror}") from None
+        if len(raw) > MAX_PASSWORD_FILE_BYTES:
+            raise ConfigError(f"outputs.mqtt.{key}: {path}: larger than {MAX_PASSWORD_FILE_BYTES} bytes")
+        return raw
+
     def password(self) -> str | None:
         """The password from ``password_file`` (first line, no newline)."""
         if self.password_file is None:
             return None
-        try:
-            with open(self.password_file, "rb") as f:
-                raw = f.read(MAX_PASSWORD_FILE_BYTES + 1)
-        except OSError as exc:
-            raise ConfigError(f"outputs.mqtt.password_file: {self.password_file}: {exc.strerror}") from None
-        if len(raw) > MAX_PASSWORD_FILE_BYTES:
-            raise ConfigError(
-                f"outputs.mqtt.password_file: {self.password_file}:"
-                f" larger than {MAX_PASSWORD_FILE_BYTES} bytes"
-            )
+        raw = self._read_secret("password_file", self.password_file)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise ConfigError(f"outputs.mqtt.password_file: {self.password_file}: not UTF-8 text") from None
         return text.splitlines()[0] if text else ""
+
+    def command_key(self) -> bytes | None:
+        """The shared key from ``command_key_file`` (surrounding whitespace
+        stripped), or None without one; an empty key is a ``ConfigError``."""
+        if self.command_key_file is None:
+            return None
+        key = self._read_secret("command_key_file", self.command_key_file).strip()
+        if not key:
+            raise ConfigError(f"outputs.mqtt.command_key_file: {self.command_key_file} is empty")
+        return key
 
 
 class Outputs(_Model):

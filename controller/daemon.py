@@ -40,11 +40,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from controller import checkpoint, command_limits
-from controller.command_auth import CommandGate, read_key
+from controller.command_auth import CommandGate
 from controller.command_limits import CommandInbox, RefusalAlerts
 from controller.config import Config
 from controller.engine import Engine
-from controller.errors import ConfigError
 from controller.events import Event
 from controller.journal import History, Journal, JournalError
 from controller.outputs import Output
@@ -151,12 +150,7 @@ class Daemon:
         self.mqtt: MqttOutput | None = None
         self.gate: CommandGate | None = None  # with the journal, in run()
         m = cfg.outputs.mqtt
-        self._command_key = (
-            read_key(m.command_key_file) if m is not None and m.command_key_file is not None else None
-        )
-        if self._command_key is not None and not self._command_key:
-            assert m is not None
-            raise ConfigError(f"outputs.mqtt.command_key_file: {m.command_key_file} is empty")
+        self._command_key = m.command_key() if m is not None else None
         self.metrics: Any = None
         self._inputs_since_checkpoint = 0
         self._checkpoint_input = 0

@@ -76,6 +76,21 @@ def test_a_password_file_is_read_up_to_its_bound(tmp_path: Path) -> None:
         mqtt.password()
 
 
+def test_a_command_key_file_is_read_up_to_the_same_bound(tmp_path: Path) -> None:
+    secret = tmp_path / "key"
+    cfg = yaml.safe_load((EXAMPLES / "config.yaml").read_text())
+    cfg["outputs"]["mqtt"].update(command_key_file=str(secret))
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    secret.write_text("k" * (MAX_PASSWORD_FILE_BYTES - 1) + "\n")
+    secret.chmod(0o600)
+    mqtt = load_config(path).outputs.mqtt
+    assert mqtt is not None and mqtt.command_key() == b"k" * (MAX_PASSWORD_FILE_BYTES - 1)
+    secret.write_text("k" * (MAX_PASSWORD_FILE_BYTES + 1))
+    with pytest.raises(ConfigError, match=r"command_key_file.*larger than"):
+        mqtt.command_key()
+
+
 def test_a_capture_line_of_the_bound_is_read_and_a_longer_one_is_refused(tmp_path: Path) -> None:
     head = "1763800000.000 < hex:"
     room = MAX_LINE - len(head) - 1  # the newline counts

@@ -35,7 +35,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 
 from controller.cards import CardError, parse_card
-from controller.command_auth import read_key, sign, stamp
+from controller.command_auth import sign, stamp
 from controller.commands_schema import MAX_COUP
 from controller.config import load_client_config, table_problem
 from controller.errors import RuntimeFailure, UsageError
@@ -160,10 +160,8 @@ def run(args: argparse.Namespace) -> int:
     cmd = build_command(args)
     # every command carries its table and time (the controller refuses one
     # without a fresh ts); signed over both when the config has the key
-    if m.command_key_file is not None:
-        cmd = sign(cmd, read_key(m.command_key_file), time.time(), table)
-    else:
-        cmd = stamp(cmd, table, time.time())
+    key = m.command_key()
+    cmd = sign(cmd, key, time.time(), table) if key is not None else stamp(cmd, table, time.time())
     prefix = f"{m.topic_prefix}/{table}"
     reading, fallback = describe(cmd)
     listen = not args.json and reading is not None
