@@ -25,7 +25,7 @@ from controller import checkpoint
 from controller.cards import RANK_BURN
 from controller.config import load_config
 from controller.daemon import Daemon
-from controller.engine import MAX_HELD, MAX_LISTED_EXTRAS, ORDER, Coup, Engine
+from controller.engine import MAX_HELD, MAX_LISTED_EXTRAS, ORDER, Coup, Engine, loss, tableau
 from controller.events import Event
 from controller.journal import Journal
 from controller.rules import load_profile
@@ -463,7 +463,7 @@ def dealt_shoe(rng: random.Random, e: Engine) -> tuple[list[Frame], list[int]]:
     while len(cards) >= 6:
         coup += 1
         trial = Coup(number=0, demo=False, t_start=0.0)
-        while len(trial.cards) < 4 or (pos := e._next_position(trial)) is not None:
+        while len(trial.cards) < 4 or (pos := tableau.next_position(e, trial)) is not None:
             trial.positions.append(ORDER[len(trial.cards)] if len(trial.cards) < 4 else pos)
             trial.cards.append(cards.pop(0))
         dealt += [*trial.cards, "RESULT"]
@@ -510,7 +510,7 @@ def test_the_true_next_coup_is_always_in_the_range_accept_allows() -> None:
             e.feed(f)
             s = e.shoe
             if ends[i] and s is not None and s.numbering_lost is not None and not s.ended_emitted:
-                high, _ = e._renumber_range(s)
+                high, _ = loss.renumber_range(e, s)
                 assert s.next_coup <= ends[i] + 1 <= high, (ends[i] + 1, s.next_coup, high, _)
                 checked += 1
             i += 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from controller.engine import Engine
+from controller.engine import Engine, analytics
 from controller.odds import OddsCalculator, rank_counts
 from controller.rules import load_profile
 from tests.table import Table
@@ -45,10 +45,10 @@ def test_advantage_alert_when_a_counter_view_ev_crosses_the_threshold_and_back()
     assert [a["code"] for a in alerts] == ["ADVANTAGE"] and alerts[0]["detail"].startswith("banker:")
     engine = tb.engine
     engine._out = []
-    engine._check_advantage(tb.t, 2, {"banker": {"ev": -0.02}})
+    analytics.check_advantage(engine, tb.t, 2, {"banker": {"ev": -0.02}})
     assert engine._out[0]["code"] == "ADVANTAGE" and "back to" in engine._out[0]["detail"]
     engine._out = []
-    engine._check_advantage(tb.t, 3, {"banker": {"ev": -0.03}})
+    analytics.check_advantage(engine, tb.t, 3, {"banker": {"ev": -0.03}})
     assert engine._out == [], "no repeat while it stays below"
 
 

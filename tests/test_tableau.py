@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from controller.engine import tableau
 from tests.table import Table
 
 # A card of each point value (tens and faces count zero).
@@ -44,7 +45,7 @@ def _next(tb: Table) -> str | None:
     coup = tb.engine.shoe.current if tb.engine.shoe else None
     if coup is None:
         return None
-    return tb.engine._next_position(coup)
+    return tableau.next_position(tb.engine, coup)
 
 
 @pytest.mark.parametrize("profile", PROFILES)

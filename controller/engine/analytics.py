@@ -1,0 +1,71 @@
+"""Odds for the next coup and ADVANTAGE alerts (the analytics of a coup).
+
+Owns ``odds.update`` (two views: the cards truly left and what a counter can
+know) and the ADVANTAGE alerts when a bet's expectation crosses the
+threshold.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from controller.engine.facade import Engine
+
+
+def publish_odds(eng: Engine, t: float) -> None:
+    """Exact odds of every bet for the next coup, in two views: the
+    cards truly left (``shoe``) and what a counter can know (``counter``:
+    the face-down burned cards still unknown); plus ADVANTAGE alerts when
+    a bet's counter-view expectation crosses the threshold."""
+    s = eng.shoe
+    if eng._calc is None or s is None or s.ended_emitted or s.dealing_over or eng._odds_quiet:
+        return
+    if s.last_coup is not None and s.next_coup > s.last_coup:
+        return
+    shoe_counts = s.comp.rank_counts()
+    counter_counts = dict(shoe_counts)
+    for card in s.burned_cards:
+        counter_counts[card[0]] += 1
+    coup_no = s.next_coup
+    for view, counts in (("shoe", shoe_counts), ("counter", counter_counts)):
+        res = eng._calc.compute(counts)
+        bets = {
+            name: {
+                "win": round(b.win, 12),
+                "push": round(b.push, 12),
+                "lose": round(b.lose, 12),
+                "ev": round(b.ev, 12),
+            }
+            for name, b in res.bets.items()
+        }
+        eng._emit(
+            "odds.update",
+            t,
+            {"coup": coup_no, "cards_left": s.comp.cards_left, "view": view, "bets": bets},
+        )
+        if view == "counter":
+            check_advantage(eng, t, coup_no, bets)
+
+
+def check_advantage(eng: Engine, t: float, coup_no: int, bets: dict[str, dict[str, float]]) -> None:
+    for name, b in bets.items():
+        above = b["ev"] > eng.advantage_threshold
+        if above and name not in eng._advantage:
+            eng._advantage.add(name)
+            eng._alert(
+                t,
+                "ADVANTAGE",
+                f"{name}: a counter's expectation for coup {coup_no} is {b['ev']:+.5f} per unit, "
+                f"above {eng.advantage_threshold:+g}",
+                coup_no,
+            )
+        elif not above and name in eng._advantage:
+            eng._advantage.discard(name)
+            eng._alert(
+                t,
+                "ADVANTAGE",
+                f"{name}: back to {b['ev']:+.5f} per unit for coup {coup_no}, "
+                f"at or below {eng.advantage_threshold:+g}",
+                coup_no,
+            )

@@ -1,0 +1,296 @@
+"""Coup boundaries: where a coup ends, and its settlement.
+
+Owns the dealer's buttons (RESULT, REDEAL, NEWSHOE) and the device's own
+result, the automatic boundary (a complete tableau), a RESULT pressed early
+(premature) and the cards after it, closing a coup's dealing and settling
+it by the profile's bet table (``coup.result``, ``roads``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from controller.cards import CARD_VALUE
+from controller.engine import analytics, article_x, dealing, loss, shoe, tableau
+from controller.engine.state import AWAITING, UNKNOWN, Coup, Shoe
+from controller.events import net
+from controller.rules import outcome_of, tags_of
+from firmware_protocols.frames import (
+    Button,
+    Card,
+    DeviceResult,
+)
+
+if TYPE_CHECKING:
+    from controller.engine.facade import Engine
+
+
+def after_void_early_result(
+    eng: Engine, s: Shoe, void: Coup, cards: list[Card], f: Button | DeviceResult
+) -> None:
+    """The RESULT after a void coup's early one: the cards between were
+    its due cards (this is the dealer's second RESULT), or the next
+    coup's (the first RESULT ended the void coup), or its due cards and
+    then the next coup's. The tableau tells which, when only one fits."""
+    trial = Coup(number=0, demo=False, t_start=0.0, positions=list(void.positions), cards=list(void.cards))
+    due = 0
+    for c in cards:
+        pos = tableau.next_position(eng, trial)
+        if pos is None or pos == UNKNOWN:
+            break
+        trial.positions.append(pos)
+        trial.cards.append(c.card)
+        due += 1
+    codes = [c.card for c in cards]
+    next_only = tableau.tableau_exact(eng, codes)  # the first RESULT ended the void coup
+    after_due = 0 < due < len(cards) and tableau.tableau_exact(eng, codes[due:])
+    if not next_only and not after_due and len(cards) < 4:
+        after_due, due = False, len(cards)  # its due cards (and extras), then the second RESULT
+    elif not after_due:
+        due = 0
+    for c in cards[:due]:
+        dealing.deal_void(eng, s, void, c)
+    rest = cards[due:]
+    if not rest:
+        return  # the dealer's second RESULT
+    for c in rest:
+        dealing.on_card(eng, c)
+    coup = s.current
+    if coup is not None and not coup.resolved and next_only == after_due:
+        detail = (
+            f"coup {void.number} had its RESULT with a card due: whether the cards after it were its due "
+            "cards or this coup's cannot be told from them"
+        )
+        article_x.misdeal(eng, f.t, coup, "PREMATURE_RESULT", detail, "void")
+        article_x.void(eng, f.t, coup, "PREMATURE_RESULT", detail)
+    result(eng, f)
+
+
+def flush_after_premature(eng: Engine, s: Shoe) -> None:
+    """The cards after an early-RESULT coup were the next coup's."""
+    cards, s.after_premature = s.after_premature or [], None
+    void, s.after_premature_void = s.after_premature_void, None
+    for c in cards:
+        dealing.on_card(eng, c)
+    coup = s.current
+    if void is not None and coup is not None and cards and coup.number == void.number + 1:
+        # no second RESULT: the first of these cards may have been the
+        # void coup's due card, so this coup's hands are not known
+        detail = (
+            f"coup {void.number} had its RESULT with a card due and no second RESULT followed: "
+            "this coup's first card may be its due card"
+        )
+        article_x.misdeal(eng, cards[0].t, coup, "PREMATURE_RESULT", detail, "void")
+        article_x.void(eng, cards[0].t, coup, "PREMATURE_RESULT", detail)
+
+
+def on_button(eng: Engine, f: Button) -> None:
+    if f.name == "NEWSHOE":
+        shoe.new_shoe(eng, f.t)
+    elif f.name == "RESULT":
+        result(eng, f)
+    elif f.name == "REDEAL":
+        s = eng.shoe
+        if s is not None and s.current is not None and s.current.dealing and not s.current.resolved:
+            coup = s.current
+            article_x.misdeal(eng, f.t, coup, "REDEAL", "the device announced a re-deal", "void")
+            article_x.void(eng, f.t, coup, "REDEAL", "the device announced a re-deal")
+            close_dealing(eng, coup, f.t)
+
+
+def result(eng: Engine, f: Button | DeviceResult) -> None:
+    s = eng.shoe
+    if s is not None and s.after_premature is not None:
+        # the dealer's second RESULT: what came between were extra cards
+        # of the coup already settled (burned, as the profile's policy
+        # cannot apply to a settled coup)
+        extras, s.after_premature = s.after_premature, None
+        prev = s.after_premature_coup
+        void, s.after_premature_void = s.after_premature_void, None
+        if void is not None:
+            after_void_early_result(eng, s, void, extras, f)
+            return
+        for c in extras:
+            # the coup stands settled: no misdeal on it, but the card is
+            # shown and surveillance is told (a foreign one alerts in _take)
+            if dealing.take(eng, s, c, None) is None:
+                eng._alert(
+                    c.t,
+                    "EXTRA_CARD",
+                    f"a card ({c.card or 'unread'}) after the due card of coup {prev}, "
+                    "before the dealer's second RESULT; burned",
+                    prev,
+                )
+            dealing.card_event(eng, c, prev, "extra")
+        return
+    coup = s.current if s is not None else None
+    if s is not None and s.phase == "burn" and coup is None:
+        eng._alert(f.t, "BURN_MISMATCH", "RESULT pressed before the burn was complete", s.next_coup)
+    if s is None or coup is None or not coup.dealing:
+        return
+    if not eng.button:
+        return
+    if coup.held is not None:
+        if (coup.void_code is not None or (coup.anchor_prev is not None and coup.ends is None)) and not any(
+            isinstance(x, (Button, DeviceResult)) for x in coup.held
+        ):
+            loss.ends_at_result(eng, coup, f)
+            return
+        # Held too: it is the boundary only if it was not pressed early,
+        # which the missing card will tell.
+        coup.held.append(f)
+        return
+    if coup.void_code is not None:
+        nxt = tableau.next_position(eng, coup)
+        close_dealing(eng, coup, f.t)
+        if (
+            nxt is not None
+            and nxt != UNKNOWN
+            and len(coup.cards) >= 4
+            and s.after_premature is None
+            and not coup.lost_frames  # (its tableau is then not known)
+            and s.numbering_lost is None  # (no number to keep)
+        ):
+            # Pressed early, or the dealer stopped dealing the void coup:
+            # a second RESULT before a fourth card says the cards between
+            # were its due cards (counted as a coup of their own they
+            # would shift every later number); a fourth card, the next coup.
+            s.after_premature = []
+            s.after_premature_coup = coup.number
+            s.after_premature_void = coup
+        return
+    nxt = tableau.next_position(eng, coup)
+    if nxt is None:
+        close_dealing(eng, coup, f.t)
+    elif nxt == UNKNOWN:
+        if tableau.complete_whatever_unread(eng, coup):
+            # every value the unread card(s) could have completes the
+            # tableau: this RESULT is the boundary for certain
+            close_dealing(eng, coup, f.t)
+        else:
+            # It may have been pressed early: only the missing card can
+            # tell where this coup ends, so nothing after it is placed
+            # until a supervisor enters it (or the deadline voids it).
+            coup.held = [f]
+    elif len(coup.cards) < 4:
+        # A RESULT before the first four cards: no third card was due, so
+        # this is no early press the next cards could correct. The
+        # coup's boundary cannot be trusted: never settle it.
+        detail = f"RESULT after only {len(coup.cards)} card(s) of the coup"
+        article_x.misdeal(eng, f.t, coup, "PREMATURE_RESULT", detail, "void")
+        article_x.void(eng, f.t, coup, "PREMATURE_RESULT", detail)
+        close_dealing(eng, coup, f.t)
+    elif not coup.premature:
+        coup.premature = True
+        article_x.misdeal(
+            eng, f.t, coup, "PREMATURE_RESULT", f"RESULT pressed with {nxt} still due", AWAITING
+        )
+
+
+def close_dealing(eng: Engine, coup: Coup, t: float) -> None:
+    s = eng.shoe
+    assert s is not None
+    coup.dealing = False
+    if s.current is coup:
+        s.current = None
+    if s.last_coup is not None and coup.number >= s.last_coup:
+        s.dealing_over = True
+    if coup.void_code is None and not coup.open and coup.held is None:
+        settle(eng, coup, t)
+    elif coup.void_code is not None:
+        analytics.publish_odds(eng, t)
+    if coup.resolved:
+        s.coups.pop(coup.number, None)
+    shoe.maybe_finish_shoe(eng, t)
+    if coup.carry:
+        carry, coup.carry = coup.carry, []
+        eng._refeed(carry)
+
+
+def settle(eng: Engine, coup: Coup, t: float) -> None:
+    s = eng.shoe
+    assert s is not None
+    player = [c for p, c in zip(coup.positions, coup.cards, strict=True) if p[0] == "P"]
+    banker = [c for p, c in zip(coup.positions, coup.cards, strict=True) if p[0] == "B"]
+    if any(c is None for c in player + banker):  # pragma: no cover - guarded by open misdeals
+        return
+    pv = [CARD_VALUE[c] for c in player if c is not None]
+    bv = [CARD_VALUE[c] for c in banker if c is not None]
+    ppair = player[0][0] == player[1][0]  # type: ignore[index]
+    bpair = banker[0][0] == banker[1][0]  # type: ignore[index]
+    natural = eng.tab.natural[sum(pv[:2]) % 10] or eng.tab.natural[sum(bv[:2]) % 10]
+    outcome = outcome_of(pv, bv, ppair, bpair, natural)
+    dr = coup.device_result
+    if dr is not None and (
+        dr.winner != outcome["winner"] or dr.player_pair != ppair or dr.banker_pair != bpair
+    ):
+        detail = (
+            f"the device announced {dr.winner} (pairs P={dr.player_pair} B={dr.banker_pair}); "
+            f"the tableau gives {outcome['winner']} (pairs P={ppair} B={bpair})"
+        )
+        eng._alert(t, "SHOE_DISAGREES", detail, coup.number)
+        if coup.had_unread:
+            article_x.misdeal(eng, t, coup, "SHOE_DISAGREES", detail + "; a card was unread", "void")
+            article_x.void(eng, t, coup, "SHOE_DISAGREES", detail)
+            return
+        article_x.misdeal(
+            eng, t, coup, "SHOE_DISAGREES", detail + "; every card was read: the tableau stands", "corrected"
+        )
+        if "SHOE_DISAGREES" not in coup.corrections:
+            coup.corrections.append("SHOE_DISAGREES")
+    coup.settled = True
+    settlement = None
+    tags = tags_of(outcome)
+    if not coup.demo:
+        s.tally[outcome["winner"]] += 1
+        settlement = {k: net(v) for k, v in eng.profile.settle(outcome).items()}
+        st = s.stats
+        st["naturals"] += natural
+        st["player_pairs"] += ppair
+        st["banker_pairs"] += bpair
+        for tag in tags:
+            st["tags"][tag] = st["tags"].get(tag, 0) + 1
+        s.results.append({"winner": outcome["winner"], "player_pair": ppair, "banker_pair": bpair})
+    eng._emit(
+        "coup.result",
+        t,
+        {
+            "coup": coup.number,
+            "demo": coup.demo,
+            "player": {"cards": player, "total": outcome["player_total"]},
+            "banker": {"cards": banker, "total": outcome["banker_total"]},
+            "winner": outcome["winner"],
+            "natural": natural,
+            "player_pair": ppair,
+            "banker_pair": bpair,
+            "tags": tags,
+            "settlement": settlement,
+            "corrections": list(coup.corrections),
+        },
+    )
+    if not coup.demo and eng.roads:
+        from controller.roads import build_roads
+
+        eng._emit("roads", t, dict(build_roads(s.results)))
+    analytics.publish_odds(eng, t)
+
+
+def on_device_result(eng: Engine, f: DeviceResult) -> None:
+    s = eng.shoe
+    coup = s.current if s is not None else None
+    if coup is not None and coup.held is not None:
+        if eng.button and coup.dealing:
+            result(eng, f)  # held there, or it tells what the gap held
+        else:
+            coup.held.append(f)
+        return
+    elif coup is not None and coup.dealing:
+        if f.winner == "quit":
+            article_x.misdeal(eng, f.t, coup, "SHOE_DISAGREES", "the device forced the coup to quit", "void")
+            article_x.void(eng, f.t, coup, "SHOE_DISAGREES", "the device forced the coup to quit")
+        elif tableau.next_position(eng, coup) is None:
+            # compared with the tableau at settlement; a result announced
+            # early (a third card still due) is a PREMATURE_RESULT, not
+            # the shoe's view of the finished coup
+            coup.device_result = f
+    result(eng, f)

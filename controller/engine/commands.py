@@ -1,0 +1,140 @@
+"""Supervisor commands (SPEC section 5) as operations on the game.
+
+Owns what ``void``, ``enter_card``, ``accept`` (and ``accept`` with a coup
+number while the numbering is lost) and ``end_shoe`` do; each raises
+:class:`CommandError` before changing anything when it cannot apply.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from controller.cards import CARD_VALUE, RANK_BURN, CardError, parse_card
+from controller.engine import article_x, loss, shoe
+from controller.engine.loss import _UNKNOWN_LOSS
+from controller.engine.state import CommandError, Coup, Shoe
+
+if TYPE_CHECKING:
+    from controller.engine.facade import Engine
+
+
+def coup_arg(eng: Engine, cmd: dict[str, Any]) -> Coup:
+    s = eng.shoe
+    n = cmd.get("coup")
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise CommandError("'coup' must be an integer")
+    if s is None:
+        raise CommandError("no shoe in play")
+    coup = s.coups.get(n)
+    if coup is None:
+        if 1 <= n < s.next_coup:
+            raise CommandError(f"coup {n} is already settled or void")
+        raise CommandError(f"no coup {n} in this shoe")
+    return coup
+
+
+def void(eng: Engine, coup: Coup, reason: str, t: float) -> None:
+    if coup.resolved:
+        raise CommandError(f"coup {coup.number} is already settled or void")
+    detail = f"voided by supervisor: {reason}" if reason else "voided by supervisor"
+    article_x.misdeal(eng, t, coup, "SUPERVISOR_VOID", detail, "void")
+    article_x.void(eng, t, coup, "SUPERVISOR_VOID", detail)
+
+
+def enter_card(eng: Engine, coup: Coup, card: Any, t: float) -> None:
+    if not isinstance(card, str):
+        raise CommandError("'card' must be a card code such as 'TD'")
+    try:
+        code = parse_card(card)
+    except CardError as exc:
+        raise CommandError(str(exc)) from exc
+    s = eng.shoe
+    assert s is not None
+    if s.comp.remaining[code] <= 0:
+        raise CommandError(f"{code}: no copy of it is left in this shoe")
+    if "UNREAD_CARD" in coup.open:
+        if s.phase == "burn-unknown" and s.first_card is None and coup.number == s.next_coup - 1:
+            s.first_card = code
+            s.comp.remaining[code] -= 1
+            s.burn_left = eng.profile.burn_count(RANK_BURN[code[0]], eng.decks)
+            s.phase = "burn"
+            emit_entered(eng, t, coup, "burn", code)
+            article_x.correct(eng, t, coup, "UNREAD_CARD", f"first card entered by supervisor: {code}")
+            if s.burn_left == 0:
+                shoe.finish_burn(eng, s, t)
+            article_x.after_resolution(eng, coup, t)
+            return
+        i = coup.cards.index(None)
+        coup.cards[i] = code
+        s.comp.remaining[code] -= 1
+        emit_entered(eng, t, coup, coup.positions[i], code)
+        if None not in coup.cards:
+            article_x.correct(
+                eng, t, coup, "UNREAD_CARD", f"{coup.positions[i]} entered by supervisor: {code}"
+            )
+            article_x.after_resolution(eng, coup, t)
+        return
+    if "SEQUENCE_GAP" in coup.open:
+        # inserted where the frames were lost; taken from the shoe when
+        # the held frames are released behind it (so no more copies than
+        # the shoe has left: that bounds the list)
+        if coup.gap_entered.count(code) >= s.comp.remaining[code]:
+            raise CommandError(f"{code}: every copy left in this shoe is entered already")
+        coup.gap_entered.append(code)
+        # (a loss of unknown size is never made whole by cards entered)
+        if 0 < coup.gap_missing < _UNKNOWN_LOSS and len(coup.gap_entered) >= coup.gap_missing:
+            article_x.correct(
+                eng, t, coup, "SEQUENCE_GAP", "every missing frame entered as a card by supervisor"
+            )
+            article_x.after_resolution(eng, coup, t)
+        return
+    raise CommandError(f"coup {coup.number} is not waiting for a card")
+
+
+def emit_entered(eng: Engine, t: float, coup: Coup, position: str, code: str) -> None:
+    eng._emit(
+        "card",
+        t,
+        {
+            "coup": coup.number if position != "burn" else None,
+            "position": position,
+            "card": code,
+            "value": CARD_VALUE[code],
+            "face_up": False,
+            "entered": True,
+        },
+    )
+
+
+def accept(eng: Engine, coup: Coup, t: float) -> None:
+    accepted = [c for c in ("SEQUENCE_GAP", "WRONG_HAND", "DEVICE_FAULT") if c in coup.open]
+    if not accepted:
+        raise CommandError(f"coup {coup.number} has nothing a supervisor can accept")
+    for code in accepted:
+        if code == "DEVICE_FAULT" and eng._fault_coup == coup.number:
+            eng._fault_coup = None
+            eng._fault_waiting = None
+        article_x.correct(eng, t, coup, code, "accepted by supervisor")
+    article_x.after_resolution(eng, coup, t)
+
+
+def renumber(eng: Engine, s: Shoe, n: int, t: float) -> None:
+    """``accept`` with a coup number while the numbering is lost: the
+    supervisor says the next coup to be dealt is ``n``; the coups between
+    were lost whole and are counted void."""
+    high, why = loss.renumber_range(eng, s)
+    if isinstance(n, bool) or n < s.next_coup:
+        raise CommandError(
+            f"coup numbers below {s.next_coup} are taken: the next coup is {s.next_coup} to {high}"
+        )
+    if n > high:
+        raise CommandError(f"coup {n} is not plausible: the next coup is {s.next_coup} to {high} ({why})")
+    s.numbering_lost = None
+    s.renumber_to = n
+    eng._alert(t, "COUP_NUMBERING_RESTORED", f"the supervisor numbers the next coup {n}", n)
+
+
+def end_shoe(eng: Engine, t: float) -> None:
+    if eng.shoe is None or eng.shoe.ended_emitted:
+        raise CommandError("no shoe in play")
+    shoe.end_shoe(eng, t, reason="ended by supervisor")

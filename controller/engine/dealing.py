@@ -1,0 +1,283 @@
+"""Cards into coups: each card taken from the shoe's composition, checked
+(foreign, shuffler order) and placed where the tableau puts it.
+
+Owns ``on_card`` (the entry for every card), opening a coup (its number,
+demo flag, an overrun past the last coup), dealing into a live or void coup,
+and extra cards after a complete tableau (the profile's ``extra_card``
+policy).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from controller.cards import CARD_VALUE
+from controller.engine import analytics, article_x, boundary, loss, shoe, tableau
+from controller.engine.state import AWAITING, BURN_HANDS, UNKNOWN, Coup, Shoe
+from firmware_protocols.frames import (
+    Card,
+)
+
+if TYPE_CHECKING:
+    from controller.engine.facade import Engine
+
+
+#: The most extra cards a coup lists in its ``coup.void``: every card a shoe
+#: can hold (12 decks). Only foreign cards (none of the shoe's own, each
+#: raising FOREIGN_CARD), held before the coup is void, can go past it; they
+#: are still shown by their own ``card`` events and counted in the detail.
+MAX_LISTED_EXTRAS = 12 * 52
+
+
+def on_card(eng: Engine, f: Card) -> None:
+    s = eng.shoe
+    if s is not None and f.hand == "first" and s.phase != "ended":
+        # An Angel Eye marks a new shoe's first card itself (it has no
+        # NEWSHOE button): the shoe in play has ended, whatever it still
+        # waited for (a due card after an early RESULT, frames held
+        # after a gap, its last coup)
+        shoe.new_shoe(eng, f.t)
+        s = eng.shoe
+    if s is not None and s.current is not None and s.current.held is not None:
+        s.current.held.append(f)
+        return
+    if not f.game:
+        out_of_game_card(eng, f)
+        return
+    if s is not None and s.after_premature is not None:
+        s.after_premature.append(f)
+        # (after a void coup's early RESULT, the next RESULT decides)
+        if len(s.after_premature) >= (8 if s.after_premature_void is not None else 4):
+            boundary.flush_after_premature(eng, s)
+        return
+    if s is not None and s.phase == "ended" and eng._lost_after_shoe and f.hand != "first":
+        s = shoe.start_shoe_unseen(eng, f.t)
+    elif s is None or (s.phase == "ended" and (f.hand == "first" or not s.ended_by_rule)):
+        # A shoe with no NEWSHOE button starts at its first card (Angel
+        # Eye marks that card itself). A shoe that ended by its cut card
+        # does not: a card after its last coup is CUT_CARD_OVERRUN.
+        s = shoe.start_shoe(eng, f.t)
+    shoe.announce(eng, s)
+    if s.phase == "burn":
+        shoe.burn_card(eng, s, f)
+        return
+    coup = s.current
+    if coup is None or not coup.dealing:
+        coup = open_coup(eng, s, f.t)
+    deal(eng, s, coup, f)
+
+
+def take(eng: Engine, s: Shoe, f: Card, coup: Coup | None) -> tuple[str, str] | None:
+    """Remove the card from the composition. Returns ``(code, detail)``
+    for a card this shoe cannot hold (FOREIGN_CARD) or one that departs
+    from the shuffler's order (SHUFFLE_MISMATCH), after alerting; the
+    caller decides what it does to the coup."""
+    index = s.comp.dealt
+    where = coup.number if coup is not None else None
+    foreign_deck = f.deck is not None and not 1 <= f.deck <= eng.decks
+    empty = s.comp.cards_left <= 0
+    # a foreign-deck card left the shoe but is none of the shoe's own copies
+    ok = True if foreign_deck else s.comp.take(f.card)
+    if not ok or foreign_deck:
+        if foreign_deck:
+            what = f"{f.card} from deck {f.deck}, not in this {eng.decks}-deck shoe"
+        elif empty:
+            what = f"{f.card or 'an unread card'} after every card of this {eng.decks}-deck shoe"
+            what += " was dealt"
+        else:
+            what = f"{f.card}: more copies than {eng.decks} deck(s) hold"
+        eng._alert(f.t, "FOREIGN_CARD", what, where)
+        return "FOREIGN_CARD", what
+    if s.order and f.card is not None and index < len(s.order) and s.order[index] != f.card:
+        detail = f"card {index + 1} of the shoe differs from the shuffler's order"
+        eng._alert(f.t, "SHUFFLE_MISMATCH", detail, where)
+        return "SHUFFLE_MISMATCH", detail
+    return None
+
+
+def card_event(eng: Engine, f: Card, coup: int | None, position: str) -> None:
+    eng._emit(
+        "card",
+        f.t,
+        {
+            "coup": coup,
+            "position": position,
+            "card": f.card,
+            "value": CARD_VALUE[f.card] if f.card is not None else None,
+            "face_up": f.face_up,
+        },
+    )
+
+
+def out_of_game_card(eng: Engine, f: Card) -> None:
+    s = eng.shoe
+    coup = s.current.number if s is not None and s.current is not None else None
+    if s is not None:
+        s.comp.take(f.card)
+    card_event(eng, f, coup, "extra")
+    eng._alert(f.t, "CARD_OUT_OF_GAME", "the device reports a card drawn while locked or in error", coup)
+
+
+def open_coup(eng: Engine, s: Shoe, t: float) -> Coup:
+    if s.renumber_to is not None:
+        target, s.renumber_to = s.renumber_to, None
+        high, why = loss.renumber_range(eng, s)
+        if target > high:
+            # only a checkpoint written before the range was checked can
+            # hold one: refused as the command would be now
+            s.numbering_lost = f"the supervisor's number {target} is out of range ({why})"
+            eng._alert(
+                t,
+                "COMMAND_REJECTED",
+                f"accept {target}: the next coup is {s.next_coup} to {high} ({why}); "
+                "the numbering stays lost",
+                None,
+            )
+        elif s.next_coup < target:
+            # each is void with no card; the odds are those of the coup
+            # after the last of them, published once
+            eng._odds_quiet = True
+            try:
+                while s.next_coup < target:
+                    void_lost_whole(eng, s, t)
+            finally:
+                eng._odds_quiet = False
+            analytics.publish_odds(eng, t)
+    n = s.next_coup
+    s.next_coup += 1
+    s.coups_count += 1
+    coup = Coup(number=n, demo=n <= int(eng.rules["demo_coups"]), t_start=t)
+    coup.dealt_at_open = s.comp.dealt
+    s.coups[n] = coup
+    s.current = coup
+    if s.last_coup is not None and n > s.last_coup:
+        coup.overrun = True
+        detail = f"coup {n} started after the last permitted coup {s.last_coup}"
+        article_x.misdeal(eng, t, coup, "CUT_CARD_OVERRUN", detail, "void")
+        article_x.void(eng, t, coup, "CUT_CARD_OVERRUN", detail)
+    elif s.numbering_lost is not None:
+        detail = f"this coup's number is unknown: {s.numbering_lost}"
+        article_x.misdeal(eng, t, coup, "SEQUENCE_GAP", detail, "void")
+        article_x.void(eng, t, coup, "SEQUENCE_GAP", detail)
+    return coup
+
+
+def void_lost_whole(eng: Engine, s: Shoe, t: float) -> None:
+    """A coup the supervisor's numbering says was dealt while its frames
+    were lost: counted, and void (nothing of it was read)."""
+    n = s.next_coup
+    s.next_coup += 1
+    s.coups_count += 1
+    coup = Coup(number=n, demo=n <= int(eng.rules["demo_coups"]), t_start=t, dealing=False)
+    s.coups[n] = coup
+    detail = "lost whole on the line; counted by the supervisor's numbering"
+    article_x.misdeal(eng, t, coup, "SEQUENCE_GAP", detail, "void")
+    article_x.void(eng, t, coup, "SEQUENCE_GAP", detail)
+
+
+def set_aside(eng: Engine, s: Shoe, coup: Coup, f: Card) -> tuple[str, str] | None:
+    """A card that left the shoe in ``coup`` with no position: taken from
+    the composition and shown as the coup's ``extra`` card."""
+    problem = take(eng, s, f, coup)
+    if len(coup.extras) < MAX_LISTED_EXTRAS:
+        coup.extras.append(f.card)
+    else:
+        coup.extras_unlisted += 1
+    card_event(eng, f, coup.number, "extra")
+    return problem
+
+
+def deal_void(eng: Engine, s: Shoe, coup: Coup, f: Card) -> None:
+    """A card of a void coup: shown where the tableau puts it, or as an
+    extra card once it is complete (or an unread card decides it)."""
+    pos = tableau.next_position(eng, coup)
+    if pos is None or pos == UNKNOWN:
+        set_aside(eng, s, coup, f)
+        return
+    take(eng, s, f, coup)
+    coup.positions.append(pos)
+    coup.cards.append(f.card)
+    card_event(eng, f, coup.number, pos)
+
+
+def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> None:
+    if f.hand in BURN_HANDS:
+        eng._alert(
+            f.t, "BURN_MISMATCH", f"the device reports {f.hand} during coup {coup.number}", coup.number
+        )
+    if coup.void_code is not None:
+        # a void coup keeps its cards until its boundary, none settled
+        placed = len(coup.cards)
+        deal_void(eng, s, coup, f)
+        if len(coup.cards) > placed and not eng.button and tableau.next_position(eng, coup) is None:
+            boundary.close_dealing(eng, coup, f.t)
+        return
+    pos = tableau.next_position(eng, coup)
+    if pos == UNKNOWN:
+        coup.held = [f]
+        return
+    if pos is None:
+        extra_card(eng, s, coup, f)
+        return
+    problem = take(eng, s, f, coup)
+    coup.positions.append(pos)
+    coup.cards.append(f.card)
+    card_event(eng, f, coup.number, pos)
+    if problem is not None:
+        article_x.void_for(eng, f.t, coup, problem)
+        if not eng.button:
+            boundary.close_dealing(eng, coup, f.t)
+        return
+    if f.card is None:
+        coup.had_unread = True
+        article_x.misdeal(eng, f.t, coup, "UNREAD_CARD", f"{pos} passed the reader unread", AWAITING)
+    if f.hand is not None and f.hand != pos and f.hand not in BURN_HANDS:
+        article_x.misdeal(
+            eng,
+            f.t,
+            coup,
+            "WRONG_HAND",
+            f"the device placed the card on {f.hand}; the tableau's next position is {pos}",
+            AWAITING,
+        )
+    nxt = tableau.next_position(eng, coup)
+    if nxt is None:
+        if coup.premature:
+            coup.premature = False
+            article_x.correct(
+                eng, f.t, coup, "PREMATURE_RESULT", "the due card was dealt after an early RESULT"
+            )
+            boundary.close_dealing(eng, coup, f.t)
+            if eng.button and s.after_premature is None:
+                # the dealer usually presses RESULT again: cards before it
+                # are extra cards of this coup, four are the next coup
+                s.after_premature = []
+                s.after_premature_coup = coup.number
+        elif not eng.button or not coup.dealing:
+            boundary.close_dealing(eng, coup, f.t)
+    elif s.comp.cards_left == 0:
+        detail = f"the shoe ran out with {nxt} still due"
+        article_x.misdeal(eng, f.t, coup, "SHOE_EXHAUSTED", detail, "void")
+        article_x.void(eng, f.t, coup, "SHOE_EXHAUSTED", detail)
+
+
+def extra_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> None:
+    """A card after the tableau completed, before the dealer's RESULT."""
+    policy = eng.rules["extra_card"]
+    if not coup.dealing:
+        policy = "burn"  # its coup is over; nothing else is possible
+    detail = f"a card ({f.card or 'unread'}) left the shoe after the tableau was complete"
+    if policy == "next_coup" and not coup.carry:
+        # dealt (and checked) as the first card of the next coup once the
+        # dealer's RESULT closes this one
+        coup.carry.append(f)
+        article_x.correct(eng, f.t, coup, "EXTRA_CARD", detail + "; it opens the next coup")
+        return
+    problem = set_aside(eng, s, coup, f)
+    if problem is not None:
+        article_x.void_for(eng, f.t, coup, problem)
+    elif policy == "void":
+        article_x.misdeal(eng, f.t, coup, "EXTRA_CARD", detail, "void")
+        article_x.void(eng, f.t, coup, "EXTRA_CARD", detail)
+    else:
+        article_x.correct(eng, f.t, coup, "EXTRA_CARD", detail + "; burned")

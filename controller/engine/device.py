@@ -1,0 +1,109 @@
+"""Device health: HELLO, status codes and the link.
+
+Owns ``device.status`` events and the DEVICE_FAULT misdeal: a fault or a
+disconnect mid-coup awaits the device resuming with an unbroken sequence
+(STAT OK, or the next frame after the link comes back) or a supervisor.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from controller.engine import article_x, dealing, loss, shoe, tableau
+from controller.engine.state import FAULT_CODES, Coup
+from firmware_protocols.frames import (
+    Card,
+    Hello,
+    Link,
+    Status,
+)
+
+if TYPE_CHECKING:
+    from controller.engine.facade import Engine
+
+
+def on_hello(eng: Engine, f: Hello) -> None:
+    eng.device = {"model": f.model, "firmware": f.firmware, "serial": f.serial}
+    eng._emit("device.status", f.t, {"state": "online", "code": "HELLO", "device": dict(eng.device)})
+    if eng._fault_coup is not None:
+        # the sequence restarted: frames may have been lost unseen, so
+        # neither the next frame nor STAT OK says it resumed unbroken
+        eng._fault_waiting = None
+    coup = coup_in_play(eng)
+    if coup is not None:
+        # a restart breaks the sequence: frames may have been lost unseen
+        loss.gap(eng, coup, f.t, 0, "the device restarted mid-coup; frames may have been lost")
+
+
+def coup_in_play(eng: Engine) -> Coup | None:
+    s = eng.shoe
+    if s is None or s.current is None or not s.current.dealing or s.current.resolved:
+        return None
+    return s.current
+
+
+def on_status(eng: Engine, f: Status) -> None:
+    code = f.code
+    state = "fault" if code in FAULT_CODES or code == "LID_OPEN" else "online"
+    payload: dict[str, Any] = {"state": state, "code": code, "device": dict(eng.device)}
+    if f.text:
+        payload["detail"] = f.text
+    eng._emit("device.status", f.t, payload)
+    coup = coup_in_play(eng)
+    if f.card_unread and eng.shoe is not None:
+        # A shoe that reports an unread card only as an error (Angel Eye
+        # sends no card message for it) still dealt that card: it takes
+        # the next position, so the cards after it stay where they are
+        # (the first card of a coup opens it).
+        dealing.on_card(eng, Card(f.t, f.seq, None))
+        coup = coup_in_play(eng)
+    if code in FAULT_CODES:
+        if coup is not None:
+            eng._fault_coup = coup.number
+            eng._fault_waiting = "ok"
+            article_x.open_device_wait(eng, f.t, coup, "DEVICE_FAULT", f"device reports {code} mid-coup")
+    elif code == "OK":
+        if eng._fault_waiting == "ok":
+            device_back(eng, f.t)
+    elif code == "EMPTY":
+        s = eng.shoe
+        if coup is not None and tableau.next_position(eng, coup) is not None:
+            article_x.misdeal(eng, f.t, coup, "SHOE_EXHAUSTED", "the shoe is empty mid-coup", "void")
+            article_x.void(eng, f.t, coup, "SHOE_EXHAUSTED", "the shoe is empty mid-coup")
+        elif s is not None and s.phase == "deal" and not s.ended_emitted and coup is None:
+            shoe.end_shoe(eng, f.t, reason="shoe empty")
+    elif code == "LID_OPEN":
+        eng._alert(f.t, "LID_OPEN", "the shoe's lid was opened", coup.number if coup else None)
+
+
+def device_back(eng: Engine, t: float) -> None:
+    eng._fault_waiting = None
+    s = eng.shoe
+    n, eng._fault_coup = eng._fault_coup, None
+    if s is None or n is None or n not in s.coups:
+        return
+    coup = s.coups[n]
+    if "DEVICE_FAULT" in coup.open and coup.void_code is None:
+        article_x.correct(eng, t, coup, "DEVICE_FAULT", "the device resumed with an unbroken sequence")
+        article_x.after_resolution(eng, coup, t)
+
+
+def on_link(eng: Engine, f: Link) -> None:
+    eng._emit(
+        "device.status",
+        f.t,
+        {
+            "state": "online" if f.up else "offline",
+            "code": "CONNECTED" if f.up else "DISCONNECTED",
+            "device": dict(eng.device),
+            **({"detail": f.detail} if f.detail else {}),
+        },
+    )
+    if not f.up:
+        coup = coup_in_play(eng)
+        if coup is not None:
+            eng._fault_coup = coup.number
+            article_x.open_device_wait(eng, f.t, coup, "DEVICE_FAULT", "the device disconnected mid-coup")
+        eng._fault_waiting = None
+    elif eng._fault_coup is not None:
+        eng._fault_waiting = "frame"

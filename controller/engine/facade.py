@@ -1,0 +1,265 @@
+"""The engine's façade: frames, supervisor commands and ticks in, events out.
+
+Sans-IO and deterministic. Time advances only through the timestamps of the
+frames and commands fed in (and ``tick(now)`` from the daemon), so a replay
+of a capture reproduces a live session event for event, ids included.
+
+Owns the engine's public calls (``feed``, ``tick``, ``command``,
+``next_deadline``, ``snapshot``), the frame dispatch (``HANDLERS``: one
+handler per frame type, in the module that owns that part of the game) and
+the one place events are made (``Engine._emit``). The game itself lives in
+the sibling modules (see ``controller.engine``'s docstring for the map).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from controller.engine import article_x, boundary, commands, dealing, device, loss, shoe
+from controller.engine.state import CommandError, Shoe, _Commit, _copy_stats
+from controller.events import SCHEMA_VERSION, Event, format_ts
+from controller.rules import Profile
+from firmware_protocols.frames import (
+    Ack,
+    Button,
+    Card,
+    CutCard,
+    DeviceResult,
+    Frame,
+    Hello,
+    HostRequest,
+    Link,
+    SequenceGap,
+    ShuffleCommit,
+    ShuffleOrder,
+    Status,
+)
+
+
+def _ignore(eng: Engine, f: Frame) -> None:
+    return None
+
+
+#: The handler of each frame type.
+HANDLERS: dict[type, Callable[[Any, Any], None]] = {
+    Card: dealing.on_card,
+    Button: boundary.on_button,
+    CutCard: shoe.on_cut,
+    Status: device.on_status,
+    Hello: device.on_hello,
+    SequenceGap: loss.on_gap,
+    ShuffleCommit: shoe.on_commit,
+    ShuffleOrder: shoe.on_order,
+    DeviceResult: boundary.on_device_result,
+    Link: device.on_link,
+    HostRequest: _ignore,
+    Ack: _ignore,
+}
+
+
+class Engine:
+    """One table's game. Feed it frames, commands and ticks; read events."""
+
+    def __init__(
+        self,
+        table: str,
+        profile: Profile,
+        decks: int,
+        *,
+        odds: bool = False,
+        roads: bool = False,
+        advantage_threshold: float = 0.0,
+    ) -> None:
+        if not 1 <= decks <= 12:
+            raise ValueError(f"decks must be 1..12, not {decks}")
+        self.table = table
+        self.profile = profile
+        self.decks = decks
+        self.odds = odds
+        self.roads = roads
+        self.advantage_threshold = advantage_threshold
+        self._calc: Any = None
+        if odds:
+            from controller.odds import OddsCalculator  # tables built once per profile
+
+            self._calc = OddsCalculator.for_profile(profile)
+        self._advantage: set[str] = set()
+        self.rules = profile.rules
+        self.tab = profile.tableau
+        self.deadline_s = float(self.rules["correction_deadline_s"])
+        self.button = self.rules["coup_boundary"] == "button"
+        self.seq = 0
+        self.shoe: Shoe | None = None
+        self.device: dict[str, str] = {"model": "", "firmware": "", "serial": ""}
+        self._commit: _Commit | None = None
+        self._fault_coup: int | None = None  # coup with an open DEVICE_FAULT
+        self._fault_waiting: str | None = None  # "ok" (STAT OK clears) | "frame" (next unbroken frame)
+        self._after_void: list[Frame] = []
+        #: frames lost since the last shoe ended (its successor's NEWSHOE and
+        #: burn may be among them)
+        self._lost_after_shoe = 0
+        self._phantom: list[Frame] = []
+        self._phantom_before = 0  # coups lost whole before the phantom
+        self._shoe_ids: set[str] = set()
+        #: frames lost on the line so far (gaps of known size), and losses of
+        #: unknown size (device restarts, gaps that cannot say): bound the
+        #: coups a shoe can have lost whole; snapshot when a shoe ends
+        self._lost_frames = 0
+        self._lost_unknown = 0
+        self._loss_at_end = (0, 0)
+        self._odds_quiet = False  # coups lost whole are being counted
+        self._out: list[Event] = []
+        self._handlers = HANDLERS
+
+    def feed(self, frame: Frame) -> list[Event]:
+        """Apply one decoded frame; returns the events it caused, in order."""
+        out: list[Event] = []
+        self._out = out
+        article_x.expire(self, frame.t)
+        if isinstance(frame, SequenceGap) and frame.exact and frame.missing > 0:
+            self._lost_frames += frame.missing
+        elif isinstance(frame, (SequenceGap, Hello)):  # a loss of unknown size
+            self._lost_unknown += 1
+        if self._fault_waiting == "frame" and not isinstance(frame, (Link, SequenceGap, Hello)):
+            device.device_back(self, frame.t)
+        self._dispatch(frame)
+        loss.bound_held(self, frame.t)
+        return out
+
+    def _dispatch(self, frame: Frame) -> None:
+        """Apply one frame, arriving now or released after a wait."""
+        s = self.shoe
+        if (
+            s is not None
+            and s.after_premature is not None
+            and not (
+                isinstance(frame, (Card, DeviceResult))
+                or (isinstance(frame, Button) and frame.name == "RESULT")
+            )
+        ):
+            boundary.flush_after_premature(self, s)
+        self._handlers[type(frame)](self, frame)
+
+    def tick(self, now: float) -> list[Event]:
+        """Let time pass with no frame: fires correction deadlines."""
+        out: list[Event] = []
+        self._out = out
+        article_x.expire(self, now)
+        return out
+
+    def command(self, cmd: dict[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
+        """Apply a supervisor command (SPEC section 5). Returns the reply and
+        the events; a command that cannot apply changes nothing."""
+        out: list[Event] = []
+        self._out = out
+        article_x.expire(self, t)
+        reply: dict[str, Any] = {"id": cmd.get("id"), "ok": True, "error": None}
+        before = len(out)  # what the deadlines emitted stands whatever the command does
+        try:
+            name = cmd.get("cmd")
+            if name == "void":
+                commands.void(self, commands.coup_arg(self, cmd), str(cmd.get("reason") or ""), t)
+            elif name == "enter_card":
+                commands.enter_card(self, commands.coup_arg(self, cmd), cmd.get("card"), t)
+            elif name == "accept":
+                s = self.shoe
+                n = cmd.get("coup")
+                if s is not None and s.numbering_lost is not None and isinstance(n, int) and n not in s.coups:
+                    commands.renumber(self, s, n, t)
+                else:
+                    commands.accept(self, commands.coup_arg(self, cmd), t)
+            elif name == "new_shoe":
+                shoe.new_shoe(self, t)
+            elif name == "end_shoe":
+                commands.end_shoe(self, t)
+            elif name == "_reject":
+                # the daemon refused it (origin check): journalled like any
+                # command so a rebuild reproduces the alert
+                error = str(cmd.get("error") or "command refused")
+                coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
+                self._alert(t, "COMMAND_REJECTED", f"command {cmd.get('id')!r}: {error}", coup)
+                return {"id": cmd.get("id"), "ok": False, "error": error}, out
+            elif name == "_alert":
+                # raised by the daemon itself (its journal lost history, an
+                # output failing), journalled like any command so a rebuild
+                # reproduces it; ``seq_above`` starts a new epoch of event
+                # seqs above every id already issued
+                floor = cmd.get("seq_above")
+                if isinstance(floor, int) and floor > self.seq:
+                    self.seq = floor
+                self._alert(t, str(cmd.get("code")), str(cmd.get("detail") or ""), None)
+                return {"id": cmd.get("id"), "ok": True, "error": None}, out
+            elif name == "_refused":
+                # the daemon's one alert per window for the commands it
+                # refused after the first and those over its bounds
+                refused, dropped = int(cmd.get("refused") or 0), int(cmd.get("dropped") or 0)
+                coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
+                detail = (
+                    f"{refused} more command(s) refused and {dropped} dropped unread in the last"
+                    f" {cmd.get('window_s')} s (limits: {cmd.get('limits')})"
+                )
+                self._alert(t, "COMMAND_REJECTED", detail, coup)
+                return {"id": None, "ok": False, "error": detail}, out
+            else:
+                raise CommandError(f"unknown command {name!r}")
+        except CommandError as exc:
+            reply = {"id": cmd.get("id"), "ok": False, "error": str(exc)}
+            del out[before:]
+        return reply, out
+
+    def next_deadline(self) -> float | None:
+        """The earliest correction deadline still open, if any: the daemon
+        ticks the engine when it passes."""
+        s = self.shoe
+        if s is None:
+            return None
+        deadlines = [
+            dl for c in s.coups.values() if not c.resolved for dl in c.open.values() if dl is not None
+        ]
+        return min(deadlines) if deadlines else None
+
+    def snapshot(self) -> dict[str, Any]:
+        """The current shoe's state, for the retained ``shoe/state`` topic."""
+        s = self.shoe
+        if s is None:
+            return {"table": self.table, "shoe": None, "coup": None, "cards_left": None, "tally": None}
+        return {
+            "table": self.table,
+            "shoe": s.id,
+            "state": s.phase if not s.ended_emitted else "ended",
+            "coup": s.next_coup - 1,
+            "cards_dealt": s.comp.dealt,
+            "cards_left": s.comp.cards_left,
+            "last_coup": s.last_coup,
+            "tally": dict(s.tally),
+            "stats": _copy_stats(s.stats),
+            "open_misdeals": [
+                {"coup": n, "code": code}
+                for n, code in sorted((c.number, code) for c in s.coups.values() for code in c.open)
+            ],
+        }
+
+    def _emit(self, type_: str, t: float, payload: dict[str, Any]) -> None:
+        self.seq += 1
+        shoe = self.shoe.id if self.shoe is not None else None
+        ev: Event = {
+            "v": SCHEMA_VERSION,
+            "type": type_,
+            "event_id": f"{self.table}/{shoe or '-'}/{self.seq}",
+            "table": self.table,
+            "shoe": shoe,
+            "seq": self.seq,
+            "ts": format_ts(t),
+        }
+        ev.update(payload)
+        self._out.append(ev)
+
+    def _alert(self, t: float, code: str, detail: str, coup: int | None) -> None:
+        self._emit("security.alert", t, {"code": code, "detail": detail, "coup": coup})
+
+    def _refeed(self, frames: list[Frame]) -> None:
+        """Apply frames that waited (held, carried) in their order, exactly as
+        if they were arriving now (with their own read times)."""
+        for f in frames:
+            self._dispatch(f)

@@ -1,0 +1,473 @@
+"""Loss recovery: frames lost on the line (sequence gaps, device restarts).
+
+Owns what a gap does to the coup in play (its later frames held until a
+supervisor places what was lost), counting how many coup ends the lost
+frames may hold (``ends_possible``), a coup lost whole (a phantom),
+losing and restoring the coup numbering, the bound on held frames and what
+a void coup's held frames become (``discard_held``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from controller.engine import article_x, boundary, dealing, tableau
+from controller.engine.state import AWAITING, Coup, Shoe
+from firmware_protocols.frames import (
+    Button,
+    Card,
+    DeviceResult,
+    Frame,
+    Hello,
+    Link,
+    SequenceGap,
+)
+
+if TYPE_CHECKING:
+    from controller.engine.facade import Engine
+
+
+#: Coup ends counted apart by ``_ends_possible``; more are "several".
+_MAX_ENDS = 3
+
+#: Stands for a loss of unknown size (a ``SequenceGap`` that is not
+#: ``exact``: ``angel-eye/2``'s short seq cycle cannot tell how many whole
+#: cycles were lost): more frames than ``_ends_possible`` needs for every
+#: count of coup ends it tells apart, so every count fits. It is never
+#: reported as a number (``_frames_lost``).
+_UNKNOWN_LOSS = 6 + 1 + 5 * _MAX_ENDS + 6
+
+
+def _lost(f: SequenceGap) -> int:
+    """Frames a gap lost, for counting: its count if exact, else any number."""
+    return max(1, f.missing) if f.exact else _UNKNOWN_LOSS
+
+
+def _frames_lost(n: int) -> str:
+    return f"{n} frames lost" if n < _UNKNOWN_LOSS else "frames lost (how many is unknown)"
+
+
+#: The fewest cards a coup has (two to each hand): what a coup lost whole on
+#: the line took from the shoe at least.
+MIN_COUP_CARDS = 4
+
+#: The most frames a coup holds while its positions are unknown: its own
+#: remaining cards and RESULT, then every later frame of its shoe, kept so
+#: they can be placed once a supervisor corrects it (README, "It never
+#: guesses"). Only cards, RESULTs, device results, the cut card and gaps are
+#: held, and a shoe of 12 decks has at most 624 cards and 156 coups (a RESULT
+#: and a device result each): 937 frames. So 1024 lets a hold last out the
+#: rest of any shoe, as the deadline means it to, while a device that keeps
+#: sending cards (no shoe holds) cannot make the engine buffer without end.
+#: The frame past it voids the coup as its deadline would, and what it held
+#: is dealt on.
+MAX_HELD = 1024
+
+
+def _ends_possible(k: int, need: int, items: list[int], result: bool) -> set[int]:
+    """How many coup ends (RESULTs) the frames lost on the line may hold.
+
+    ``k``: the tableau cards read of the coup in play when frames were first
+    lost, ``need``: how many more cards it needed at least; ``items``: what
+    came since, in order, ``0`` for a card read and ``n > 0`` for ``n``
+    frames lost; ``result``: whether a RESULT closes them (else the count is
+    open). Every coup has 4 to 6 cards and a RESULT; a frame lost may be
+    anything (a card, a RESULT, a status), so more frames than a count needs
+    never rule it out. Cards read beyond a complete tableau are extra cards,
+    a dealing error in sight: of the counts that fit, those that need the
+    fewest of them are kept (one coup of seven cards read is a coup with an
+    extra card, not seven cards of two coups). If no count fits, none is
+    taken. Counts above ``_MAX_ENDS`` are folded into it."""
+    complete = need == 0 and k >= 4  # any card now is an extra card
+    states = {(0, k): 0}  # (ends so far, cards of the coup now in play) -> extras read
+
+    def keep(into: dict[tuple[int, int], int], key: tuple[int, int], cost: int) -> None:
+        if cost < into.get(key, cost + 1):
+            into[key] = cost
+
+    for n in items:
+        nxt: dict[tuple[int, int], int] = {}
+        for (e, c), cost in states.items():
+            if n == 0:
+                extra = c >= 6 or (e == 0 and complete)
+                keep(nxt, (e, min(6, c + 1)), cost + extra)
+                continue
+            for add in range(min(n, 6 - c) + 1):
+                keep(nxt, (e, c + add), cost)
+            # the coup in play still needs what it needed less what it got
+            due = max(need - (c - k) if e == 0 else 0, 4 - c)
+            if c + due > 6:
+                continue
+            j = 1
+            while (used := due + 1 + 5 * (j - 1)) <= n and e + j <= _MAX_ENDS:
+                for c2 in range(min(n - used, 6) + 1):
+                    keep(nxt, (e + j, c2), cost)
+                j += 1
+            if used <= n:  # more ends than counted apart
+                keep(nxt, (_MAX_ENDS, 0), cost)
+        states = nxt
+    fits = {key: cost for key, cost in states.items() if not result or 4 <= key[1] <= 6}
+    if not fits:
+        return {0}
+    least = min(fits.values())
+    return {e for (e, _), cost in fits.items() if cost == least}
+
+
+def _coups(n: int) -> str:
+    return f"{n} coup" if n == 1 else f"{n} coups"
+
+
+def discard_held(eng: Engine, coup: Coup, held: list[Frame], t: float) -> None:
+    """A coup voided while its frames were held: its held cards left the
+    shoe but their positions were never known, so they are reported as
+    ``extra`` of the void coup, up to the first held RESULT; what follows
+    that RESULT is dealt on as usual (``eng._after_void``).
+
+    Two cases are told apart by counting cards, since a coup has 4 to 6:
+    more than 6 before the first held RESULT means this coup's own RESULT
+    was among the lost frames, so those cards are the next coup's (void
+    too, ``eng._phantom``); fewer than 4 between the first and the
+    second held RESULT are no coup but this coup's due cards after an
+    early RESULT, and stay with it. With the automatic boundary nothing
+    tells where the coup ended: every held card stays with it."""
+    s = eng.shoe
+    assert s is not None
+    boundary = (Button, DeviceResult) if eng.button else ()
+    first = next((i for i, f in enumerate(held) if isinstance(f, boundary)), None)
+    head = held if first is None else held[:first]
+    rest = [] if first is None else held[first + 1 :]
+    if first is None:
+        # no RESULT held: frames lost after this coup's cards (a gap, a
+        # restart) still apply to what comes next
+        lost = next((i for i, f in enumerate(held) if isinstance(f, (SequenceGap, Hello))), None)
+        if lost is not None:
+            head, rest = held[:lost], held[lost:]
+    if s.phase in ("burn", "burn-unknown"):
+        # frames were lost during the burn: it cannot be finished by
+        # count; it ends here, and the shoe is dealt on from here
+        eng._alert(coup.t_start, "BURN_MISMATCH", "frames lost during the burn", coup.number)
+        s.phase = "deal"
+        eng._emit("shoe.burn", coup.t_start, {"first_card": s.first_card, "burned": s.burned})
+    own = len(coup.cards) + len(coup.extras)
+    m = sum(isinstance(f, Card) for f in head)
+    phantom = False
+    if any(isinstance(f, Hello) for f in head):
+        # a device restart: how many frames it lost is unknown
+        phantom = first is not None and own + m > 6
+    elif (coup.lost_frames or any(isinstance(f, SequenceGap) for f in head)) and first is not None:
+        # (without a loss the RESULT cannot have been lost: more than six
+        # cards are then this coup's extra cards)
+        ends = coup.ends if coup.ends is not None else min(ends_in(eng, coup, head, result=True))
+        if coup.anchor_prev is not None:
+            # this coup is the first end's; the RESULT held, the last's
+            if ends >= 2:
+                eng._phantom, eng._phantom_before = held[first : first + 1], ends - 2
+        elif ends >= 1:
+            phantom = True
+            eng._phantom_before = ends - 1
+    elif coup.lost_frames:
+        ends_in(eng, coup, head, result=False)
+    if phantom and first is not None:
+        eng._phantom = held[: first + 1]
+        head = [f for f in head if not isinstance(f, Card)]
+    elif not eng._phantom:
+        second = next((i for i, f in enumerate(rest) if isinstance(f, boundary)), None)
+        if (
+            second is not None
+            and sum(isinstance(f, Card) for f in rest[:second]) < 4
+            # a coup short of cards because some were lost is a coup
+            and not any(isinstance(f, (SequenceGap, Hello, Link)) for f in rest[:second])
+        ):
+            head = head + rest[:second]
+            rest = rest[second + 1 :]
+    for f in head:
+        if isinstance(f, Card):
+            dealing.set_aside(eng, s, coup, f)
+        elif not isinstance(f, SequenceGap):
+            eng._dispatch(f)
+    coup.dealing = False
+    if s.current is coup:
+        s.current = None
+    if s.last_coup is not None and coup.number >= s.last_coup:
+        s.dealing_over = True
+    eng._after_void = rest
+
+
+def bound_held(eng: Engine, t: float) -> None:
+    """A coup holding more than ``MAX_HELD`` frames: one not corrected
+    is void as at its deadline (its held cards up to the first held
+    RESULT are its extra cards, what follows is dealt on); one already
+    void, held to learn whose its frames are from the next RESULT that
+    has not come, closes, and since those frames may hold coup ends the
+    numbering of the coups after it is lost. Either way nothing past the
+    bound is buffered."""
+    s = eng.shoe
+    while s is not None and s.current is not None:
+        coup = s.current
+        if coup.held is None or len(coup.held) <= MAX_HELD:
+            return
+        if not coup.resolved:
+            code = min(coup.open, key=lambda c: coup.open[c] or float("inf"), default="SEQUENCE_GAP")
+            detail = f"not corrected before {MAX_HELD} frames were held behind it"
+            article_x.misdeal(eng, t, coup, code, detail, "void")
+            article_x.void(eng, t, coup, code, detail)
+            continue
+        held, coup.held = coup.held, None
+        lost = coup.gap_missing + sum(_lost(x) for x in held if isinstance(x, SequenceGap))
+        lose_numbering(eng, t, coup, lost, {0, _MAX_ENDS})
+        boundary.close_dealing(eng, coup, t)
+        eng._refeed([x for x in held if not isinstance(x, SequenceGap)])
+
+
+def void_phantom(eng: Engine, frames: list[Frame], t: float, before: int = 0) -> None:
+    """The coup whose RESULT and some frames were lost: its cards were
+    read but cannot be placed. Counted (coups are numbered as dealt),
+    reported, void; so are the ``before`` coups lost whole before it."""
+    s = eng.shoe
+    assert s is not None
+    for _ in range(before):
+        lost = dealing.open_coup(eng, s, t)
+        if not lost.resolved:
+            detail = "lost whole on the line: counted from the cards read around the frames lost"
+            article_x.misdeal(eng, t, lost, "SEQUENCE_GAP", detail, "void")
+            article_x.void(eng, t, lost, "SEQUENCE_GAP", detail)
+        boundary.close_dealing(eng, lost, t)
+    coup = dealing.open_coup(eng, s, t)
+    detail = "its frames were partly lost with the previous coup's RESULT: the cards cannot be placed"
+    for f in frames:
+        if isinstance(f, Card):
+            dealing.set_aside(eng, s, coup, f)
+    if coup.resolved:  # after the last coup: void already (CUT_CARD_OVERRUN)
+        boundary.close_dealing(eng, coup, t)
+        return
+    article_x.misdeal(eng, t, coup, "SEQUENCE_GAP", detail, "void")
+    article_x.void(eng, t, coup, "SEQUENCE_GAP", detail)
+    boundary.close_dealing(eng, coup, t)
+
+
+def on_gap(eng: Engine, f: SequenceGap) -> None:
+    s = eng.shoe
+    if f.exact:
+        detail = f"frames lost: expected sequence {f.expected}, received {f.seq} ({f.missing} missing)"
+    else:
+        detail = (
+            f"frames lost: expected sequence {f.expected}, received {f.seq} (at least {f.missing} "
+            "missing; how many more is unknown)"
+        )
+    if eng._fault_coup is not None:
+        eng._fault_waiting = None  # the sequence is broken: no automatic resume
+    if s is None or s.ended_emitted:
+        eng._alert(f.t, "SEQUENCE_GAP", detail, None)
+        if s is not None:
+            eng._lost_after_shoe += _lost(f)
+        return
+    coup = s.current
+    if coup is not None and coup.held is not None:
+        # held like any frame: once the frames before it are placed (or
+        # voided) it applies where it happened
+        coup.held.append(f)
+        return
+    if s.numbering_lost is not None:
+        # every coup is void until the numbering is given back: there is
+        # nothing left to hold frames for
+        if coup is not None:
+            coup.lost_frames = True
+        return
+    if coup is not None and coup.dealing and coup.resolved:
+        # A void coup has nothing left to correct: its cards are reported
+        # until its RESULT. Unless its RESULT may be among the frames
+        # lost: then what follows waits for the next RESULT, which tells
+        # whose it is (_ends_at_result).
+        need = tableau.need(eng, coup)
+        coup.lost_frames = True  # its positions are no longer known
+        if _lost(f) >= need + 1:
+            coup.held = []
+            coup.gap_missing += _lost(f)
+            coup.anchor_k, coup.anchor_need = len(coup.cards), need
+        return
+    prev: Coup | None = None
+    if (
+        coup is not None
+        and coup.dealing
+        and coup.void_code is None
+        and tableau.next_position(eng, coup) is None
+    ):
+        # Every card of this coup was read and its tableau is complete:
+        # what was lost came after it (its RESULT, an extra card, or the
+        # next coup's first cards), so it stands; the next coup is held.
+        prev = coup
+        boundary.close_dealing(eng, coup, f.t)
+        coup = None
+    if coup is None or not coup.dealing:
+        if s.last_coup is not None and s.next_coup > s.last_coup:
+            eng._alert(f.t, "SEQUENCE_GAP", detail + " after the last coup", None)
+            return
+        coup = dealing.open_coup(eng, s, f.t)
+        if prev is not None:
+            coup.anchor_prev, coup.anchor_k, coup.anchor_need = prev.number, len(prev.cards), 0
+        else:
+            coup.anchor_k, coup.anchor_need = 0, 4
+    else:
+        coup.anchor_k, coup.anchor_need = len(coup.cards), tableau.need(eng, coup)
+    gap(eng, coup, f.t, _lost(f), detail)
+
+
+def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> None:
+    """The first RESULT after a gap that may have swallowed the end of the
+    coup in play: the cards read since tell how many coups ended in the
+    gap (``_ends_possible``). Where more than one count fits, the number
+    of every later coup is unknown (``_lose_numbering``)."""
+    s = eng.shoe
+    assert s is not None
+    held: list[Frame] = coup.held if coup.held is not None else []
+    ends = ends_in(eng, coup, held, result=True)
+    coup.ends = min(ends)
+    lost = coup.gap_missing + sum(_lost(x) for x in held if isinstance(x, SequenceGap))
+    # one end, and not one frame of the next coup lost: it is whole
+    whole = ends == {1} and lost == coup.anchor_need + 1 and s.numbering_lost is None
+    frames: list[Frame] = [x for x in held if not isinstance(x, SequenceGap)]
+    frames.append(f)
+    if coup.void_code is not None:
+        coup.held = None
+        if ends == {0}:
+            eng._refeed(frames)  # the void coup's own cards and RESULT
+            return
+        # its RESULT was lost: what came since is the next coup's
+        boundary.close_dealing(eng, coup, f.t)
+        if whole:
+            eng._refeed(frames)
+        else:
+            void_phantom(eng, frames, f.t, min(ends) - 1)
+            eng._refeed([x for x in frames if not isinstance(x, (Card, Button, DeviceResult))])
+        return
+    prev = coup.anchor_prev
+    if ends == {0}:
+        # this RESULT is the coup before's: the frames lost came before
+        # it (extra cards, a status), and this coup has lost nothing
+        coup.held = None
+        coup.lost_frames = False
+        coup.gap_missing = 0
+        for x in held:
+            if isinstance(x, Card):
+                if dealing.take(eng, s, x, None) is None:
+                    eng._alert(
+                        x.t,
+                        "EXTRA_CARD",
+                        f"a card ({x.card or 'unread'}) after the tableau of coup {prev}, before its "
+                        "RESULT; burned",
+                        prev,
+                    )
+                dealing.card_event(eng, x, prev, "extra")
+            elif not isinstance(x, SequenceGap):
+                eng._dispatch(x)
+        detail = f"the frames lost came before the RESULT of coup {prev}: nothing of this coup was lost"
+        article_x.correct(eng, f.t, coup, "SEQUENCE_GAP", detail)
+        return
+    held.append(f)
+    if whole:
+        detail = f"the frame lost was the RESULT of coup {prev}: nothing of this coup was lost"
+        article_x.correct(eng, f.t, coup, "SEQUENCE_GAP", detail)
+        article_x.after_resolution(eng, coup, f.t)
+
+
+def ends_in(eng: Engine, coup: Coup, held: list[Frame], *, result: bool) -> set[int]:
+    """``_ends_possible`` for the frames a coup held since its gap; where
+    more than one count fits, or more than one end, the numbering of
+    the coups after it is lost (one end is told apart, not more)."""
+    if coup.lost_frames:
+        k, need, items = coup.anchor_k, coup.anchor_need, [coup.gap_missing]
+    else:  # held for another reason (an unread card); frames lost since
+        k, need, items = len(coup.cards), tableau.need(eng, coup), []
+    for x in held:
+        if isinstance(x, Card):
+            items.append(0)
+        elif isinstance(x, SequenceGap):
+            items.append(_lost(x))
+    if not any(items):
+        return {0}
+    ends = _ends_possible(k, need, items, result)
+    if len(ends) > 1 or _MAX_ENDS in ends:
+        lost = sum(items)
+        lose_numbering(eng, held[-1].t if held else coup.t_start, coup, lost, ends)
+    return ends
+
+
+def lose_numbering(eng: Engine, t: float, coup: Coup, lost: int, ends: set[int]) -> None:
+    """Frames lost may hold more than one count of coup ends: the coups
+    after this one cannot be numbered. Each is void until a supervisor
+    gives the number of the next coup (``accept``) or a new shoe starts."""
+    s = eng.shoe
+    assert s is not None
+    if s.numbering_lost is not None:
+        return
+    s.window = (coup.number, coup.dealt_at_open)
+    counts = sorted(ends)
+    top = f"{_MAX_ENDS} or more" if counts[-1] == _MAX_ENDS else str(counts[-1])
+    what = f"{counts[0]} to {top}" if len(counts) > 1 else top
+    s.numbering_lost = f"the {_frames_lost(lost)} in coup {coup.number} may hold the end of {what} coups"
+    eng._alert(
+        t,
+        "COUP_NUMBERING_LOST",
+        s.numbering_lost + ": every later coup of this shoe is void until a supervisor sends accept "
+        "with the number of the next coup to be dealt, or a new shoe starts",
+        coup.number,
+    )
+
+
+def gap(eng: Engine, coup: Coup, t: float, missing: int, detail: str) -> None:
+    coup.lost_frames = True
+    coup.gap_missing += missing
+    if coup.held is None:
+        coup.held = []
+    if "SEQUENCE_GAP" not in coup.open:
+        article_x.misdeal(eng, t, coup, "SEQUENCE_GAP", detail, AWAITING)
+
+
+def renumber_range(eng: Engine, s: Shoe) -> tuple[int, str]:
+    """The highest number ``accept`` may give the next coup while the
+    numbering is lost, and why.
+
+    From the first coup whose number may be wrong (``s.window``) to the
+    one before the next to be dealt, every coup but the one in play was
+    dealt in full, with at least ``MIN_COUP_CARDS`` cards: cards the
+    shoe dealt since (read or unread, taken or still held), or cards
+    among the frames lost on the line in this shoe, no more than the
+    cards the engine has not seen (all of those after a device restart,
+    which loses an unknown number of frames). With the RESULT button,
+    each coup the engine did not count also lost its RESULT among those
+    frames (or it is held). Frames lost are counted as they arrive and
+    held frames are placed later, so they are taken since the shoe
+    began, not since that coup. The first bound is at most (the shoe's
+    cards + ``MAX_HELD``) / 4 + 1: one card after an ``accept`` voids at
+    most 413 coups lost whole (12 decks; 157 with nothing held), two
+    events each."""
+    left = max(0, s.comp.cards_left)
+    in_play = int(s.current is not None and s.current.dealing)
+    w = s.window
+    if w is None:  # (lost before windows were kept: a checkpoint)
+        cap = s.comp.capacity // MIN_COUP_CARDS
+        return s.next_coup + cap, f"a shoe of {s.comp.capacity} cards has at most {_coups(cap)}"
+    first, dealt0 = w
+    # (cards held or set aside for later are dealt, not yet taken)
+    open_ = {id(c): c for c in [s.current, *s.coups.values()] if c is not None}.values()
+    waiting = [x for c in open_ for x in [*(c.held or []), *c.carry]] + (s.after_premature or [])
+    dealt = max(0, s.comp.dealt - dealt0) + sum(isinstance(x, Card) for x in waiting)
+    unknown = eng._lost_unknown > s.loss_mark[1]
+    lost = eng._lost_frames - s.loss_mark[0]
+    lost_cards = left if unknown else min(lost, left)
+    coups = (dealt + lost_cards) // MIN_COUP_CARDS
+    high = max(s.next_coup, first + in_play + coups)
+    since = (
+        "frames were lost in this shoe in a number that cannot be known"
+        if unknown
+        else f"{lost} frames were lost in this shoe"
+    )
+    why = f"{dealt} cards dealt since coup {first}, and {since}: at most {_coups(coups)} of 4 cards"
+    # a RESULT held is one the engine has not counted yet
+    ends = lost + sum(isinstance(x, (Button, DeviceResult)) for x in waiting)
+    if eng.button and not unknown and s.next_coup + ends < high:
+        high = s.next_coup + ends
+        why = f"{lost} frames were lost in this shoe: at most {lost} RESULTs not seen"
+        if ends > lost:
+            why += f", {ends - lost} held"
+    return high, why

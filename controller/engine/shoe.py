@@ -1,0 +1,254 @@
+"""The shoe procedure: start, burn, cut card, last coup, end.
+
+Owns a shoe's life outside its coups: its id, ``shoe.started`` (with the
+shuffler's commitment and order, ``on_commit``/``on_order``), the burn (the
+first card decides how many), the cut card and the last permitted coup,
+and its end (every open coup void, ``shoe.ended``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+from controller.cards import RANK_BURN, ShoeComposition
+from controller.engine import analytics, article_x, boundary, dealing, tableau
+from controller.engine.loss import _frames_lost
+from controller.engine.state import AWAITING, BURN_HANDS, Shoe, _Commit, _copy_stats
+from controller.events import shoe_id_for
+from firmware_protocols.frames import (
+    Card,
+    CutCard,
+    ShuffleCommit,
+    ShuffleOrder,
+)
+
+if TYPE_CHECKING:
+    from controller.engine.facade import Engine
+
+
+def start_shoe(eng: Engine, t: float) -> Shoe:
+    # ids are never reused, even if the clock steps back (NTP, a capture
+    # whose times go back): event ids are <table>/<shoe>/<seq>
+    base = sid = shoe_id_for(t)
+    n = 1
+    while sid in eng._shoe_ids:
+        n += 1
+        sid = f"{base}.{n}"
+    eng._shoe_ids.add(sid)
+    shoe = Shoe(id=sid, t_start=t, comp=ShoeComposition(eng.decks), commit=None, order=None)
+    shoe.loss_mark = (eng._lost_frames, eng._lost_unknown)
+    eng.shoe = shoe
+    eng._lost_after_shoe = 0
+    return shoe
+
+
+def start_shoe_unseen(eng: Engine, t: float) -> Shoe:
+    """A card after frames were lost once a shoe had ended: the next
+    shoe's NEWSHOE and burn may have been lost with them (or this is a
+    card past the last coup). Either way nothing of it can be settled
+    before a supervisor says where the shoe stands: it starts here, its
+    burn unchecked and its numbering lost."""
+    lost = eng._lost_after_shoe
+    s = start_shoe(eng, t)
+    # its first coups were among the frames lost since the shoe before ended
+    s.window, s.loss_mark = (1, 0), eng._loss_at_end
+    announce(eng, s)
+    s.phase = "deal"
+    detail = f"{_frames_lost(lost)} after the last shoe ended: this shoe's NEWSHOE and burn may be among them"
+    eng._alert(t, "BURN_MISMATCH", detail + "; its burn is not checked", None)
+    s.numbering_lost = detail
+    eng._alert(
+        t,
+        "COUP_NUMBERING_LOST",
+        detail + ": every coup of this shoe is void until a supervisor sends accept with the number of "
+        "the next coup to be dealt, or a new shoe starts",
+        None,
+    )
+    return s
+
+
+def announce(eng: Engine, s: Shoe) -> None:
+    """``shoe.started``, stamped with the shoe's start, once its first
+    card comes: a shuffler may send its commitment before or after the
+    dealer's NEWSHOE, and the shoe takes whichever came by then."""
+    if s.announced:
+        return
+    s.announced = True
+    commit, eng._commit = eng._commit, None
+    if commit is not None:
+        s.commit = commit.sha256
+        s.order = commit.order if commit.valid and commit.received >= commit.ncards else None
+    eng._emit(
+        "shoe.started",
+        s.t_start,
+        {"decks": eng.decks, "profile": eng.profile.name, "shuffle_commit": s.commit},
+    )
+
+
+def new_shoe(eng: Engine, t: float) -> None:
+    if eng.shoe is not None:
+        end_shoe(eng, t, reason="new shoe loaded")
+    start_shoe(eng, t)
+
+
+def end_shoe(eng: Engine, t: float, reason: str) -> None:
+    s = eng.shoe
+    if s is None or s.ended_emitted or s.ending:
+        return
+    s.ending = True
+    s.ended_by_rule = reason == "last coup dealt"
+    announce(eng, s)
+    # Void what is still open, lowest first. Frames a voided coup held
+    # past its RESULT are dealt on (they were dealt before this shoe
+    # ended), which may open, settle or leave open further coups: loop.
+    while True:
+        if s.after_premature is not None:
+            boundary.flush_after_premature(eng, s)
+        cur = s.current
+        if cur is not None and cur.resolved and cur.held is not None:
+            # a void coup still dealt, holding frames to tell whose they
+            # are: with the shoe ending, its held cards are its extras
+            held, cur.held = cur.held, None
+            for x in held:
+                if isinstance(x, Card):
+                    dealing.set_aside(eng, s, cur, x)
+        if cur is not None and cur.resolved and cur.carry:
+            # a card set aside to open the next coup: it opens it now
+            carry, cur.carry = cur.carry, []
+            cur.dealing = False
+            s.current = None
+            eng._refeed(carry)
+            continue
+        pending = sorted((c for c in s.coups.values() if not c.resolved), key=lambda c: c.number)
+        if not pending:
+            break
+        coup = pending[0]
+        detail = f"{reason} before coup {coup.number} was settled"
+        article_x.misdeal(eng, t, coup, "SHOE_ENDED", detail, "void")
+        article_x.void(eng, t, coup, "SHOE_ENDED", detail)
+    s.coups.clear()
+    s.current = None
+    s.phase = "ended"
+    s.ended_emitted = True
+    eng._loss_at_end = (eng._lost_frames, eng._lost_unknown)
+    eng._emit(
+        "shoe.ended",
+        t,
+        {
+            "coups": s.coups_count,
+            # false: frames lost may have held whole coups, so ``coups``
+            # counts those seen (the numbering was never given back)
+            "coups_exact": s.numbering_lost is None,
+            "cards_dealt": s.comp.dealt,
+            "tally": dict(s.tally),
+            "reason": reason,
+            "stats": _copy_stats(s.stats),
+        },
+    )
+
+
+def maybe_finish_shoe(eng: Engine, t: float) -> None:
+    s = eng.shoe
+    if s is None or not s.dealing_over or s.ended_emitted or s.ending:
+        return
+    if any(not c.resolved for c in s.coups.values() if not c.overrun):
+        return
+    end_shoe(eng, t, reason="last coup dealt")
+    # overrun coups after the end still belong to this shoe
+    s.phase = "ended"
+
+
+def burn_card(eng: Engine, s: Shoe, f: Card) -> None:
+    if f.hand is not None and f.hand not in BURN_HANDS:
+        eng._alert(f.t, "BURN_MISMATCH", f"the device placed a card on {f.hand} during the burn", s.next_coup)
+    dealing.take(eng, s, f, None)  # alerts only: the burn belongs to no coup
+    dealing.card_event(eng, f, None, "burn")
+    if s.burn_left is None:
+        s.first_card = f.card
+        if f.card is None:
+            # the burn count is unknowable: hold coup 1 until a supervisor
+            # enters the first card
+            coup = dealing.open_coup(eng, s, f.t)
+            coup.held = []
+            coup.had_unread = True
+            article_x.misdeal(
+                eng,
+                f.t,
+                coup,
+                "UNREAD_CARD",
+                "the first (burn) card was unread: burn count unknown",
+                AWAITING,
+            )
+            s.phase = "burn-unknown"
+            return
+        s.burn_left = eng.profile.burn_count(RANK_BURN[f.card[0]], eng.decks)
+    else:
+        s.burned += 1
+        s.burn_left -= 1
+        if f.card is not None:
+            s.burned_cards.append(f.card)
+    if s.burn_left == 0:
+        finish_burn(eng, s, f.t)
+
+
+def finish_burn(eng: Engine, s: Shoe, t: float) -> None:
+    s.phase = "deal"
+    eng._emit("shoe.burn", t, {"first_card": s.first_card, "burned": s.burned})
+    analytics.publish_odds(eng, t)
+
+
+def on_cut(eng: Engine, f: CutCard) -> None:
+    s = eng.shoe
+    if s is None or (s.ended_emitted and not s.ended_by_rule):
+        eng._alert(f.t, "CUT_CARD_UNEXPECTED", "cut card with no shoe in play", None)
+        return
+    cur = s.current
+    if cur is not None and cur.held is not None:
+        cur.held.append(f)
+        return
+    if s.cut_coup is not None:
+        eng._alert(f.t, "CUT_CARD_REPEATED", "a second cut card in the same shoe", None)
+        return
+    announce(eng, s)
+    if cur is not None and cur.dealing and tableau.next_position(eng, cur) is not None:
+        coup_no = cur.number
+    else:
+        coup_no = s.next_coup
+    s.cut_coup = coup_no
+    s.last_coup = coup_no + (1 if eng.rules["after_cut"] == "one_more" else 0)
+    if s.comp.cards_left < int(eng.rules["cut_card_min"]):
+        eng._alert(
+            f.t,
+            "CUT_CARD_POSITION",
+            f"cut card with {s.comp.cards_left} cards left; the rule is at least {eng.rules['cut_card_min']}",
+            coup_no,
+        )
+    eng._emit("shoe.cut_card", f.t, {"coup": coup_no, "last_coup": s.last_coup})
+
+
+def on_commit(eng: Engine, f: ShuffleCommit) -> None:
+    if not 1 <= f.ncards <= 12 * 52:
+        eng._alert(f.t, "SHUFFLE_COMMIT_INVALID", f"shuffler announced {f.ncards} cards", None)
+        return
+    eng._commit = _Commit(f.shoe_id, f.ncards, f.sha256.lower(), [None] * f.ncards)
+
+
+def on_order(eng: Engine, f: ShuffleOrder) -> None:
+    c = eng._commit
+    if c is not None and not c.valid:
+        return  # already alerted: this commitment cannot be trusted
+    if c is None or f.index < 0 or f.index + len(f.cards) > c.ncards:
+        eng._alert(f.t, "SHUFFLE_ORDER_INVALID", "shuffler order outside its commitment", None)
+        return
+    for i, card in enumerate(f.cards):
+        c.order[f.index + i] = card
+    c.received += len(f.cards)
+    if c.received >= c.ncards:
+        text = ",".join(x or "XX" for x in c.order)
+        if hashlib.sha256(text.encode("ascii")).hexdigest() != c.sha256:
+            eng._alert(
+                f.t, "SHUFFLE_COMMIT_MISMATCH", "the shuffler's order does not match its commitment", None
+            )
+            c.valid = False  # cannot be trusted for the card-by-card check
+            c.order = []

@@ -1,0 +1,152 @@
+"""The game's state: a shoe, its coups, the shuffler's commitment.
+
+Plain data, no behaviour beyond derived views (``Coup.resolved``,
+``Coup.as_dealt``): what the engine knows of the shoe in play, saved in a
+checkpoint (``controller.checkpoint``) field by field. Also the constants
+that name positions and the supervisor's wait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.cards import ShoeComposition
+from firmware_protocols.frames import Card, DeviceResult, Frame
+
+ORDER = ("P1", "B1", "P2", "B2")
+UNKNOWN = "?"  # the next position cannot be decided yet
+AWAITING = "awaiting_supervisor"
+
+BURN_HANDS = frozenset(("burn", "first", "burn_count"))
+FAULT_CODES = frozenset(("JAM", "READER_FAULT", "ERROR"))
+
+
+def _copy_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **stats,
+        "tags": dict(sorted(stats["tags"].items())),
+        "misdeals": dict(sorted(stats["misdeals"].items())),
+    }
+
+
+class CommandError(ValueError):
+    """A supervisor command that cannot be applied; nothing changed."""
+
+
+@dataclass
+class Coup:
+    number: int
+    demo: bool
+    t_start: float
+    positions: list[str] = field(default_factory=list)
+    cards: list[str | None] = field(default_factory=list)
+    #: cards set aside (burned by a correction), kept for coup.void
+    extras: list[str | None] = field(default_factory=list)
+    extras_unlisted: int = 0  # past MAX_LISTED_EXTRAS: shown, counted, not listed
+    #: open misdeals: code -> deadline (None: resolved by the device itself)
+    open: dict[str, float | None] = field(default_factory=dict)
+    corrections: list[str] = field(default_factory=list)
+    void_code: str | None = None
+    dealing: bool = True  # still takes cards: no boundary seen yet
+    settled: bool = False
+    premature: bool = False
+    had_unread: bool = False
+    overrun: bool = False
+    #: frames held while positions are unknown (None: not holding)
+    held: list[Frame] | None = None
+    gap_missing: int = 0
+    lost_frames: bool = False  # a gap (or a device restart) hit this coup
+    gap_entered: list[str] = field(default_factory=list)
+    #: what the frames lost in a gap may hold (see ``_ends_possible``): the
+    #: tableau cards of the coup dealt when they were lost, how many more
+    #: cards it needed at least, and the number of the complete coup before
+    #: this one whose RESULT the gap may have swallowed (None: this coup's own)
+    anchor_k: int = 0
+    anchor_need: int = 0
+    anchor_prev: int | None = None
+    #: the shoe's cards dealt when it opened: where a lost numbering's window starts
+    dealt_at_open: int = 0
+    #: how many coup ends the gap held, once the first held RESULT told
+    ends: int | None = None
+    device_result: DeviceResult | None = None
+    #: frames for the next coup (the ``next_coup`` extra-card correction)
+    carry: list[Frame] = field(default_factory=list)
+
+    @property
+    def resolved(self) -> bool:
+        return self.settled or self.void_code is not None
+
+    def as_dealt(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = [
+            {"position": p, "card": c} for p, c in zip(self.positions, self.cards, strict=True)
+        ]
+        out.extend({"position": "extra", "card": c} for c in self.extras)
+        return out
+
+
+@dataclass
+class Shoe:
+    id: str
+    t_start: float
+    comp: ShoeComposition
+    commit: str | None
+    order: list[str | None] | None
+    phase: str = "burn"  # burn | deal | ended
+    first_card: str | None = None
+    burn_left: int | None = None  # None: the first card has not come
+    burned: int = 0
+    next_coup: int = 1
+    current: Coup | None = None
+    coups: dict[int, Coup] = field(default_factory=dict)  # unresolved or still dealing
+    cut_coup: int | None = None
+    last_coup: int | None = None
+    coups_count: int = 0
+    tally: dict[str, int] = field(default_factory=lambda: {"player": 0, "banker": 0, "tie": 0})
+    #: face-down burned cards: what a counter cannot see
+    burned_cards: list[str] = field(default_factory=list)
+    #: settled, non-demo coups in order, for the scoreboard roads
+    results: list[dict[str, Any]] = field(default_factory=list)
+    stats: dict[str, Any] = field(
+        default_factory=lambda: {
+            "naturals": 0,
+            "player_pairs": 0,
+            "banker_pairs": 0,
+            "tags": {},
+            "void_coups": 0,
+            "misdeals": {},
+        }
+    )
+    ended_emitted: bool = False
+    announced: bool = False
+    ending: bool = False  # _end_shoe is running
+    #: cards after a coup settled on its due card following an early RESULT,
+    #: until the dealer's second RESULT or a fourth card tells what they are
+    after_premature: list[Card] | None = None
+    after_premature_coup: int = 0
+    #: set when that coup is void: a second RESULT before a fourth card
+    #: says the cards between were its own (due cards after an early press)
+    after_premature_void: Coup | None = None
+    ended_by_rule: bool = False  # its last permitted coup was dealt
+    #: frames lost on the line may have held a coup's end, or not: the number
+    #: of every later coup is unknown (each is void) until a supervisor says it
+    numbering_lost: str | None = None
+    renumber_to: int | None = None  # the supervisor's number for the next coup
+    #: from where the numbering is lost (``Engine._renumber_range``): the
+    #: first coup whose number may be wrong and the shoe's cards dealt before
+    #: it (None: lost before this was kept, by a checkpoint)
+    window: tuple[int, int] | None = None
+    #: the engine's counts of frames lost on the line and of losses of
+    #: unknown size (device restarts) when this shoe's losses began to count
+    loss_mark: tuple[int, int] = (0, 0)
+    dealing_over: bool = False  # the last permitted coup has finished dealing
+
+
+@dataclass
+class _Commit:
+    shoe_id: str
+    ncards: int
+    sha256: str
+    order: list[str | None]
+    received: int = 0
+    valid: bool = True
