@@ -6,9 +6,9 @@ the engine's game state and the decoder's partial-frame and sequence state.
 It is written to the journal's ``meta`` table (key ``engine_checkpoint``)
 once per shoe and every 500 inputs (``controller.daemon``).
 
-Format (``VERSION`` 2), one JSON object::
+Format (``VERSION`` 3), one JSON object::
 
-    {"format": "shoe-controller/checkpoint", "version": 2,
+    {"format": "shoe-controller/checkpoint", "version": 3,
      "sha256": <hex digest of the canonical JSON of "body">,
      "body": {"input": <last journal input id covered>,
               "config": {"table", "profile", "decks"},
@@ -61,8 +61,11 @@ from firmware_protocols.detect import AutoDecoder
 
 FORMAT = "shoe-controller/checkpoint"
 #: 1: the first; 2: the engine's unread ``link_up`` and ``counters`` are no
-#: longer saved (they were removed from the engine as dead state).
-VERSION = 2
+#: longer saved (they were removed from the engine as dead state); 3: the
+#: engine's ``_after_void``, ``_phantom`` and ``_phantom_before`` are gone
+#: (always empty between calls: a void coup's held frames are now returned
+#: to the void, not passed through the engine).
+VERSION = 3
 
 #: The engine's state saved. Every other attribute of an ``Engine`` comes
 #: from the config it is built with (``ENGINE_CONFIG``) or is scratch
@@ -75,10 +78,7 @@ ENGINE_FIELDS = (
     "_commit",
     "_fault_coup",
     "_fault_waiting",
-    "_after_void",
     "_lost_after_shoe",
-    "_phantom",
-    "_phantom_before",
     "_shoe_ids",
     "_lost_frames",
     "_lost_unknown",
@@ -99,7 +99,7 @@ ENGINE_CONFIG = (
 )
 #: the odds tables (built per profile), the output list of the call in
 #: progress, the frame handlers (bound methods)
-ENGINE_SCRATCH = ("_calc", "_out", "_handlers")
+ENGINE_SCRATCH = ("_calc", "_out", "_handlers", "_running")
 
 SHOE_FIELDS = (
     "id",
@@ -430,8 +430,5 @@ def _check(values: dict[str, Any], decoder: Any, fresh: Any) -> None:
             raise CheckpointError("engine: shoe coups are not coups")
         if shoe.current is not None and not isinstance(shoe.current, Coup):
             raise CheckpointError("engine: current coup is not a coup")
-    for k in ("_after_void", "_phantom"):
-        if not isinstance(values[k], list) or not all(type(f) in FRAMES.values() for f in values[k]):
-            raise CheckpointError(f"engine: {k} is not a list of frames")
     if values["_commit"] is not None and not isinstance(values["_commit"], _Commit):
         raise CheckpointError("engine: shuffle commitment is not one")

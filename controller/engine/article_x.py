@@ -12,11 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from controller.engine import analytics, boundary, loss, shoe, tableau
-from controller.engine.state import AWAITING, Coup
+from controller.engine.state import AWAITING, Coup, Work, release
 from controller.events import format_ts
-from firmware_protocols.frames import (
-    Card,
-)
+from firmware_protocols.frames import Card, Frame
 
 if TYPE_CHECKING:
     from controller.engine.facade import Engine
@@ -56,25 +54,25 @@ def correct(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> None:
     )
 
 
-def void_for(eng: Engine, t: float, coup: Coup, problem: tuple[str, str] | None) -> None:
+def void_for(eng: Engine, t: float, coup: Coup, problem: tuple[str, str] | None) -> Work:
     if problem is not None and not coup.resolved:
         code, detail = problem
         misdeal(eng, t, coup, code, detail, "void")
-        void(eng, t, coup, code, detail)
+        yield from void(eng, t, coup, code, detail)
 
 
-def void(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> None:
+def void(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
     if coup.resolved:
         return
     coup.void_code = code
     coup.open.clear()
     coup.premature = False
     held, coup.held = coup.held, None
+    rest: list[Frame] = []  # frames held past its RESULT: the coups' after it
+    phantom: list[Frame] = []  # the next coup's, its RESULT lost (``loss.void_phantom``)
+    before = 0
     if held is not None:
-        loss.discard_held(eng, coup, held, t)
-    rest, eng._after_void = eng._after_void, []
-    phantom, eng._phantom = eng._phantom, []
-    before, eng._phantom_before = eng._phantom_before, 0
+        rest, phantom, before = yield from loss.discard_held(eng, coup, held, t)
     if coup.extras_unlisted:
         detail += f" ({coup.extras_unlisted} more extra cards, shown by their card events, not listed)"
     eng._emit(
@@ -92,15 +90,15 @@ def void(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> None:
         s.coups.pop(coup.number, None)
         if s.last_coup is not None and coup.number >= s.last_coup:
             s.dealing_over = True
-        shoe.maybe_finish_shoe(eng, t)
+        yield from shoe.maybe_finish_shoe(eng, t)
         analytics.publish_odds(eng, t)
     if phantom:
-        loss.void_phantom(eng, phantom, t, before)
+        yield from loss.void_phantom(eng, phantom, t, before)
     # frames held past the void coup's RESULT belong to the coups after it
-    eng._refeed(rest)
+    yield from release(rest)
 
 
-def after_resolution(eng: Engine, coup: Coup, t: float) -> None:
+def after_resolution(eng: Engine, coup: Coup, t: float) -> Work:
     """A misdeal of ``coup`` was resolved: release what it held, settle it
     if it is complete and nothing else is open."""
     s = eng.shoe
@@ -111,25 +109,25 @@ def after_resolution(eng: Engine, coup: Coup, t: float) -> None:
         coup.gap_entered = []
         if s.current is None and coup.dealing:
             s.current = coup
-        eng._refeed(entered + held)
+        yield from release(entered + held)
     if coup.resolved or coup.held is not None or coup.open:
         return
     nxt = tableau.next_position(eng, coup)
     if not coup.dealing:
         if nxt is None:
-            boundary.settle(eng, coup, t)
+            yield from boundary.settle(eng, coup, t)
         else:
             detail = f"{nxt} was never dealt: the coup ended before its tableau was complete"
             misdeal(eng, t, coup, "PREMATURE_RESULT", detail, "void")
-            void(eng, t, coup, "PREMATURE_RESULT", detail)
+            yield from void(eng, t, coup, "PREMATURE_RESULT", detail)
         if coup.resolved:
             s.coups.pop(coup.number, None)
-        shoe.maybe_finish_shoe(eng, t)
+        yield from shoe.maybe_finish_shoe(eng, t)
     elif nxt is None and not eng.button:
-        boundary.close_dealing(eng, coup, t)
+        yield from boundary.close_dealing(eng, coup, t)
 
 
-def expire(eng: Engine, now: float) -> None:
+def expire(eng: Engine, now: float) -> Work:
     s = eng.shoe
     # checked on every frame: most have no coup with an open misdeal
     if s is None or not any(c.open for c in s.coups.values()):
@@ -146,4 +144,4 @@ def expire(eng: Engine, now: float) -> None:
                 dl,
                 {"coup": coup.number, "code": code, "detail": detail, "action": "void", "deadline": None},
             )
-            void(eng, dl, coup, code, detail)
+            yield from void(eng, dl, coup, code, detail)

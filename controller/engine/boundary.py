@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from controller.cards import CARD_VALUE
 from controller.engine import analytics, article_x, dealing, loss, shoe, tableau
-from controller.engine.state import AWAITING, UNKNOWN, Coup, Shoe
+from controller.engine.state import AWAITING, UNKNOWN, Coup, Shoe, Work, release
 from controller.events import net
 from controller.rules import outcome_of, tags_of
 from firmware_protocols.frames import (
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 def after_void_early_result(
     eng: Engine, s: Shoe, void: Coup, cards: list[Card], f: Button | DeviceResult
-) -> None:
+) -> Work:
     """The RESULT after a void coup's early one: the cards between were
     its due cards (this is the dealer's second RESULT), or the next
     coup's (the first RESULT ended the void coup), or its due cards and
@@ -53,8 +53,7 @@ def after_void_early_result(
     rest = cards[due:]
     if not rest:
         return  # the dealer's second RESULT
-    for c in rest:
-        dealing.on_card(eng, c)
+    yield from release(rest)
     coup = s.current
     if coup is not None and not coup.resolved and next_only == after_due:
         detail = (
@@ -62,16 +61,15 @@ def after_void_early_result(
             "cards or this coup's cannot be told from them"
         )
         article_x.misdeal(eng, f.t, coup, "PREMATURE_RESULT", detail, "void")
-        article_x.void(eng, f.t, coup, "PREMATURE_RESULT", detail)
-    result(eng, f)
+        yield from article_x.void(eng, f.t, coup, "PREMATURE_RESULT", detail)
+    yield from result(eng, f)
 
 
-def flush_after_premature(eng: Engine, s: Shoe) -> None:
+def flush_after_premature(eng: Engine, s: Shoe) -> Work:
     """The cards after an early-RESULT coup were the next coup's."""
     cards, s.after_premature = s.after_premature or [], None
     void, s.after_premature_void = s.after_premature_void, None
-    for c in cards:
-        dealing.on_card(eng, c)
+    yield from release(cards)
     coup = s.current
     if void is not None and coup is not None and cards and coup.number == void.number + 1:
         # no second RESULT: the first of these cards may have been the
@@ -81,24 +79,24 @@ def flush_after_premature(eng: Engine, s: Shoe) -> None:
             "this coup's first card may be its due card"
         )
         article_x.misdeal(eng, cards[0].t, coup, "PREMATURE_RESULT", detail, "void")
-        article_x.void(eng, cards[0].t, coup, "PREMATURE_RESULT", detail)
+        yield from article_x.void(eng, cards[0].t, coup, "PREMATURE_RESULT", detail)
 
 
-def on_button(eng: Engine, f: Button) -> None:
+def on_button(eng: Engine, f: Button) -> Work:
     if f.name == "NEWSHOE":
-        shoe.new_shoe(eng, f.t)
+        yield from shoe.new_shoe(eng, f.t)
     elif f.name == "RESULT":
-        result(eng, f)
+        yield from result(eng, f)
     elif f.name == "REDEAL":
         s = eng.shoe
         if s is not None and s.current is not None and s.current.dealing and not s.current.resolved:
             coup = s.current
             article_x.misdeal(eng, f.t, coup, "REDEAL", "the device announced a re-deal", "void")
-            article_x.void(eng, f.t, coup, "REDEAL", "the device announced a re-deal")
-            close_dealing(eng, coup, f.t)
+            yield from article_x.void(eng, f.t, coup, "REDEAL", "the device announced a re-deal")
+            yield from close_dealing(eng, coup, f.t)
 
 
-def result(eng: Engine, f: Button | DeviceResult) -> None:
+def result(eng: Engine, f: Button | DeviceResult) -> Work:
     s = eng.shoe
     if s is not None and s.after_premature is not None:
         # the dealer's second RESULT: what came between were extra cards
@@ -108,7 +106,7 @@ def result(eng: Engine, f: Button | DeviceResult) -> None:
         prev = s.after_premature_coup
         void, s.after_premature_void = s.after_premature_void, None
         if void is not None:
-            after_void_early_result(eng, s, void, extras, f)
+            yield from after_void_early_result(eng, s, void, extras, f)
             return
         for c in extras:
             # the coup stands settled: no misdeal on it, but the card is
@@ -134,7 +132,7 @@ def result(eng: Engine, f: Button | DeviceResult) -> None:
         if (coup.void_code is not None or (coup.anchor_prev is not None and coup.ends is None)) and not any(
             isinstance(x, (Button, DeviceResult)) for x in coup.held
         ):
-            loss.ends_at_result(eng, coup, f)
+            yield from loss.ends_at_result(eng, coup, f)
             return
         # Held too: it is the boundary only if it was not pressed early,
         # which the missing card will tell.
@@ -142,7 +140,7 @@ def result(eng: Engine, f: Button | DeviceResult) -> None:
         return
     if coup.void_code is not None:
         nxt = tableau.next_position(eng, coup)
-        close_dealing(eng, coup, f.t)
+        yield from close_dealing(eng, coup, f.t)
         if (
             nxt is not None
             and nxt != UNKNOWN
@@ -161,12 +159,12 @@ def result(eng: Engine, f: Button | DeviceResult) -> None:
         return
     nxt = tableau.next_position(eng, coup)
     if nxt is None:
-        close_dealing(eng, coup, f.t)
+        yield from close_dealing(eng, coup, f.t)
     elif nxt == UNKNOWN:
         if tableau.complete_whatever_unread(eng, coup):
             # every value the unread card(s) could have completes the
             # tableau: this RESULT is the boundary for certain
-            close_dealing(eng, coup, f.t)
+            yield from close_dealing(eng, coup, f.t)
         else:
             # It may have been pressed early: only the missing card can
             # tell where this coup ends, so nothing after it is placed
@@ -178,8 +176,8 @@ def result(eng: Engine, f: Button | DeviceResult) -> None:
         # coup's boundary cannot be trusted: never settle it.
         detail = f"RESULT after only {len(coup.cards)} card(s) of the coup"
         article_x.misdeal(eng, f.t, coup, "PREMATURE_RESULT", detail, "void")
-        article_x.void(eng, f.t, coup, "PREMATURE_RESULT", detail)
-        close_dealing(eng, coup, f.t)
+        yield from article_x.void(eng, f.t, coup, "PREMATURE_RESULT", detail)
+        yield from close_dealing(eng, coup, f.t)
     elif not coup.premature:
         coup.premature = True
         article_x.misdeal(
@@ -187,7 +185,7 @@ def result(eng: Engine, f: Button | DeviceResult) -> None:
         )
 
 
-def close_dealing(eng: Engine, coup: Coup, t: float) -> None:
+def close_dealing(eng: Engine, coup: Coup, t: float) -> Work:
     s = eng.shoe
     assert s is not None
     coup.dealing = False
@@ -196,18 +194,18 @@ def close_dealing(eng: Engine, coup: Coup, t: float) -> None:
     if s.last_coup is not None and coup.number >= s.last_coup:
         s.dealing_over = True
     if coup.void_code is None and not coup.open and coup.held is None:
-        settle(eng, coup, t)
+        yield from settle(eng, coup, t)
     elif coup.void_code is not None:
         analytics.publish_odds(eng, t)
     if coup.resolved:
         s.coups.pop(coup.number, None)
-    shoe.maybe_finish_shoe(eng, t)
+    yield from shoe.maybe_finish_shoe(eng, t)
     if coup.carry:
         carry, coup.carry = coup.carry, []
-        eng._refeed(carry)
+        yield from release(carry)
 
 
-def settle(eng: Engine, coup: Coup, t: float) -> None:
+def settle(eng: Engine, coup: Coup, t: float) -> Work:
     s = eng.shoe
     assert s is not None
     player = [c for p, c in zip(coup.positions, coup.cards, strict=True) if p[0] == "P"]
@@ -231,7 +229,7 @@ def settle(eng: Engine, coup: Coup, t: float) -> None:
         eng._alert(t, "SHOE_DISAGREES", detail, coup.number)
         if coup.had_unread:
             article_x.misdeal(eng, t, coup, "SHOE_DISAGREES", detail + "; a card was unread", "void")
-            article_x.void(eng, t, coup, "SHOE_DISAGREES", detail)
+            yield from article_x.void(eng, t, coup, "SHOE_DISAGREES", detail)
             return
         article_x.misdeal(
             eng, t, coup, "SHOE_DISAGREES", detail + "; every card was read: the tableau stands", "corrected"
@@ -275,22 +273,22 @@ def settle(eng: Engine, coup: Coup, t: float) -> None:
     analytics.publish_odds(eng, t)
 
 
-def on_device_result(eng: Engine, f: DeviceResult) -> None:
+def on_device_result(eng: Engine, f: DeviceResult) -> Work:
     s = eng.shoe
     coup = s.current if s is not None else None
     if coup is not None and coup.held is not None:
         if eng.button and coup.dealing:
-            result(eng, f)  # held there, or it tells what the gap held
+            yield from result(eng, f)  # held there, or it tells what the gap held
         else:
             coup.held.append(f)
         return
     elif coup is not None and coup.dealing:
         if f.winner == "quit":
             article_x.misdeal(eng, f.t, coup, "SHOE_DISAGREES", "the device forced the coup to quit", "void")
-            article_x.void(eng, f.t, coup, "SHOE_DISAGREES", "the device forced the coup to quit")
+            yield from article_x.void(eng, f.t, coup, "SHOE_DISAGREES", "the device forced the coup to quit")
         elif tableau.next_position(eng, coup) is None:
             # compared with the tableau at settlement; a result announced
             # early (a third card still due) is a PREMATURE_RESULT, not
             # the shoe's view of the finished coup
             coup.device_result = f
-    result(eng, f)
+    yield from result(eng, f)

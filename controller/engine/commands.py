@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from controller.cards import CARD_VALUE, RANK_BURN, CardError, parse_card
 from controller.engine import article_x, loss, shoe
 from controller.engine.loss import _UNKNOWN_LOSS
-from controller.engine.state import CommandError, Coup, Shoe
+from controller.engine.state import CommandError, Coup, Shoe, Work
 
 if TYPE_CHECKING:
     from controller.engine.facade import Engine
@@ -33,15 +33,15 @@ def coup_arg(eng: Engine, cmd: dict[str, Any]) -> Coup:
     return coup
 
 
-def void(eng: Engine, coup: Coup, reason: str, t: float) -> None:
+def void(eng: Engine, coup: Coup, reason: str, t: float) -> Work:
     if coup.resolved:
         raise CommandError(f"coup {coup.number} is already settled or void")
     detail = f"voided by supervisor: {reason}" if reason else "voided by supervisor"
     article_x.misdeal(eng, t, coup, "SUPERVISOR_VOID", detail, "void")
-    article_x.void(eng, t, coup, "SUPERVISOR_VOID", detail)
+    yield from article_x.void(eng, t, coup, "SUPERVISOR_VOID", detail)
 
 
-def enter_card(eng: Engine, coup: Coup, card: Any, t: float) -> None:
+def enter_card(eng: Engine, coup: Coup, card: Any, t: float) -> Work:
     if not isinstance(card, str):
         raise CommandError("'card' must be a card code such as 'TD'")
     try:
@@ -62,7 +62,7 @@ def enter_card(eng: Engine, coup: Coup, card: Any, t: float) -> None:
             article_x.correct(eng, t, coup, "UNREAD_CARD", f"first card entered by supervisor: {code}")
             if s.burn_left == 0:
                 shoe.finish_burn(eng, s, t)
-            article_x.after_resolution(eng, coup, t)
+            yield from article_x.after_resolution(eng, coup, t)
             return
         i = coup.cards.index(None)
         coup.cards[i] = code
@@ -72,7 +72,7 @@ def enter_card(eng: Engine, coup: Coup, card: Any, t: float) -> None:
             article_x.correct(
                 eng, t, coup, "UNREAD_CARD", f"{coup.positions[i]} entered by supervisor: {code}"
             )
-            article_x.after_resolution(eng, coup, t)
+            yield from article_x.after_resolution(eng, coup, t)
         return
     if "SEQUENCE_GAP" in coup.open:
         # inserted where the frames were lost; taken from the shoe when
@@ -86,7 +86,7 @@ def enter_card(eng: Engine, coup: Coup, card: Any, t: float) -> None:
             article_x.correct(
                 eng, t, coup, "SEQUENCE_GAP", "every missing frame entered as a card by supervisor"
             )
-            article_x.after_resolution(eng, coup, t)
+            yield from article_x.after_resolution(eng, coup, t)
         return
     raise CommandError(f"coup {coup.number} is not waiting for a card")
 
@@ -106,7 +106,7 @@ def emit_entered(eng: Engine, t: float, coup: Coup, position: str, code: str) ->
     )
 
 
-def accept(eng: Engine, coup: Coup, t: float) -> None:
+def accept(eng: Engine, coup: Coup, t: float) -> Work:
     accepted = [c for c in ("SEQUENCE_GAP", "WRONG_HAND", "DEVICE_FAULT") if c in coup.open]
     if not accepted:
         raise CommandError(f"coup {coup.number} has nothing a supervisor can accept")
@@ -115,7 +115,7 @@ def accept(eng: Engine, coup: Coup, t: float) -> None:
             eng._fault_coup = None
             eng._fault_waiting = None
         article_x.correct(eng, t, coup, code, "accepted by supervisor")
-    article_x.after_resolution(eng, coup, t)
+    yield from article_x.after_resolution(eng, coup, t)
 
 
 def renumber(eng: Engine, s: Shoe, n: int, t: float) -> None:
@@ -134,7 +134,7 @@ def renumber(eng: Engine, s: Shoe, n: int, t: float) -> None:
     eng._alert(t, "COUP_NUMBERING_RESTORED", f"the supervisor numbers the next coup {n}", n)
 
 
-def end_shoe(eng: Engine, t: float) -> None:
+def end_shoe(eng: Engine, t: float) -> Work:
     if eng.shoe is None or eng.shoe.ended_emitted:
         raise CommandError("no shoe in play")
-    shoe.end_shoe(eng, t, reason="ended by supervisor")
+    yield from shoe.end_shoe(eng, t, reason="ended by supervisor")

@@ -13,10 +13,8 @@ from typing import TYPE_CHECKING
 
 from controller.cards import CARD_VALUE
 from controller.engine import analytics, article_x, boundary, loss, shoe, tableau
-from controller.engine.state import AWAITING, BURN_HANDS, UNKNOWN, Coup, Shoe
-from firmware_protocols.frames import (
-    Card,
-)
+from controller.engine.state import AWAITING, BURN_HANDS, UNKNOWN, Coup, Shoe, Steps, Work
+from firmware_protocols.frames import Card
 
 if TYPE_CHECKING:
     from controller.engine.facade import Engine
@@ -29,14 +27,14 @@ if TYPE_CHECKING:
 MAX_LISTED_EXTRAS = 12 * 52
 
 
-def on_card(eng: Engine, f: Card) -> None:
+def on_card(eng: Engine, f: Card) -> Work:
     s = eng.shoe
     if s is not None and f.hand == "first" and s.phase != "ended":
         # An Angel Eye marks a new shoe's first card itself (it has no
         # NEWSHOE button): the shoe in play has ended, whatever it still
         # waited for (a due card after an early RESULT, frames held
         # after a gap, its last coup)
-        shoe.new_shoe(eng, f.t)
+        yield from shoe.new_shoe(eng, f.t)
         s = eng.shoe
     if s is not None and s.current is not None and s.current.held is not None:
         s.current.held.append(f)
@@ -48,7 +46,7 @@ def on_card(eng: Engine, f: Card) -> None:
         s.after_premature.append(f)
         # (after a void coup's early RESULT, the next RESULT decides)
         if len(s.after_premature) >= (8 if s.after_premature_void is not None else 4):
-            boundary.flush_after_premature(eng, s)
+            yield from boundary.flush_after_premature(eng, s)
         return
     if s is not None and s.phase == "ended" and eng._lost_after_shoe and f.hand != "first":
         s = shoe.start_shoe_unseen(eng, f.t)
@@ -59,12 +57,12 @@ def on_card(eng: Engine, f: Card) -> None:
         s = shoe.start_shoe(eng, f.t)
     shoe.announce(eng, s)
     if s.phase == "burn":
-        shoe.burn_card(eng, s, f)
+        yield from shoe.burn_card(eng, s, f)
         return
     coup = s.current
     if coup is None or not coup.dealing:
-        coup = open_coup(eng, s, f.t)
-    deal(eng, s, coup, f)
+        coup = yield from open_coup(eng, s, f.t)
+    yield from deal(eng, s, coup, f)
 
 
 def take(eng: Engine, s: Shoe, f: Card, coup: Coup | None) -> tuple[str, str] | None:
@@ -118,7 +116,7 @@ def out_of_game_card(eng: Engine, f: Card) -> None:
     eng._alert(f.t, "CARD_OUT_OF_GAME", "the device reports a card drawn while locked or in error", coup)
 
 
-def open_coup(eng: Engine, s: Shoe, t: float) -> Coup:
+def open_coup(eng: Engine, s: Shoe, t: float) -> Steps[Coup]:
     if s.renumber_to is not None:
         target, s.renumber_to = s.renumber_to, None
         high, why = loss.renumber_range(eng, s)
@@ -139,7 +137,7 @@ def open_coup(eng: Engine, s: Shoe, t: float) -> Coup:
             eng._odds_quiet = True
             try:
                 while s.next_coup < target:
-                    void_lost_whole(eng, s, t)
+                    yield from void_lost_whole(eng, s, t)
             finally:
                 eng._odds_quiet = False
             analytics.publish_odds(eng, t)
@@ -154,15 +152,15 @@ def open_coup(eng: Engine, s: Shoe, t: float) -> Coup:
         coup.overrun = True
         detail = f"coup {n} started after the last permitted coup {s.last_coup}"
         article_x.misdeal(eng, t, coup, "CUT_CARD_OVERRUN", detail, "void")
-        article_x.void(eng, t, coup, "CUT_CARD_OVERRUN", detail)
+        yield from article_x.void(eng, t, coup, "CUT_CARD_OVERRUN", detail)
     elif s.numbering_lost is not None:
         detail = f"this coup's number is unknown: {s.numbering_lost}"
         article_x.misdeal(eng, t, coup, "SEQUENCE_GAP", detail, "void")
-        article_x.void(eng, t, coup, "SEQUENCE_GAP", detail)
+        yield from article_x.void(eng, t, coup, "SEQUENCE_GAP", detail)
     return coup
 
 
-def void_lost_whole(eng: Engine, s: Shoe, t: float) -> None:
+def void_lost_whole(eng: Engine, s: Shoe, t: float) -> Work:
     """A coup the supervisor's numbering says was dealt while its frames
     were lost: counted, and void (nothing of it was read)."""
     n = s.next_coup
@@ -172,7 +170,7 @@ def void_lost_whole(eng: Engine, s: Shoe, t: float) -> None:
     s.coups[n] = coup
     detail = "lost whole on the line; counted by the supervisor's numbering"
     article_x.misdeal(eng, t, coup, "SEQUENCE_GAP", detail, "void")
-    article_x.void(eng, t, coup, "SEQUENCE_GAP", detail)
+    yield from article_x.void(eng, t, coup, "SEQUENCE_GAP", detail)
 
 
 def set_aside(eng: Engine, s: Shoe, coup: Coup, f: Card) -> tuple[str, str] | None:
@@ -200,7 +198,7 @@ def deal_void(eng: Engine, s: Shoe, coup: Coup, f: Card) -> None:
     card_event(eng, f, coup.number, pos)
 
 
-def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> None:
+def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
     if f.hand in BURN_HANDS:
         eng._alert(
             f.t, "BURN_MISMATCH", f"the device reports {f.hand} during coup {coup.number}", coup.number
@@ -210,23 +208,23 @@ def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> None:
         placed = len(coup.cards)
         deal_void(eng, s, coup, f)
         if len(coup.cards) > placed and not eng.button and tableau.next_position(eng, coup) is None:
-            boundary.close_dealing(eng, coup, f.t)
+            yield from boundary.close_dealing(eng, coup, f.t)
         return
     pos = tableau.next_position(eng, coup)
     if pos == UNKNOWN:
         coup.held = [f]
         return
     if pos is None:
-        extra_card(eng, s, coup, f)
+        yield from extra_card(eng, s, coup, f)
         return
     problem = take(eng, s, f, coup)
     coup.positions.append(pos)
     coup.cards.append(f.card)
     card_event(eng, f, coup.number, pos)
     if problem is not None:
-        article_x.void_for(eng, f.t, coup, problem)
+        yield from article_x.void_for(eng, f.t, coup, problem)
         if not eng.button:
-            boundary.close_dealing(eng, coup, f.t)
+            yield from boundary.close_dealing(eng, coup, f.t)
         return
     if f.card is None:
         coup.had_unread = True
@@ -247,21 +245,21 @@ def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> None:
             article_x.correct(
                 eng, f.t, coup, "PREMATURE_RESULT", "the due card was dealt after an early RESULT"
             )
-            boundary.close_dealing(eng, coup, f.t)
+            yield from boundary.close_dealing(eng, coup, f.t)
             if eng.button and s.after_premature is None:
                 # the dealer usually presses RESULT again: cards before it
                 # are extra cards of this coup, four are the next coup
                 s.after_premature = []
                 s.after_premature_coup = coup.number
         elif not eng.button or not coup.dealing:
-            boundary.close_dealing(eng, coup, f.t)
+            yield from boundary.close_dealing(eng, coup, f.t)
     elif s.comp.cards_left == 0:
         detail = f"the shoe ran out with {nxt} still due"
         article_x.misdeal(eng, f.t, coup, "SHOE_EXHAUSTED", detail, "void")
-        article_x.void(eng, f.t, coup, "SHOE_EXHAUSTED", detail)
+        yield from article_x.void(eng, f.t, coup, "SHOE_EXHAUSTED", detail)
 
 
-def extra_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> None:
+def extra_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
     """A card after the tableau completed, before the dealer's RESULT."""
     policy = eng.rules["extra_card"]
     if not coup.dealing:
@@ -275,9 +273,9 @@ def extra_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> None:
         return
     problem = set_aside(eng, s, coup, f)
     if problem is not None:
-        article_x.void_for(eng, f.t, coup, problem)
+        yield from article_x.void_for(eng, f.t, coup, problem)
     elif policy == "void":
         article_x.misdeal(eng, f.t, coup, "EXTRA_CARD", detail, "void")
-        article_x.void(eng, f.t, coup, "EXTRA_CARD", detail)
+        yield from article_x.void(eng, f.t, coup, "EXTRA_CARD", detail)
     else:
         article_x.correct(eng, f.t, coup, "EXTRA_CARD", detail + "; burned")

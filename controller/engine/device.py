@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from controller.engine import article_x, dealing, loss, shoe, tableau
-from controller.engine.state import FAULT_CODES, Coup
+from controller.engine.state import FAULT_CODES, Coup, Work
 from firmware_protocols.frames import (
     Card,
     Hello,
@@ -42,7 +42,7 @@ def coup_in_play(eng: Engine) -> Coup | None:
     return s.current
 
 
-def on_status(eng: Engine, f: Status) -> None:
+def on_status(eng: Engine, f: Status) -> Work:
     code = f.code
     state = "fault" if code in FAULT_CODES or code == "LID_OPEN" else "online"
     payload: dict[str, Any] = {"state": state, "code": code, "device": dict(eng.device)}
@@ -55,7 +55,7 @@ def on_status(eng: Engine, f: Status) -> None:
         # sends no card message for it) still dealt that card: it takes
         # the next position, so the cards after it stay where they are
         # (the first card of a coup opens it).
-        dealing.on_card(eng, Card(f.t, f.seq, None))
+        yield from dealing.on_card(eng, Card(f.t, f.seq, None))
         coup = coup_in_play(eng)
     if code in FAULT_CODES:
         if coup is not None:
@@ -64,19 +64,19 @@ def on_status(eng: Engine, f: Status) -> None:
             article_x.open_device_wait(eng, f.t, coup, "DEVICE_FAULT", f"device reports {code} mid-coup")
     elif code == "OK":
         if eng._fault_waiting == "ok":
-            device_back(eng, f.t)
+            yield from device_back(eng, f.t)
     elif code == "EMPTY":
         s = eng.shoe
         if coup is not None and tableau.next_position(eng, coup) is not None:
             article_x.misdeal(eng, f.t, coup, "SHOE_EXHAUSTED", "the shoe is empty mid-coup", "void")
-            article_x.void(eng, f.t, coup, "SHOE_EXHAUSTED", "the shoe is empty mid-coup")
+            yield from article_x.void(eng, f.t, coup, "SHOE_EXHAUSTED", "the shoe is empty mid-coup")
         elif s is not None and s.phase == "deal" and not s.ended_emitted and coup is None:
-            shoe.end_shoe(eng, f.t, reason="shoe empty")
+            yield from shoe.end_shoe(eng, f.t, reason="shoe empty")
     elif code == "LID_OPEN":
         eng._alert(f.t, "LID_OPEN", "the shoe's lid was opened", coup.number if coup else None)
 
 
-def device_back(eng: Engine, t: float) -> None:
+def device_back(eng: Engine, t: float) -> Work:
     eng._fault_waiting = None
     s = eng.shoe
     n, eng._fault_coup = eng._fault_coup, None
@@ -85,7 +85,7 @@ def device_back(eng: Engine, t: float) -> None:
     coup = s.coups[n]
     if "DEVICE_FAULT" in coup.open and coup.void_code is None:
         article_x.correct(eng, t, coup, "DEVICE_FAULT", "the device resumed with an unbroken sequence")
-        article_x.after_resolution(eng, coup, t)
+        yield from article_x.after_resolution(eng, coup, t)
 
 
 def on_link(eng: Engine, f: Link) -> None:

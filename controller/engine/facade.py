@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.engine import article_x, boundary, commands, dealing, device, loss, shoe
-from controller.engine.state import CommandError, Shoe, _Commit, _copy_stats
+from controller.engine.state import CommandError, Shoe, Work, _Commit, _copy_stats
 from controller.events import SCHEMA_VERSION, Event, format_ts
 from controller.rules import Profile
 from firmware_protocols.frames import (
@@ -41,8 +41,18 @@ def _ignore(eng: Engine, f: Frame) -> None:
     return None
 
 
+def _nothing() -> Work:
+    return
+    yield
+
+
+#: The work of a handler that had nothing to release (already exhausted).
+_DONE = _nothing()
+next(_DONE, None)
+
+
 #: The handler of each frame type.
-HANDLERS: dict[type, Callable[[Any, Any], None]] = {
+HANDLERS: dict[type, Callable[[Any, Any], Work | None]] = {
     Card: dealing.on_card,
     Button: boundary.on_button,
     CutCard: shoe.on_cut,
@@ -95,12 +105,9 @@ class Engine:
         self._commit: _Commit | None = None
         self._fault_coup: int | None = None  # coup with an open DEVICE_FAULT
         self._fault_waiting: str | None = None  # "ok" (STAT OK clears) | "frame" (next unbroken frame)
-        self._after_void: list[Frame] = []
         #: frames lost since the last shoe ended (its successor's NEWSHOE and
         #: burn may be among them)
         self._lost_after_shoe = 0
-        self._phantom: list[Frame] = []
-        self._phantom_before = 0  # coups lost whole before the phantom
         self._shoe_ids: set[str] = set()
         #: frames lost on the line so far (gaps of known size), and losses of
         #: unknown size (device restarts, gaps that cannot say): bound the
@@ -111,24 +118,57 @@ class Engine:
         self._odds_quiet = False  # coups lost whole are being counted
         self._out: list[Event] = []
         self._handlers = HANDLERS
+        self._running = False  # _run is draining its work stack
 
     def feed(self, frame: Frame) -> list[Event]:
-        """Apply one decoded frame; returns the events it caused, in order."""
+        """Apply one decoded frame; returns the events it caused, in order:
+        the deadlines it passes, what it tells of the line (frames lost, the
+        device back), the frame itself, the bound on held frames."""
         out: list[Event] = []
         self._out = out
-        article_x.expire(self, frame.t)
+        s = self.shoe
+        if s is not None and any(c.open for c in s.coups.values()):  # (most frames: none)
+            self._run(article_x.expire(self, frame.t))
         if isinstance(frame, SequenceGap) and frame.exact and frame.missing > 0:
             self._lost_frames += frame.missing
         elif isinstance(frame, (SequenceGap, Hello)):  # a loss of unknown size
             self._lost_unknown += 1
         if self._fault_waiting == "frame" and not isinstance(frame, (Link, SequenceGap, Hello)):
-            device.device_back(self, frame.t)
-        self._dispatch(frame)
-        loss.bound_held(self, frame.t)
+            self._run(device.device_back(self, frame.t))
+        self._run(self._dispatch(frame))
+        s = self.shoe
+        if s is not None and s.current is not None and s.current.held is not None:
+            self._run(loss.bound_held(self, frame.t))
         return out
 
-    def _dispatch(self, frame: Frame) -> None:
-        """Apply one frame, arriving now or released after a wait."""
+    def _run(self, work: Work) -> None:
+        """The one dispatcher: runs an operation to its end. Every frame it
+        yields (the frame arriving, or frames released after a wait) is
+        applied by ``_dispatch``, pushed on this loop's work stack, before
+        the operation that yielded it resumes, so events come in the order of
+        the game, and no operation applies a frame from inside itself: the
+        Python stack stays as deep as one frame's handling, whatever was held.
+        Never re-entered (an operation that called back into ``feed``,
+        ``tick`` or ``command`` would be a bug)."""
+        if self._running:
+            raise RuntimeError("the engine's dispatcher was re-entered")
+        self._running = True
+        stack = [work]
+        try:
+            while stack:
+                frame = next(stack[-1], None)
+                if frame is None:  # that operation is over
+                    stack.pop()
+                else:
+                    stack.append(self._dispatch(frame))
+        finally:
+            self._running = False
+            for rest in reversed(stack):  # (only after an exception)
+                rest.close()
+
+    def _dispatch(self, frame: Frame) -> Work:
+        """Apply one frame, arriving now or released after a wait: the work
+        its handler does (a handler with nothing to release has done it)."""
         s = self.shoe
         if (
             s is not None
@@ -138,14 +178,21 @@ class Engine:
                 or (isinstance(frame, Button) and frame.name == "RESULT")
             )
         ):
-            boundary.flush_after_premature(self, s)
-        self._handlers[type(frame)](self, frame)
+            return self._flush_then(s, frame)
+        work = self._handlers[type(frame)](self, frame)
+        return work if work is not None else _DONE
+
+    def _flush_then(self, s: Shoe, frame: Frame) -> Work:
+        yield from boundary.flush_after_premature(self, s)
+        work = self._handlers[type(frame)](self, frame)
+        if work is not None:
+            yield from work
 
     def tick(self, now: float) -> list[Event]:
         """Let time pass with no frame: fires correction deadlines."""
         out: list[Event] = []
         self._out = out
-        article_x.expire(self, now)
+        self._run(article_x.expire(self, now))
         return out
 
     def command(self, cmd: dict[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
@@ -153,26 +200,26 @@ class Engine:
         the events; a command that cannot apply changes nothing."""
         out: list[Event] = []
         self._out = out
-        article_x.expire(self, t)
+        self._run(article_x.expire(self, t))
         reply: dict[str, Any] = {"id": cmd.get("id"), "ok": True, "error": None}
         before = len(out)  # what the deadlines emitted stands whatever the command does
         try:
             name = cmd.get("cmd")
             if name == "void":
-                commands.void(self, commands.coup_arg(self, cmd), str(cmd.get("reason") or ""), t)
+                self._run(commands.void(self, commands.coup_arg(self, cmd), str(cmd.get("reason") or ""), t))
             elif name == "enter_card":
-                commands.enter_card(self, commands.coup_arg(self, cmd), cmd.get("card"), t)
+                self._run(commands.enter_card(self, commands.coup_arg(self, cmd), cmd.get("card"), t))
             elif name == "accept":
                 s = self.shoe
                 n = cmd.get("coup")
                 if s is not None and s.numbering_lost is not None and isinstance(n, int) and n not in s.coups:
                     commands.renumber(self, s, n, t)
                 else:
-                    commands.accept(self, commands.coup_arg(self, cmd), t)
+                    self._run(commands.accept(self, commands.coup_arg(self, cmd), t))
             elif name == "new_shoe":
-                shoe.new_shoe(self, t)
+                self._run(shoe.new_shoe(self, t))
             elif name == "end_shoe":
-                commands.end_shoe(self, t)
+                self._run(commands.end_shoe(self, t))
             elif name == "_reject":
                 # the daemon refused it (origin check): journalled like any
                 # command so a rebuild reproduces the alert
@@ -257,9 +304,3 @@ class Engine:
 
     def _alert(self, t: float, code: str, detail: str, coup: int | None) -> None:
         self._emit("security.alert", t, {"code": code, "detail": detail, "coup": coup})
-
-    def _refeed(self, frames: list[Frame]) -> None:
-        """Apply frames that waited (held, carried) in their order, exactly as
-        if they were arriving now (with their own read times)."""
-        for f in frames:
-            self._dispatch(f)

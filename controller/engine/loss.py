@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from controller.engine import article_x, boundary, dealing, tableau
-from controller.engine.state import AWAITING, Coup, Shoe
+from controller.engine.state import AWAITING, Coup, Shoe, Steps, Work, release
 from firmware_protocols.frames import (
     Button,
     Card,
@@ -117,19 +117,24 @@ def _coups(n: int) -> str:
     return f"{n} coup" if n == 1 else f"{n} coups"
 
 
-def discard_held(eng: Engine, coup: Coup, held: list[Frame], t: float) -> None:
+def discard_held(
+    eng: Engine, coup: Coup, held: list[Frame], t: float
+) -> Steps[tuple[list[Frame], list[Frame], int]]:
     """A coup voided while its frames were held: its held cards left the
     shoe but their positions were never known, so they are reported as
     ``extra`` of the void coup, up to the first held RESULT; what follows
-    that RESULT is dealt on as usual (``eng._after_void``).
+    that RESULT is dealt on as usual (returned first, for ``void`` to release).
 
     Two cases are told apart by counting cards, since a coup has 4 to 6:
     more than 6 before the first held RESULT means this coup's own RESULT
     was among the lost frames, so those cards are the next coup's (void
-    too, ``eng._phantom``); fewer than 4 between the first and the
+    too: returned second, with the number of coups lost whole before it
+    third, for ``void_phantom``); fewer than 4 between the first and the
     second held RESULT are no coup but this coup's due cards after an
     early RESULT, and stay with it. With the automatic boundary nothing
-    tells where the coup ended: every held card stays with it."""
+    tells where the coup ended: every held card stays with it. Non-card
+    frames before the first RESULT (a cut card) are applied before the
+    coup is reported void, where they were dealt."""
     s = eng.shoe
     assert s is not None
     boundary = (Button, DeviceResult) if eng.button else ()
@@ -151,6 +156,8 @@ def discard_held(eng: Engine, coup: Coup, held: list[Frame], t: float) -> None:
     own = len(coup.cards) + len(coup.extras)
     m = sum(isinstance(f, Card) for f in head)
     phantom = False
+    phantom_frames: list[Frame] = []
+    phantom_before = 0  # coups lost whole before the phantom
     if any(isinstance(f, Hello) for f in head):
         # a device restart: how many frames it lost is unknown
         phantom = first is not None and own + m > 6
@@ -161,16 +168,16 @@ def discard_held(eng: Engine, coup: Coup, held: list[Frame], t: float) -> None:
         if coup.anchor_prev is not None:
             # this coup is the first end's; the RESULT held, the last's
             if ends >= 2:
-                eng._phantom, eng._phantom_before = held[first : first + 1], ends - 2
+                phantom_frames, phantom_before = held[first : first + 1], ends - 2
         elif ends >= 1:
             phantom = True
-            eng._phantom_before = ends - 1
+            phantom_before = ends - 1
     elif coup.lost_frames:
         ends_in(eng, coup, head, result=False)
     if phantom and first is not None:
-        eng._phantom = held[: first + 1]
+        phantom_frames = held[: first + 1]
         head = [f for f in head if not isinstance(f, Card)]
-    elif not eng._phantom:
+    elif not phantom_frames:
         second = next((i for i, f in enumerate(rest) if isinstance(f, boundary)), None)
         if (
             second is not None
@@ -184,16 +191,16 @@ def discard_held(eng: Engine, coup: Coup, held: list[Frame], t: float) -> None:
         if isinstance(f, Card):
             dealing.set_aside(eng, s, coup, f)
         elif not isinstance(f, SequenceGap):
-            eng._dispatch(f)
+            yield f
     coup.dealing = False
     if s.current is coup:
         s.current = None
     if s.last_coup is not None and coup.number >= s.last_coup:
         s.dealing_over = True
-    eng._after_void = rest
+    return rest, phantom_frames, phantom_before
 
 
-def bound_held(eng: Engine, t: float) -> None:
+def bound_held(eng: Engine, t: float) -> Work:
     """A coup holding more than ``MAX_HELD`` frames: one not corrected
     is void as at its deadline (its held cards up to the first held
     RESULT are its extra cards, what follows is dealt on); one already
@@ -210,42 +217,42 @@ def bound_held(eng: Engine, t: float) -> None:
             code = min(coup.open, key=lambda c: coup.open[c] or float("inf"), default="SEQUENCE_GAP")
             detail = f"not corrected before {MAX_HELD} frames were held behind it"
             article_x.misdeal(eng, t, coup, code, detail, "void")
-            article_x.void(eng, t, coup, code, detail)
+            yield from article_x.void(eng, t, coup, code, detail)
             continue
         held, coup.held = coup.held, None
         lost = coup.gap_missing + sum(_lost(x) for x in held if isinstance(x, SequenceGap))
         lose_numbering(eng, t, coup, lost, {0, _MAX_ENDS})
-        boundary.close_dealing(eng, coup, t)
-        eng._refeed([x for x in held if not isinstance(x, SequenceGap)])
+        yield from boundary.close_dealing(eng, coup, t)
+        yield from release([x for x in held if not isinstance(x, SequenceGap)])
 
 
-def void_phantom(eng: Engine, frames: list[Frame], t: float, before: int = 0) -> None:
+def void_phantom(eng: Engine, frames: list[Frame], t: float, before: int = 0) -> Work:
     """The coup whose RESULT and some frames were lost: its cards were
     read but cannot be placed. Counted (coups are numbered as dealt),
     reported, void; so are the ``before`` coups lost whole before it."""
     s = eng.shoe
     assert s is not None
     for _ in range(before):
-        lost = dealing.open_coup(eng, s, t)
+        lost = yield from dealing.open_coup(eng, s, t)
         if not lost.resolved:
             detail = "lost whole on the line: counted from the cards read around the frames lost"
             article_x.misdeal(eng, t, lost, "SEQUENCE_GAP", detail, "void")
-            article_x.void(eng, t, lost, "SEQUENCE_GAP", detail)
-        boundary.close_dealing(eng, lost, t)
-    coup = dealing.open_coup(eng, s, t)
+            yield from article_x.void(eng, t, lost, "SEQUENCE_GAP", detail)
+        yield from boundary.close_dealing(eng, lost, t)
+    coup = yield from dealing.open_coup(eng, s, t)
     detail = "its frames were partly lost with the previous coup's RESULT: the cards cannot be placed"
     for f in frames:
         if isinstance(f, Card):
             dealing.set_aside(eng, s, coup, f)
     if coup.resolved:  # after the last coup: void already (CUT_CARD_OVERRUN)
-        boundary.close_dealing(eng, coup, t)
+        yield from boundary.close_dealing(eng, coup, t)
         return
     article_x.misdeal(eng, t, coup, "SEQUENCE_GAP", detail, "void")
-    article_x.void(eng, t, coup, "SEQUENCE_GAP", detail)
-    boundary.close_dealing(eng, coup, t)
+    yield from article_x.void(eng, t, coup, "SEQUENCE_GAP", detail)
+    yield from boundary.close_dealing(eng, coup, t)
 
 
-def on_gap(eng: Engine, f: SequenceGap) -> None:
+def on_gap(eng: Engine, f: SequenceGap) -> Work:
     s = eng.shoe
     if f.exact:
         detail = f"frames lost: expected sequence {f.expected}, received {f.seq} ({f.missing} missing)"
@@ -296,13 +303,13 @@ def on_gap(eng: Engine, f: SequenceGap) -> None:
         # what was lost came after it (its RESULT, an extra card, or the
         # next coup's first cards), so it stands; the next coup is held.
         prev = coup
-        boundary.close_dealing(eng, coup, f.t)
+        yield from boundary.close_dealing(eng, coup, f.t)
         coup = None
     if coup is None or not coup.dealing:
         if s.last_coup is not None and s.next_coup > s.last_coup:
             eng._alert(f.t, "SEQUENCE_GAP", detail + " after the last coup", None)
             return
-        coup = dealing.open_coup(eng, s, f.t)
+        coup = yield from dealing.open_coup(eng, s, f.t)
         if prev is not None:
             coup.anchor_prev, coup.anchor_k, coup.anchor_need = prev.number, len(prev.cards), 0
         else:
@@ -312,7 +319,7 @@ def on_gap(eng: Engine, f: SequenceGap) -> None:
     gap(eng, coup, f.t, _lost(f), detail)
 
 
-def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> None:
+def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> Work:
     """The first RESULT after a gap that may have swallowed the end of the
     coup in play: the cards read since tell how many coups ended in the
     gap (``_ends_possible``). Where more than one count fits, the number
@@ -330,15 +337,15 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> None:
     if coup.void_code is not None:
         coup.held = None
         if ends == {0}:
-            eng._refeed(frames)  # the void coup's own cards and RESULT
+            yield from release(frames)  # the void coup's own cards and RESULT
             return
         # its RESULT was lost: what came since is the next coup's
-        boundary.close_dealing(eng, coup, f.t)
+        yield from boundary.close_dealing(eng, coup, f.t)
         if whole:
-            eng._refeed(frames)
+            yield from release(frames)
         else:
-            void_phantom(eng, frames, f.t, min(ends) - 1)
-            eng._refeed([x for x in frames if not isinstance(x, (Card, Button, DeviceResult))])
+            yield from void_phantom(eng, frames, f.t, min(ends) - 1)
+            yield from release([x for x in frames if not isinstance(x, (Card, Button, DeviceResult))])
         return
     prev = coup.anchor_prev
     if ends == {0}:
@@ -359,7 +366,7 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> None:
                     )
                 dealing.card_event(eng, x, prev, "extra")
             elif not isinstance(x, SequenceGap):
-                eng._dispatch(x)
+                yield x
         detail = f"the frames lost came before the RESULT of coup {prev}: nothing of this coup was lost"
         article_x.correct(eng, f.t, coup, "SEQUENCE_GAP", detail)
         return
@@ -367,7 +374,7 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> None:
     if whole:
         detail = f"the frame lost was the RESULT of coup {prev}: nothing of this coup was lost"
         article_x.correct(eng, f.t, coup, "SEQUENCE_GAP", detail)
-        article_x.after_resolution(eng, coup, f.t)
+        yield from article_x.after_resolution(eng, coup, f.t)
 
 
 def ends_in(eng: Engine, coup: Coup, held: list[Frame], *, result: bool) -> set[int]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from controller.cards import RANK_BURN, ShoeComposition
 from controller.engine import analytics, article_x, boundary, dealing, tableau
 from controller.engine.loss import _frames_lost
-from controller.engine.state import AWAITING, BURN_HANDS, Shoe, _Commit, _copy_stats
+from controller.engine.state import AWAITING, BURN_HANDS, Shoe, Work, _Commit, _copy_stats, release
 from controller.events import shoe_id_for
 from firmware_protocols.frames import (
     Card,
@@ -86,13 +86,13 @@ def announce(eng: Engine, s: Shoe) -> None:
     )
 
 
-def new_shoe(eng: Engine, t: float) -> None:
+def new_shoe(eng: Engine, t: float) -> Work:
     if eng.shoe is not None:
-        end_shoe(eng, t, reason="new shoe loaded")
+        yield from end_shoe(eng, t, reason="new shoe loaded")
     start_shoe(eng, t)
 
 
-def end_shoe(eng: Engine, t: float, reason: str) -> None:
+def end_shoe(eng: Engine, t: float, reason: str) -> Work:
     s = eng.shoe
     if s is None or s.ended_emitted or s.ending:
         return
@@ -104,7 +104,7 @@ def end_shoe(eng: Engine, t: float, reason: str) -> None:
     # ended), which may open, settle or leave open further coups: loop.
     while True:
         if s.after_premature is not None:
-            boundary.flush_after_premature(eng, s)
+            yield from boundary.flush_after_premature(eng, s)
         cur = s.current
         if cur is not None and cur.resolved and cur.held is not None:
             # a void coup still dealt, holding frames to tell whose they
@@ -118,7 +118,7 @@ def end_shoe(eng: Engine, t: float, reason: str) -> None:
             carry, cur.carry = cur.carry, []
             cur.dealing = False
             s.current = None
-            eng._refeed(carry)
+            yield from release(carry)
             continue
         pending = sorted((c for c in s.coups.values() if not c.resolved), key=lambda c: c.number)
         if not pending:
@@ -126,7 +126,7 @@ def end_shoe(eng: Engine, t: float, reason: str) -> None:
         coup = pending[0]
         detail = f"{reason} before coup {coup.number} was settled"
         article_x.misdeal(eng, t, coup, "SHOE_ENDED", detail, "void")
-        article_x.void(eng, t, coup, "SHOE_ENDED", detail)
+        yield from article_x.void(eng, t, coup, "SHOE_ENDED", detail)
     s.coups.clear()
     s.current = None
     s.phase = "ended"
@@ -148,18 +148,18 @@ def end_shoe(eng: Engine, t: float, reason: str) -> None:
     )
 
 
-def maybe_finish_shoe(eng: Engine, t: float) -> None:
+def maybe_finish_shoe(eng: Engine, t: float) -> Work:
     s = eng.shoe
     if s is None or not s.dealing_over or s.ended_emitted or s.ending:
         return
     if any(not c.resolved for c in s.coups.values() if not c.overrun):
         return
-    end_shoe(eng, t, reason="last coup dealt")
+    yield from end_shoe(eng, t, reason="last coup dealt")
     # overrun coups after the end still belong to this shoe
     s.phase = "ended"
 
 
-def burn_card(eng: Engine, s: Shoe, f: Card) -> None:
+def burn_card(eng: Engine, s: Shoe, f: Card) -> Work:
     if f.hand is not None and f.hand not in BURN_HANDS:
         eng._alert(f.t, "BURN_MISMATCH", f"the device placed a card on {f.hand} during the burn", s.next_coup)
     dealing.take(eng, s, f, None)  # alerts only: the burn belongs to no coup
@@ -169,7 +169,7 @@ def burn_card(eng: Engine, s: Shoe, f: Card) -> None:
         if f.card is None:
             # the burn count is unknowable: hold coup 1 until a supervisor
             # enters the first card
-            coup = dealing.open_coup(eng, s, f.t)
+            coup = yield from dealing.open_coup(eng, s, f.t)
             coup.held = []
             coup.had_unread = True
             article_x.misdeal(

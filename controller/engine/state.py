@@ -8,8 +8,9 @@ that name positions and the supervisor's wait.
 
 from __future__ import annotations
 
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 from controller.cards import ShoeComposition
 from firmware_protocols.frames import Card, DeviceResult, Frame
@@ -17,6 +18,25 @@ from firmware_protocols.frames import Card, DeviceResult, Frame
 ORDER = ("P1", "B1", "P2", "B2")
 UNKNOWN = "?"  # the next position cannot be decided yet
 AWAITING = "awaiting_supervisor"
+
+_T = TypeVar("_T")
+
+#: An operation of the game that may release frames that waited (held while
+#: positions were unknown, carried to the next coup): it yields each frame to
+#: the engine's dispatcher (``Engine._run``), which applies it in full (its
+#: events, its own releases) before the operation resumes, and returns a
+#: ``_T``. No operation applies a frame itself, so the dispatcher is never
+#: re-entered and the Python stack does not grow with what was held.
+Steps: TypeAlias = Generator[Frame, None, _T]
+#: An operation that returns nothing.
+Work: TypeAlias = Generator[Frame, None, None]
+
+
+def release(frames: Iterable[Frame]) -> Work:
+    """Hands frames that waited back to the dispatcher, in their order,
+    exactly as if they were arriving now (with their own read times)."""
+    yield from frames
+
 
 BURN_HANDS = frozenset(("burn", "first", "burn_count"))
 FAULT_CODES = frozenset(("JAM", "READER_FAULT", "ERROR"))
