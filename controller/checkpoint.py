@@ -99,7 +99,7 @@ ENGINE_CONFIG = (
 )
 #: the odds tables (built per profile), the output list of the call in
 #: progress, the frame handlers (bound methods)
-ENGINE_SCRATCH = ("_calc", "_out", "_handlers", "_running")
+ENGINE_SCRATCH = ("_calc", "_out", "_handlers", "_running", "_coup_states")
 
 SHOE_FIELDS = (
     "id",

@@ -1,7 +1,10 @@
 """Article X: dealing errors (misdeals) flagged, corrected or made void.
 
-Owns how a coup's misdeal is opened (``misdeal``: counted, a deadline when
-a supervisor is awaited), corrected (``correct``), expired at its deadline
+Owns the misdeal codes (:class:`MisdealCode`) and the one table of what each
+allows (:data:`POLICY`: whether it holds the coup's later frames, what
+clears it, what the engine does at once, and the deadline); how a coup's
+misdeal is opened (``misdeal``: counted, a deadline when a supervisor is
+awaited), corrected (``correct``), expired at its deadline
 (``expire``) and how a coup is made void (``void``: never settled, what it
 held dealt on); and what happens once a misdeal is resolved
 (``after_resolution``: held frames released, the coup settled).
@@ -9,7 +12,8 @@ held dealt on); and what happens once a misdeal is resolved
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from enum import StrEnum
+from typing import TYPE_CHECKING, NamedTuple
 
 from controller.engine import analytics, boundary, loss, shoe, tableau
 from controller.engine.state import AWAITING, Coup, Work, release
@@ -20,7 +24,134 @@ if TYPE_CHECKING:
     from controller.engine.facade import Engine
 
 
+class MisdealCode(StrEnum):
+    """The dealing errors of Article X (the ``code`` of ``misdeal`` and
+    ``coup.void`` events; a StrEnum, so each is its own string)."""
+
+    UNREAD_CARD = "UNREAD_CARD"
+    SEQUENCE_GAP = "SEQUENCE_GAP"
+    WRONG_HAND = "WRONG_HAND"
+    DEVICE_FAULT = "DEVICE_FAULT"
+    PREMATURE_RESULT = "PREMATURE_RESULT"
+    EXTRA_CARD = "EXTRA_CARD"
+    SHOE_DISAGREES = "SHOE_DISAGREES"
+    FOREIGN_CARD = "FOREIGN_CARD"
+    SHUFFLE_MISMATCH = "SHUFFLE_MISMATCH"
+    SHOE_EXHAUSTED = "SHOE_EXHAUSTED"
+    CUT_CARD_OVERRUN = "CUT_CARD_OVERRUN"
+    REDEAL = "REDEAL"
+    SUPERVISOR_VOID = "SUPERVISOR_VOID"
+    SHOE_ENDED = "SHOE_ENDED"
+
+
+class Remedy(StrEnum):
+    """What clears an open misdeal before its deadline."""
+
+    DEVICE = "device"  # it resumes with an unbroken sequence (STAT OK, or the next frame)
+    DUE_CARD = "due card"  # the card the tableau still wanted is dealt
+    NEXT_RESULT = "next RESULT"  # it tells the frames lost held nothing of this coup
+    ENTER_CARD = "enter_card"  # the supervisor enters the card(s)
+    ACCEPT = "accept"  # the supervisor accepts the coup as dealt
+
+
+VOID = "void"
+CORRECTED = "corrected"
+
+
+class Policy(NamedTuple):
+    """One row of Article X's table.
+
+    ``holds``: while open, the coup's later frames are held (their positions
+    cannot be known); ``cleared_by``: what corrects it; ``actions``: what the
+    engine may do at the frame that reveals it (``awaiting_supervisor``:
+    open until cleared or the deadline); ``deadline``: what happens if not
+    cleared in time; ``when``: which action applies."""
+
+    holds: bool
+    cleared_by: tuple[Remedy, ...]
+    actions: tuple[str, ...]
+    deadline: str
+    when: str
+
+
+_DEADLINE = "void after correction_deadline_s, or once MAX_HELD frames wait behind it"
+_NONE = "-"
+
+#: Article X's policy, one row per code: the only place the engine says
+#: which code holds frames, what clears it and what it does.
+POLICY: dict[MisdealCode, Policy] = {
+    MisdealCode.UNREAD_CARD: Policy(
+        True, (Remedy.ENTER_CARD,), (AWAITING,), _DEADLINE, "a card (or the burn's first) passed unread"
+    ),
+    MisdealCode.SEQUENCE_GAP: Policy(
+        True,
+        (Remedy.NEXT_RESULT, Remedy.ENTER_CARD, Remedy.ACCEPT),
+        (AWAITING, VOID),
+        _DEADLINE,
+        "frames lost mid-coup: awaited; a coup whose number is unknown, or lost whole: void",
+    ),
+    MisdealCode.WRONG_HAND: Policy(
+        False, (Remedy.ACCEPT,), (AWAITING,), _DEADLINE, "the device put a card on another hand"
+    ),
+    MisdealCode.DEVICE_FAULT: Policy(
+        False,
+        (Remedy.DEVICE, Remedy.ACCEPT),
+        (AWAITING,),
+        _DEADLINE,
+        "a fault or disconnect mid-coup",
+    ),
+    MisdealCode.PREMATURE_RESULT: Policy(
+        False,
+        (Remedy.DUE_CARD,),
+        (AWAITING, VOID),
+        _DEADLINE,
+        "RESULT with a third card due: awaited; before four cards, or the coup closed short: void",
+    ),
+    MisdealCode.EXTRA_CARD: Policy(
+        False, (), (CORRECTED, VOID), _NONE, "the profile's extra_card: burn, next_coup (corrected) or void"
+    ),
+    MisdealCode.SHOE_DISAGREES: Policy(
+        False, (), (CORRECTED, VOID), _NONE, "every card read: the tableau stands; a card unread: void"
+    ),
+    MisdealCode.FOREIGN_CARD: Policy(False, (), (VOID,), _NONE, "a card this shoe cannot hold"),
+    MisdealCode.SHUFFLE_MISMATCH: Policy(False, (), (VOID,), _NONE, "a card off the shuffler's order"),
+    MisdealCode.SHOE_EXHAUSTED: Policy(False, (), (VOID,), _NONE, "the shoe ran out mid-coup"),
+    MisdealCode.CUT_CARD_OVERRUN: Policy(False, (), (VOID,), _NONE, "a coup after the last permitted"),
+    MisdealCode.REDEAL: Policy(False, (), (VOID,), _NONE, "the device announced a re-deal"),
+    MisdealCode.SUPERVISOR_VOID: Policy(False, (), (VOID,), _NONE, "the supervisor's void"),
+    MisdealCode.SHOE_ENDED: Policy(False, (), (VOID,), _NONE, "the shoe ended before the coup settled"),
+}
+
+#: The codes whose open misdeal holds the coup's later frames.
+HOLDING = frozenset(c for c, p in POLICY.items() if p.holds)
+
+
+def cleared_by(remedy: Remedy) -> tuple[MisdealCode, ...]:
+    """The codes ``remedy`` clears, in the table's order."""
+    return tuple(c for c, p in POLICY.items() if remedy in p.cleared_by)
+
+
+#: What ``accept`` clears, in the order its corrections are reported.
+ACCEPTABLE = cleared_by(Remedy.ACCEPT)
+#: What ``enter_card`` clears.
+ENTERABLE = cleared_by(Remedy.ENTER_CARD)
+
+
+class PolicyError(RuntimeError):
+    """The engine took an action Article X's table does not allow: a bug."""
+
+
+def _allowed(code: str, action: str) -> None:
+    policy = POLICY.get(code)  # type: ignore[call-overload]
+    if policy is None or not (action in policy.actions or (action == VOID and policy.deadline == _DEADLINE)):
+        raise PolicyError(f"misdeal {code}: {action!r} is not in Article X's table")
+
+
 def misdeal(eng: Engine, t: float, coup: Coup, code: str, detail: str, action: str) -> None:
+    """Reports a misdeal of ``coup``: awaiting a supervisor (open, with its
+    deadline), void (the caller voids the coup: see ``void_misdeal``) or
+    corrected at once, as the code's row of :data:`POLICY` allows."""
+    _allowed(code, action)
     if eng.shoe is not None:
         counts = eng.shoe.stats["misdeals"]
         counts[code] = counts.get(code, 0) + (action != "corrected")
@@ -44,6 +175,10 @@ def open_device_wait(eng: Engine, t: float, coup: Coup, code: str, detail: str) 
 
 
 def correct(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> None:
+    """A misdeal of ``coup`` corrected (by one of its remedies, or at once)."""
+    policy = POLICY.get(code)  # type: ignore[call-overload]
+    if policy is None or not (policy.cleared_by or CORRECTED in policy.actions):
+        raise PolicyError(f"misdeal {code}: nothing corrects it in Article X's table")
     coup.open.pop(code, None)
     if code not in coup.corrections:
         coup.corrections.append(code)
@@ -54,11 +189,16 @@ def correct(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> None:
     )
 
 
+def void_misdeal(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
+    """The misdeal that voids ``coup`` now: reported, then the coup void."""
+    misdeal(eng, t, coup, code, detail, VOID)
+    yield from void(eng, t, coup, code, detail)
+
+
 def void_for(eng: Engine, t: float, coup: Coup, problem: tuple[str, str] | None) -> Work:
     if problem is not None and not coup.resolved:
         code, detail = problem
-        misdeal(eng, t, coup, code, detail, "void")
-        yield from void(eng, t, coup, code, detail)
+        yield from void_misdeal(eng, t, coup, code, detail)
 
 
 def void(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
@@ -103,7 +243,7 @@ def after_resolution(eng: Engine, coup: Coup, t: float) -> Work:
     if it is complete and nothing else is open."""
     s = eng.shoe
     assert s is not None
-    if coup.held is not None and not coup.open.keys() & {"UNREAD_CARD", "SEQUENCE_GAP"}:
+    if coup.held is not None and not coup.open.keys() & HOLDING:
         held, coup.held = coup.held, None
         entered = [Card(t, None, c) for c in coup.gap_entered]
         coup.gap_entered = []
@@ -118,8 +258,7 @@ def after_resolution(eng: Engine, coup: Coup, t: float) -> Work:
             yield from boundary.settle(eng, coup, t)
         else:
             detail = f"{nxt} was never dealt: the coup ended before its tableau was complete"
-            misdeal(eng, t, coup, "PREMATURE_RESULT", detail, "void")
-            yield from void(eng, t, coup, "PREMATURE_RESULT", detail)
+            yield from void_misdeal(eng, t, coup, "PREMATURE_RESULT", detail)
         if coup.resolved:
             s.coups.pop(coup.number, None)
         yield from shoe.maybe_finish_shoe(eng, t)

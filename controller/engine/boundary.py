@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from controller.cards import CARD_VALUE
 from controller.engine import analytics, article_x, dealing, loss, shoe, tableau
+from controller.engine.machine import ShoePhase
 from controller.engine.state import AWAITING, UNKNOWN, Coup, Shoe, Work, release
 from controller.events import net
 from controller.rules import outcome_of, tags_of
@@ -60,8 +61,7 @@ def after_void_early_result(
             f"coup {void.number} had its RESULT with a card due: whether the cards after it were its due "
             "cards or this coup's cannot be told from them"
         )
-        article_x.misdeal(eng, f.t, coup, "PREMATURE_RESULT", detail, "void")
-        yield from article_x.void(eng, f.t, coup, "PREMATURE_RESULT", detail)
+        yield from article_x.void_misdeal(eng, f.t, coup, "PREMATURE_RESULT", detail)
     yield from result(eng, f)
 
 
@@ -78,8 +78,7 @@ def flush_after_premature(eng: Engine, s: Shoe) -> Work:
             f"coup {void.number} had its RESULT with a card due and no second RESULT followed: "
             "this coup's first card may be its due card"
         )
-        article_x.misdeal(eng, cards[0].t, coup, "PREMATURE_RESULT", detail, "void")
-        yield from article_x.void(eng, cards[0].t, coup, "PREMATURE_RESULT", detail)
+        yield from article_x.void_misdeal(eng, cards[0].t, coup, "PREMATURE_RESULT", detail)
 
 
 def on_button(eng: Engine, f: Button) -> Work:
@@ -91,8 +90,7 @@ def on_button(eng: Engine, f: Button) -> Work:
         s = eng.shoe
         if s is not None and s.current is not None and s.current.dealing and not s.current.resolved:
             coup = s.current
-            article_x.misdeal(eng, f.t, coup, "REDEAL", "the device announced a re-deal", "void")
-            yield from article_x.void(eng, f.t, coup, "REDEAL", "the device announced a re-deal")
+            yield from article_x.void_misdeal(eng, f.t, coup, "REDEAL", "the device announced a re-deal")
             yield from close_dealing(eng, coup, f.t)
 
 
@@ -122,7 +120,7 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
             dealing.card_event(eng, c, prev, "extra")
         return
     coup = s.current if s is not None else None
-    if s is not None and s.phase == "burn" and coup is None:
+    if s is not None and s.phase == ShoePhase.BURN and coup is None:
         eng._alert(f.t, "BURN_MISMATCH", "RESULT pressed before the burn was complete", s.next_coup)
     if s is None or coup is None or not coup.dealing:
         return
@@ -175,8 +173,7 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
         # this is no early press the next cards could correct. The
         # coup's boundary cannot be trusted: never settle it.
         detail = f"RESULT after only {len(coup.cards)} card(s) of the coup"
-        article_x.misdeal(eng, f.t, coup, "PREMATURE_RESULT", detail, "void")
-        yield from article_x.void(eng, f.t, coup, "PREMATURE_RESULT", detail)
+        yield from article_x.void_misdeal(eng, f.t, coup, "PREMATURE_RESULT", detail)
         yield from close_dealing(eng, coup, f.t)
     elif not coup.premature:
         coup.premature = True
@@ -284,8 +281,9 @@ def on_device_result(eng: Engine, f: DeviceResult) -> Work:
         return
     elif coup is not None and coup.dealing:
         if f.winner == "quit":
-            article_x.misdeal(eng, f.t, coup, "SHOE_DISAGREES", "the device forced the coup to quit", "void")
-            yield from article_x.void(eng, f.t, coup, "SHOE_DISAGREES", "the device forced the coup to quit")
+            yield from article_x.void_misdeal(
+                eng, f.t, coup, "SHOE_DISAGREES", "the device forced the coup to quit"
+            )
         elif tableau.next_position(eng, coup) is None:
             # compared with the tableau at settlement; a result announced
             # early (a third card still due) is a PREMATURE_RESULT, not

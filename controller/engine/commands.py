@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from controller.cards import CARD_VALUE, RANK_BURN, CardError, parse_card
-from controller.engine import article_x, loss, shoe
+from controller.engine import article_x, loss, machine, shoe
 from controller.engine.loss import _UNKNOWN_LOSS
+from controller.engine.machine import ShoePhase
 from controller.engine.state import CommandError, Coup, Shoe, Work
 
 if TYPE_CHECKING:
@@ -37,8 +38,7 @@ def void(eng: Engine, coup: Coup, reason: str, t: float) -> Work:
     if coup.resolved:
         raise CommandError(f"coup {coup.number} is already settled or void")
     detail = f"voided by supervisor: {reason}" if reason else "voided by supervisor"
-    article_x.misdeal(eng, t, coup, "SUPERVISOR_VOID", detail, "void")
-    yield from article_x.void(eng, t, coup, "SUPERVISOR_VOID", detail)
+    yield from article_x.void_misdeal(eng, t, coup, "SUPERVISOR_VOID", detail)
 
 
 def enter_card(eng: Engine, coup: Coup, card: Any, t: float) -> Work:
@@ -53,11 +53,11 @@ def enter_card(eng: Engine, coup: Coup, card: Any, t: float) -> Work:
     if s.comp.remaining[code] <= 0:
         raise CommandError(f"{code}: no copy of it is left in this shoe")
     if "UNREAD_CARD" in coup.open:
-        if s.phase == "burn-unknown" and s.first_card is None and coup.number == s.next_coup - 1:
+        if s.phase == ShoePhase.BURN_UNKNOWN and s.first_card is None and coup.number == s.next_coup - 1:
             s.first_card = code
             s.comp.remaining[code] -= 1
             s.burn_left = eng.profile.burn_count(RANK_BURN[code[0]], eng.decks)
-            s.phase = "burn"
+            machine.set_phase(s, "first card entered")
             emit_entered(eng, t, coup, "burn", code)
             article_x.correct(eng, t, coup, "UNREAD_CARD", f"first card entered by supervisor: {code}")
             if s.burn_left == 0:
@@ -107,7 +107,7 @@ def emit_entered(eng: Engine, t: float, coup: Coup, position: str, code: str) ->
 
 
 def accept(eng: Engine, coup: Coup, t: float) -> Work:
-    accepted = [c for c in ("SEQUENCE_GAP", "WRONG_HAND", "DEVICE_FAULT") if c in coup.open]
+    accepted = [c for c in article_x.ACCEPTABLE if c in coup.open]
     if not accepted:
         raise CommandError(f"coup {coup.number} has nothing a supervisor can accept")
     for code in accepted:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from controller.cards import CARD_VALUE
 from controller.engine import analytics, article_x, boundary, loss, shoe, tableau
+from controller.engine.machine import ShoePhase
 from controller.engine.state import AWAITING, BURN_HANDS, UNKNOWN, Coup, Shoe, Steps, Work
 from firmware_protocols.frames import Card
 
@@ -29,7 +30,7 @@ MAX_LISTED_EXTRAS = 12 * 52
 
 def on_card(eng: Engine, f: Card) -> Work:
     s = eng.shoe
-    if s is not None and f.hand == "first" and s.phase != "ended":
+    if s is not None and f.hand == "first" and s.phase != ShoePhase.ENDED:
         # An Angel Eye marks a new shoe's first card itself (it has no
         # NEWSHOE button): the shoe in play has ended, whatever it still
         # waited for (a due card after an early RESULT, frames held
@@ -48,15 +49,15 @@ def on_card(eng: Engine, f: Card) -> Work:
         if len(s.after_premature) >= (8 if s.after_premature_void is not None else 4):
             yield from boundary.flush_after_premature(eng, s)
         return
-    if s is not None and s.phase == "ended" and eng._lost_after_shoe and f.hand != "first":
+    if s is not None and s.phase == ShoePhase.ENDED and eng._lost_after_shoe and f.hand != "first":
         s = shoe.start_shoe_unseen(eng, f.t)
-    elif s is None or (s.phase == "ended" and (f.hand == "first" or not s.ended_by_rule)):
+    elif s is None or (s.phase == ShoePhase.ENDED and (f.hand == "first" or not s.ended_by_rule)):
         # A shoe with no NEWSHOE button starts at its first card (Angel
         # Eye marks that card itself). A shoe that ended by its cut card
         # does not: a card after its last coup is CUT_CARD_OVERRUN.
         s = shoe.start_shoe(eng, f.t)
     shoe.announce(eng, s)
-    if s.phase == "burn":
+    if s.phase == ShoePhase.BURN:
         yield from shoe.burn_card(eng, s, f)
         return
     coup = s.current
@@ -151,12 +152,10 @@ def open_coup(eng: Engine, s: Shoe, t: float) -> Steps[Coup]:
     if s.last_coup is not None and n > s.last_coup:
         coup.overrun = True
         detail = f"coup {n} started after the last permitted coup {s.last_coup}"
-        article_x.misdeal(eng, t, coup, "CUT_CARD_OVERRUN", detail, "void")
-        yield from article_x.void(eng, t, coup, "CUT_CARD_OVERRUN", detail)
+        yield from article_x.void_misdeal(eng, t, coup, "CUT_CARD_OVERRUN", detail)
     elif s.numbering_lost is not None:
         detail = f"this coup's number is unknown: {s.numbering_lost}"
-        article_x.misdeal(eng, t, coup, "SEQUENCE_GAP", detail, "void")
-        yield from article_x.void(eng, t, coup, "SEQUENCE_GAP", detail)
+        yield from article_x.void_misdeal(eng, t, coup, "SEQUENCE_GAP", detail)
     return coup
 
 
@@ -169,8 +168,7 @@ def void_lost_whole(eng: Engine, s: Shoe, t: float) -> Work:
     coup = Coup(number=n, demo=n <= int(eng.rules["demo_coups"]), t_start=t, dealing=False)
     s.coups[n] = coup
     detail = "lost whole on the line; counted by the supervisor's numbering"
-    article_x.misdeal(eng, t, coup, "SEQUENCE_GAP", detail, "void")
-    yield from article_x.void(eng, t, coup, "SEQUENCE_GAP", detail)
+    yield from article_x.void_misdeal(eng, t, coup, "SEQUENCE_GAP", detail)
 
 
 def set_aside(eng: Engine, s: Shoe, coup: Coup, f: Card) -> tuple[str, str] | None:
@@ -255,8 +253,7 @@ def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
             yield from boundary.close_dealing(eng, coup, f.t)
     elif s.comp.cards_left == 0:
         detail = f"the shoe ran out with {nxt} still due"
-        article_x.misdeal(eng, f.t, coup, "SHOE_EXHAUSTED", detail, "void")
-        yield from article_x.void(eng, f.t, coup, "SHOE_EXHAUSTED", detail)
+        yield from article_x.void_misdeal(eng, f.t, coup, "SHOE_EXHAUSTED", detail)
 
 
 def extra_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
@@ -275,7 +272,6 @@ def extra_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
     if problem is not None:
         yield from article_x.void_for(eng, f.t, coup, problem)
     elif policy == "void":
-        article_x.misdeal(eng, f.t, coup, "EXTRA_CARD", detail, "void")
-        yield from article_x.void(eng, f.t, coup, "EXTRA_CARD", detail)
+        yield from article_x.void_misdeal(eng, f.t, coup, "EXTRA_CARD", detail)
     else:
         article_x.correct(eng, f.t, coup, "EXTRA_CARD", detail + "; burned")

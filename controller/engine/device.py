@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from controller.engine import article_x, dealing, loss, shoe, tableau
+from controller.engine.machine import ShoePhase
 from controller.engine.state import FAULT_CODES, Coup, Work
 from firmware_protocols.frames import (
     Card,
@@ -68,9 +69,8 @@ def on_status(eng: Engine, f: Status) -> Work:
     elif code == "EMPTY":
         s = eng.shoe
         if coup is not None and tableau.next_position(eng, coup) is not None:
-            article_x.misdeal(eng, f.t, coup, "SHOE_EXHAUSTED", "the shoe is empty mid-coup", "void")
-            yield from article_x.void(eng, f.t, coup, "SHOE_EXHAUSTED", "the shoe is empty mid-coup")
-        elif s is not None and s.phase == "deal" and not s.ended_emitted and coup is None:
+            yield from article_x.void_misdeal(eng, f.t, coup, "SHOE_EXHAUSTED", "the shoe is empty mid-coup")
+        elif s is not None and s.phase == ShoePhase.DEAL and not s.ended_emitted and coup is None:
             yield from shoe.end_shoe(eng, f.t, reason="shoe empty")
     elif code == "LID_OPEN":
         eng._alert(f.t, "LID_OPEN", "the shoe's lid was opened", coup.number if coup else None)

@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from controller.engine import article_x, boundary, commands, dealing, device, loss, shoe
-from controller.engine.state import CommandError, Shoe, Work, _Commit, _copy_stats
+from controller.engine import article_x, boundary, commands, dealing, device, loss, machine, shoe
+from controller.engine.machine import CoupState, ShoePhase
+from controller.engine.state import CommandError, Coup, Shoe, Work, _Commit, _copy_stats
 from controller.events import SCHEMA_VERSION, Event, format_ts
 from controller.rules import Profile
 from firmware_protocols.frames import (
@@ -119,6 +120,8 @@ class Engine:
         self._out: list[Event] = []
         self._handlers = HANDLERS
         self._running = False  # _run is draining its work stack
+        #: each coup's state after the last call (``machine.check``), by id
+        self._coup_states: dict[int, tuple[Coup, CoupState]] = {}
 
     def feed(self, frame: Frame) -> list[Event]:
         """Apply one decoded frame; returns the events it caused, in order:
@@ -139,6 +142,7 @@ class Engine:
         s = self.shoe
         if s is not None and s.current is not None and s.current.held is not None:
             self._run(loss.bound_held(self, frame.t))
+        machine.check(self)
         return out
 
     def _run(self, work: Work) -> None:
@@ -193,6 +197,7 @@ class Engine:
         out: list[Event] = []
         self._out = out
         self._run(article_x.expire(self, now))
+        machine.check(self)
         return out
 
     def command(self, cmd: dict[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
@@ -253,6 +258,7 @@ class Engine:
         except CommandError as exc:
             reply = {"id": cmd.get("id"), "ok": False, "error": str(exc)}
             del out[before:]
+        machine.check(self)
         return reply, out
 
     def next_deadline(self) -> float | None:
@@ -274,7 +280,7 @@ class Engine:
         return {
             "table": self.table,
             "shoe": s.id,
-            "state": s.phase if not s.ended_emitted else "ended",
+            "state": str(s.phase if not s.ended_emitted else ShoePhase.ENDED),
             "coup": s.next_coup - 1,
             "cards_dealt": s.comp.dealt,
             "cards_left": s.comp.cards_left,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from controller.engine import article_x, boundary, dealing, tableau
+from controller.engine import article_x, boundary, dealing, machine, tableau
+from controller.engine.machine import ShoePhase
 from controller.engine.state import AWAITING, Coup, Shoe, Steps, Work, release
 from firmware_protocols.frames import (
     Button,
@@ -147,11 +148,11 @@ def discard_held(
         lost = next((i for i, f in enumerate(held) if isinstance(f, (SequenceGap, Hello))), None)
         if lost is not None:
             head, rest = held[:lost], held[lost:]
-    if s.phase in ("burn", "burn-unknown"):
+    if s.phase in (ShoePhase.BURN, ShoePhase.BURN_UNKNOWN):
         # frames were lost during the burn: it cannot be finished by
         # count; it ends here, and the shoe is dealt on from here
         eng._alert(coup.t_start, "BURN_MISMATCH", "frames lost during the burn", coup.number)
-        s.phase = "deal"
+        machine.set_phase(s, "frames lost during the burn")
         eng._emit("shoe.burn", coup.t_start, {"first_card": s.first_card, "burned": s.burned})
     own = len(coup.cards) + len(coup.extras)
     m = sum(isinstance(f, Card) for f in head)
@@ -216,8 +217,7 @@ def bound_held(eng: Engine, t: float) -> Work:
         if not coup.resolved:
             code = min(coup.open, key=lambda c: coup.open[c] or float("inf"), default="SEQUENCE_GAP")
             detail = f"not corrected before {MAX_HELD} frames were held behind it"
-            article_x.misdeal(eng, t, coup, code, detail, "void")
-            yield from article_x.void(eng, t, coup, code, detail)
+            yield from article_x.void_misdeal(eng, t, coup, code, detail)
             continue
         held, coup.held = coup.held, None
         lost = coup.gap_missing + sum(_lost(x) for x in held if isinstance(x, SequenceGap))
@@ -236,8 +236,7 @@ def void_phantom(eng: Engine, frames: list[Frame], t: float, before: int = 0) ->
         lost = yield from dealing.open_coup(eng, s, t)
         if not lost.resolved:
             detail = "lost whole on the line: counted from the cards read around the frames lost"
-            article_x.misdeal(eng, t, lost, "SEQUENCE_GAP", detail, "void")
-            yield from article_x.void(eng, t, lost, "SEQUENCE_GAP", detail)
+            yield from article_x.void_misdeal(eng, t, lost, "SEQUENCE_GAP", detail)
         yield from boundary.close_dealing(eng, lost, t)
     coup = yield from dealing.open_coup(eng, s, t)
     detail = "its frames were partly lost with the previous coup's RESULT: the cards cannot be placed"
@@ -247,8 +246,7 @@ def void_phantom(eng: Engine, frames: list[Frame], t: float, before: int = 0) ->
     if coup.resolved:  # after the last coup: void already (CUT_CARD_OVERRUN)
         yield from boundary.close_dealing(eng, coup, t)
         return
-    article_x.misdeal(eng, t, coup, "SEQUENCE_GAP", detail, "void")
-    yield from article_x.void(eng, t, coup, "SEQUENCE_GAP", detail)
+    yield from article_x.void_misdeal(eng, t, coup, "SEQUENCE_GAP", detail)
     yield from boundary.close_dealing(eng, coup, t)
 
 

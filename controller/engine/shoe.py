@@ -12,7 +12,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from controller.cards import RANK_BURN, ShoeComposition
-from controller.engine import analytics, article_x, boundary, dealing, tableau
+from controller.engine import analytics, article_x, boundary, dealing, machine, tableau
 from controller.engine.loss import _frames_lost
 from controller.engine.state import AWAITING, BURN_HANDS, Shoe, Work, _Commit, _copy_stats, release
 from controller.events import shoe_id_for
@@ -54,7 +54,7 @@ def start_shoe_unseen(eng: Engine, t: float) -> Shoe:
     # its first coups were among the frames lost since the shoe before ended
     s.window, s.loss_mark = (1, 0), eng._loss_at_end
     announce(eng, s)
-    s.phase = "deal"
+    machine.set_phase(s, "NEWSHOE and burn lost")
     detail = f"{_frames_lost(lost)} after the last shoe ended: this shoe's NEWSHOE and burn may be among them"
     eng._alert(t, "BURN_MISMATCH", detail + "; its burn is not checked", None)
     s.numbering_lost = detail
@@ -125,11 +125,10 @@ def end_shoe(eng: Engine, t: float, reason: str) -> Work:
             break
         coup = pending[0]
         detail = f"{reason} before coup {coup.number} was settled"
-        article_x.misdeal(eng, t, coup, "SHOE_ENDED", detail, "void")
-        yield from article_x.void(eng, t, coup, "SHOE_ENDED", detail)
+        yield from article_x.void_misdeal(eng, t, coup, "SHOE_ENDED", detail)
     s.coups.clear()
     s.current = None
-    s.phase = "ended"
+    machine.set_phase(s, "shoe ends")
     s.ended_emitted = True
     eng._loss_at_end = (eng._lost_frames, eng._lost_unknown)
     eng._emit(
@@ -156,7 +155,7 @@ def maybe_finish_shoe(eng: Engine, t: float) -> Work:
         return
     yield from end_shoe(eng, t, reason="last coup dealt")
     # overrun coups after the end still belong to this shoe
-    s.phase = "ended"
+    machine.set_phase(s, "shoe ends")
 
 
 def burn_card(eng: Engine, s: Shoe, f: Card) -> Work:
@@ -180,7 +179,7 @@ def burn_card(eng: Engine, s: Shoe, f: Card) -> Work:
                 "the first (burn) card was unread: burn count unknown",
                 AWAITING,
             )
-            s.phase = "burn-unknown"
+            machine.set_phase(s, "first card unread")
             return
         s.burn_left = eng.profile.burn_count(RANK_BURN[f.card[0]], eng.decks)
     else:
@@ -193,7 +192,7 @@ def burn_card(eng: Engine, s: Shoe, f: Card) -> Work:
 
 
 def finish_burn(eng: Engine, s: Shoe, t: float) -> None:
-    s.phase = "deal"
+    machine.set_phase(s, "burn complete")
     eng._emit("shoe.burn", t, {"first_card": s.first_card, "burned": s.burned})
     analytics.publish_odds(eng, t)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
 from controller.cards import ShoeComposition
+from controller.engine.machine import ShoePhase
 from firmware_protocols.frames import Card, DeviceResult, Frame
 
 ORDER = ("P1", "B1", "P2", "B2")
@@ -112,7 +113,7 @@ class Shoe:
     comp: ShoeComposition
     commit: str | None
     order: list[str | None] | None
-    phase: str = "burn"  # burn | deal | ended
+    phase: str = ShoePhase.BURN  # changed only by machine.set_phase
     first_card: str | None = None
     burn_left: int | None = None  # None: the first card has not come
     burned: int = 0
