@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from controller.cards import CARD_VALUE
 from controller.engine import analytics, article_x, dealing, loss, shoe, tableau
-from controller.engine.machine import ShoePhase
+from controller.engine.machine import BURN
 from controller.engine.state import AWAITING, UNKNOWN, Coup, Shoe, Work, release
 from controller.events import net
 from controller.rules import outcome_of, tags_of
@@ -120,7 +120,7 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
             dealing.card_event(eng, c, prev, "extra")
         return
     coup = s.current if s is not None else None
-    if s is not None and s.phase == ShoePhase.BURN and coup is None:
+    if s is not None and s.phase == BURN and coup is None:
         eng._alert(f.t, "BURN_MISMATCH", "RESULT pressed before the burn was complete", s.next_coup)
     if s is None or coup is None or not coup.dealing:
         return

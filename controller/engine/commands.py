@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from controller.cards import CARD_VALUE, RANK_BURN, CardError, parse_card
 from controller.engine import article_x, loss, machine, shoe
 from controller.engine.loss import _UNKNOWN_LOSS
-from controller.engine.machine import ShoePhase
+from controller.engine.machine import BURN_UNKNOWN
 from controller.engine.state import CommandError, Coup, Shoe, Work
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def enter_card(eng: Engine, coup: Coup, card: Any, t: float) -> Work:
     if s.comp.remaining[code] <= 0:
         raise CommandError(f"{code}: no copy of it is left in this shoe")
     if "UNREAD_CARD" in coup.open:
-        if s.phase == ShoePhase.BURN_UNKNOWN and s.first_card is None and coup.number == s.next_coup - 1:
+        if s.phase == BURN_UNKNOWN and s.first_card is None and coup.number == s.next_coup - 1:
             s.first_card = code
             s.comp.remaining[code] -= 1
             s.burn_left = eng.profile.burn_count(RANK_BURN[code[0]], eng.decks)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from controller.cards import CARD_VALUE
 from controller.engine import analytics, article_x, boundary, loss, shoe, tableau
-from controller.engine.machine import ShoePhase
+from controller.engine.machine import BURN, ENDED
 from controller.engine.state import AWAITING, BURN_HANDS, UNKNOWN, Coup, Shoe, Steps, Work
 from firmware_protocols.frames import Card
 
@@ -28,42 +28,61 @@ if TYPE_CHECKING:
 MAX_LISTED_EXTRAS = 12 * 52
 
 
-def on_card(eng: Engine, f: Card) -> Work:
+def on_card(eng: Engine, f: Card) -> Work | None:
+    """Every card, arriving or released: the work left to do, if any (a
+    plain card dealt into its coup has none: the hot path makes no
+    generator)."""
     s = eng.shoe
-    if s is not None and f.hand == "first" and s.phase != ShoePhase.ENDED:
+    if s is not None and f.hand == "first" and s.phase != ENDED:
         # An Angel Eye marks a new shoe's first card itself (it has no
         # NEWSHOE button): the shoe in play has ended, whatever it still
         # waited for (a due card after an early RESULT, frames held
         # after a gap, its last coup)
-        yield from shoe.new_shoe(eng, f.t)
-        s = eng.shoe
+        return _new_shoe_then_place(eng, f)
+    return _place(eng, s, f)
+
+
+def _new_shoe_then_place(eng: Engine, f: Card) -> Work:
+    yield from shoe.new_shoe(eng, f.t)
+    work = _place(eng, eng.shoe, f)
+    if work is not None:
+        yield from work
+
+
+def _place(eng: Engine, s: Shoe | None, f: Card) -> Work | None:
     if s is not None and s.current is not None and s.current.held is not None:
         s.current.held.append(f)
-        return
+        return None
     if not f.game:
         out_of_game_card(eng, f)
-        return
+        return None
     if s is not None and s.after_premature is not None:
         s.after_premature.append(f)
         # (after a void coup's early RESULT, the next RESULT decides)
         if len(s.after_premature) >= (8 if s.after_premature_void is not None else 4):
-            yield from boundary.flush_after_premature(eng, s)
-        return
-    if s is not None and s.phase == ShoePhase.ENDED and eng._lost_after_shoe and f.hand != "first":
+            return boundary.flush_after_premature(eng, s)
+        return None
+    if s is not None and s.phase == ENDED and eng._lost_after_shoe and f.hand != "first":
         s = shoe.start_shoe_unseen(eng, f.t)
-    elif s is None or (s.phase == ShoePhase.ENDED and (f.hand == "first" or not s.ended_by_rule)):
+    elif s is None or (s.phase == ENDED and (f.hand == "first" or not s.ended_by_rule)):
         # A shoe with no NEWSHOE button starts at its first card (Angel
         # Eye marks that card itself). A shoe that ended by its cut card
         # does not: a card after its last coup is CUT_CARD_OVERRUN.
         s = shoe.start_shoe(eng, f.t)
     shoe.announce(eng, s)
-    if s.phase == ShoePhase.BURN:
-        yield from shoe.burn_card(eng, s, f)
-        return
+    if s.phase == BURN:
+        return shoe.burn_card(eng, s, f)
     coup = s.current
     if coup is None or not coup.dealing:
-        coup = yield from open_coup(eng, s, f.t)
-    yield from deal(eng, s, coup, f)
+        return _open_then_deal(eng, s, f)
+    return deal(eng, s, coup, f)
+
+
+def _open_then_deal(eng: Engine, s: Shoe, f: Card) -> Work:
+    coup = yield from open_coup(eng, s, f.t)
+    work = deal(eng, s, coup, f)
+    if work is not None:
+        yield from work
 
 
 def take(eng: Engine, s: Shoe, f: Card, coup: Coup | None) -> tuple[str, str] | None:
@@ -196,7 +215,8 @@ def deal_void(eng: Engine, s: Shoe, coup: Coup, f: Card) -> None:
     card_event(eng, f, coup.number, pos)
 
 
-def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
+def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work | None:
+    """A card into a coup still dealing: the work left to do, if any."""
     if f.hand in BURN_HANDS:
         eng._alert(
             f.t, "BURN_MISMATCH", f"the device reports {f.hand} during coup {coup.number}", coup.number
@@ -206,24 +226,20 @@ def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
         placed = len(coup.cards)
         deal_void(eng, s, coup, f)
         if len(coup.cards) > placed and not eng.button and tableau.next_position(eng, coup) is None:
-            yield from boundary.close_dealing(eng, coup, f.t)
-        return
+            return boundary.close_dealing(eng, coup, f.t)
+        return None
     pos = tableau.next_position(eng, coup)
     if pos == UNKNOWN:
         coup.held = [f]
-        return
+        return None
     if pos is None:
-        yield from extra_card(eng, s, coup, f)
-        return
+        return extra_card(eng, s, coup, f)
     problem = take(eng, s, f, coup)
     coup.positions.append(pos)
     coup.cards.append(f.card)
     card_event(eng, f, coup.number, pos)
     if problem is not None:
-        yield from article_x.void_for(eng, f.t, coup, problem)
-        if not eng.button:
-            yield from boundary.close_dealing(eng, coup, f.t)
-        return
+        return _void_for_then_close(eng, coup, f, problem)
     if f.card is None:
         coup.had_unread = True
         article_x.misdeal(eng, f.t, coup, "UNREAD_CARD", f"{pos} passed the reader unread", AWAITING)
@@ -243,17 +259,28 @@ def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
             article_x.correct(
                 eng, f.t, coup, "PREMATURE_RESULT", "the due card was dealt after an early RESULT"
             )
-            yield from boundary.close_dealing(eng, coup, f.t)
-            if eng.button and s.after_premature is None:
-                # the dealer usually presses RESULT again: cards before it
-                # are extra cards of this coup, four are the next coup
-                s.after_premature = []
-                s.after_premature_coup = coup.number
+            return _close_after_due_card(eng, s, coup, f)
         elif not eng.button or not coup.dealing:
-            yield from boundary.close_dealing(eng, coup, f.t)
+            return boundary.close_dealing(eng, coup, f.t)
     elif s.comp.cards_left == 0:
         detail = f"the shoe ran out with {nxt} still due"
-        yield from article_x.void_misdeal(eng, f.t, coup, "SHOE_EXHAUSTED", detail)
+        return article_x.void_misdeal(eng, f.t, coup, "SHOE_EXHAUSTED", detail)
+    return None
+
+
+def _void_for_then_close(eng: Engine, coup: Coup, f: Card, problem: tuple[str, str]) -> Work:
+    yield from article_x.void_for(eng, f.t, coup, problem)
+    if not eng.button:
+        yield from boundary.close_dealing(eng, coup, f.t)
+
+
+def _close_after_due_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
+    yield from boundary.close_dealing(eng, coup, f.t)
+    if eng.button and s.after_premature is None:
+        # the dealer usually presses RESULT again: cards before it
+        # are extra cards of this coup, four are the next coup
+        s.after_premature = []
+        s.after_premature_coup = coup.number
 
 
 def extra_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from controller.engine import article_x, dealing, loss, shoe, tableau
-from controller.engine.machine import ShoePhase
+from controller.engine.machine import DEAL
 from controller.engine.state import FAULT_CODES, Coup, Work
 from firmware_protocols.frames import (
     Card,
@@ -56,7 +56,9 @@ def on_status(eng: Engine, f: Status) -> Work:
         # sends no card message for it) still dealt that card: it takes
         # the next position, so the cards after it stay where they are
         # (the first card of a coup opens it).
-        yield from dealing.on_card(eng, Card(f.t, f.seq, None))
+        work = dealing.on_card(eng, Card(f.t, f.seq, None))
+        if work is not None:
+            yield from work
         coup = coup_in_play(eng)
     if code in FAULT_CODES:
         if coup is not None:
@@ -70,7 +72,7 @@ def on_status(eng: Engine, f: Status) -> Work:
         s = eng.shoe
         if coup is not None and tableau.next_position(eng, coup) is not None:
             yield from article_x.void_misdeal(eng, f.t, coup, "SHOE_EXHAUSTED", "the shoe is empty mid-coup")
-        elif s is not None and s.phase == ShoePhase.DEAL and not s.ended_emitted and coup is None:
+        elif s is not None and s.phase == DEAL and not s.ended_emitted and coup is None:
             yield from shoe.end_shoe(eng, f.t, reason="shoe empty")
     elif code == "LID_OPEN":
         eng._alert(f.t, "LID_OPEN", "the shoe's lid was opened", coup.number if coup else None)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.engine import article_x, boundary, commands, dealing, device, loss, machine, shoe
-from controller.engine.machine import CoupState, ShoePhase
+from controller.engine.machine import ENDED, CoupState
 from controller.engine.state import CommandError, Coup, Shoe, Work, _Commit, _copy_stats
 from controller.events import SCHEMA_VERSION, Event, format_ts
 from controller.rules import Profile
@@ -40,16 +40,6 @@ from firmware_protocols.frames import (
 
 def _ignore(eng: Engine, f: Frame) -> None:
     return None
-
-
-def _nothing() -> Work:
-    return
-    yield
-
-
-#: The work of a handler that had nothing to release (already exhausted).
-_DONE = _nothing()
-next(_DONE, None)
 
 
 #: The handler of each frame type.
@@ -119,7 +109,7 @@ class Engine:
         self._odds_quiet = False  # coups lost whole are being counted
         self._out: list[Event] = []
         self._handlers = HANDLERS
-        self._running = False  # _run is draining its work stack
+        self._running = False  # inside feed, tick or command (never re-entered)
         #: each coup's state after the last call (``machine.check``), by id
         self._coup_states: dict[int, tuple[Coup, CoupState]] = {}
 
@@ -129,34 +119,43 @@ class Engine:
         device back), the frame itself, the bound on held frames."""
         out: list[Event] = []
         self._out = out
-        s = self.shoe
-        if s is not None and any(c.open for c in s.coups.values()):  # (most frames: none)
-            self._run(article_x.expire(self, frame.t))
-        if isinstance(frame, SequenceGap) and frame.exact and frame.missing > 0:
-            self._lost_frames += frame.missing
-        elif isinstance(frame, (SequenceGap, Hello)):  # a loss of unknown size
-            self._lost_unknown += 1
-        if self._fault_waiting == "frame" and not isinstance(frame, (Link, SequenceGap, Hello)):
-            self._run(device.device_back(self, frame.t))
-        self._run(self._dispatch(frame))
-        s = self.shoe
-        if s is not None and s.current is not None and s.current.held is not None:
-            self._run(loss.bound_held(self, frame.t))
-        machine.check(self)
+        self._enter()
+        try:
+            s = self.shoe
+            if s is not None and any(c.open for c in s.coups.values()):  # (most frames: none)
+                self._drain(article_x.expire(self, frame.t))
+            if isinstance(frame, SequenceGap) and frame.exact and frame.missing > 0:
+                self._lost_frames += frame.missing
+            elif isinstance(frame, (SequenceGap, Hello)):  # a loss of unknown size
+                self._lost_unknown += 1
+            if self._fault_waiting == "frame" and not isinstance(frame, (Link, SequenceGap, Hello)):
+                self._drain(device.device_back(self, frame.t))
+            work = self._dispatch(frame)
+            if work is not None:
+                self._drain(work)
+            s = self.shoe
+            if s is not None and s.current is not None and s.current.held is not None:
+                self._drain(loss.bound_held(self, frame.t))
+            machine.check(self)
+        finally:
+            self._running = False
         return out
 
-    def _run(self, work: Work) -> None:
-        """The one dispatcher: runs an operation to its end. Every frame it
-        yields (the frame arriving, or frames released after a wait) is
-        applied by ``_dispatch``, pushed on this loop's work stack, before
-        the operation that yielded it resumes, so events come in the order of
-        the game, and no operation applies a frame from inside itself: the
-        Python stack stays as deep as one frame's handling, whatever was held.
-        Never re-entered (an operation that called back into ``feed``,
-        ``tick`` or ``command`` would be a bug)."""
+    def _enter(self) -> None:
+        """``feed``, ``tick`` and ``command`` are never re-entered (an event
+        sink that fed the engine from inside ``_emit`` would interleave two
+        frames' handling)."""
         if self._running:
             raise RuntimeError("the engine's dispatcher was re-entered")
         self._running = True
+
+    def _drain(self, work: Work) -> None:
+        """The one dispatcher loop: runs an operation to its end. Every frame
+        it yields (frames released after a wait) is applied by ``_dispatch``,
+        its work pushed on this loop's stack, before the operation that
+        yielded it resumes, so events come in the order of the game, and no
+        operation applies a frame from inside itself: the Python stack stays
+        as deep as one frame's handling, whatever was held."""
         stack = [work]
         try:
             while stack:
@@ -164,15 +163,16 @@ class Engine:
                 if frame is None:  # that operation is over
                     stack.pop()
                 else:
-                    stack.append(self._dispatch(frame))
+                    more = self._dispatch(frame)
+                    if more is not None:
+                        stack.append(more)
         finally:
-            self._running = False
             for rest in reversed(stack):  # (only after an exception)
                 rest.close()
 
-    def _dispatch(self, frame: Frame) -> Work:
-        """Apply one frame, arriving now or released after a wait: the work
-        its handler does (a handler with nothing to release has done it)."""
+    def _dispatch(self, frame: Frame) -> Work | None:
+        """Apply one frame, arriving now or released after a wait: what its
+        handler has left to do, if anything (a plain card: nothing)."""
         s = self.shoe
         if (
             s is not None
@@ -183,8 +183,7 @@ class Engine:
             )
         ):
             return self._flush_then(s, frame)
-        work = self._handlers[type(frame)](self, frame)
-        return work if work is not None else _DONE
+        return self._handlers[type(frame)](self, frame)
 
     def _flush_then(self, s: Shoe, frame: Frame) -> Work:
         yield from boundary.flush_after_premature(self, s)
@@ -196,35 +195,48 @@ class Engine:
         """Let time pass with no frame: fires correction deadlines."""
         out: list[Event] = []
         self._out = out
-        self._run(article_x.expire(self, now))
-        machine.check(self)
+        self._enter()
+        try:
+            self._drain(article_x.expire(self, now))
+            machine.check(self)
+        finally:
+            self._running = False
         return out
 
     def command(self, cmd: dict[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
         """Apply a supervisor command (SPEC section 5). Returns the reply and
         the events; a command that cannot apply changes nothing."""
+        self._enter()
+        try:
+            return self._command(cmd, t)
+        finally:
+            self._running = False
+
+    def _command(self, cmd: dict[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
         out: list[Event] = []
         self._out = out
-        self._run(article_x.expire(self, t))
+        self._drain(article_x.expire(self, t))
         reply: dict[str, Any] = {"id": cmd.get("id"), "ok": True, "error": None}
         before = len(out)  # what the deadlines emitted stands whatever the command does
         try:
             name = cmd.get("cmd")
             if name == "void":
-                self._run(commands.void(self, commands.coup_arg(self, cmd), str(cmd.get("reason") or ""), t))
+                self._drain(
+                    commands.void(self, commands.coup_arg(self, cmd), str(cmd.get("reason") or ""), t)
+                )
             elif name == "enter_card":
-                self._run(commands.enter_card(self, commands.coup_arg(self, cmd), cmd.get("card"), t))
+                self._drain(commands.enter_card(self, commands.coup_arg(self, cmd), cmd.get("card"), t))
             elif name == "accept":
                 s = self.shoe
                 n = cmd.get("coup")
                 if s is not None and s.numbering_lost is not None and isinstance(n, int) and n not in s.coups:
                     commands.renumber(self, s, n, t)
                 else:
-                    self._run(commands.accept(self, commands.coup_arg(self, cmd), t))
+                    self._drain(commands.accept(self, commands.coup_arg(self, cmd), t))
             elif name == "new_shoe":
-                self._run(shoe.new_shoe(self, t))
+                self._drain(shoe.new_shoe(self, t))
             elif name == "end_shoe":
-                self._run(commands.end_shoe(self, t))
+                self._drain(commands.end_shoe(self, t))
             elif name == "_reject":
                 # the daemon refused it (origin check): journalled like any
                 # command so a rebuild reproduces the alert
@@ -280,7 +292,7 @@ class Engine:
         return {
             "table": self.table,
             "shoe": s.id,
-            "state": str(s.phase if not s.ended_emitted else ShoePhase.ENDED),
+            "state": str(s.phase if not s.ended_emitted else ENDED),
             "coup": s.next_coup - 1,
             "cards_dealt": s.comp.dealt,
             "cards_left": s.comp.cards_left,

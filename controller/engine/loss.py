@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from controller.engine import article_x, boundary, dealing, machine, tableau
-from controller.engine.machine import ShoePhase
+from controller.engine.machine import BURN, BURN_UNKNOWN
 from controller.engine.state import AWAITING, Coup, Shoe, Steps, Work, release
 from firmware_protocols.frames import (
     Button,
@@ -148,7 +148,7 @@ def discard_held(
         lost = next((i for i, f in enumerate(held) if isinstance(f, (SequenceGap, Hello))), None)
         if lost is not None:
             head, rest = held[:lost], held[lost:]
-    if s.phase in (ShoePhase.BURN, ShoePhase.BURN_UNKNOWN):
+    if s.phase in (BURN, BURN_UNKNOWN):
         # frames were lost during the burn: it cannot be finished by
         # count; it ends here, and the shoe is dealt on from here
         eng._alert(coup.t_start, "BURN_MISMATCH", "frames lost during the burn", coup.number)

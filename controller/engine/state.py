@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
 from controller.cards import ShoeComposition
-from controller.engine.machine import ShoePhase
+from controller.engine.machine import BURN
 from firmware_protocols.frames import Card, DeviceResult, Frame
 
 ORDER = ("P1", "B1", "P2", "B2")
@@ -24,7 +24,7 @@ _T = TypeVar("_T")
 
 #: An operation of the game that may release frames that waited (held while
 #: positions were unknown, carried to the next coup): it yields each frame to
-#: the engine's dispatcher (``Engine._run``), which applies it in full (its
+#: the engine's dispatcher (``Engine._drain``), which applies it in full (its
 #: events, its own releases) before the operation resumes, and returns a
 #: ``_T``. No operation applies a frame itself, so the dispatcher is never
 #: re-entered and the Python stack does not grow with what was held.
@@ -113,7 +113,7 @@ class Shoe:
     comp: ShoeComposition
     commit: str | None
     order: list[str | None] | None
-    phase: str = ShoePhase.BURN  # changed only by machine.set_phase
+    phase: str = BURN  # changed only by machine.set_phase
     first_card: str | None = None
     burn_left: int | None = None  # None: the first card has not come
     burned: int = 0
