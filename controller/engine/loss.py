@@ -321,7 +321,7 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> Work:
     """The first RESULT after a gap that may have swallowed the end of the
     coup in play: the cards read since tell how many coups ended in the
     gap (``_ends_possible``). Where more than one count fits, the number
-    of every later coup is unknown (``_lose_numbering``)."""
+    of every later coup is unknown (``lose_numbering``)."""
     s = eng.shoe
     assert s is not None
     held: list[Frame] = coup.held if coup.held is not None else []

@@ -153,7 +153,7 @@ class Shoe:
     #: of every later coup is unknown (each is void) until a supervisor says it
     numbering_lost: str | None = None
     renumber_to: int | None = None  # the supervisor's number for the next coup
-    #: from where the numbering is lost (``Engine._renumber_range``): the
+    #: from where the numbering is lost (``loss.renumber_range``): the
     #: first coup whose number may be wrong and the shoe's cards dealt before
     #: it (None: lost before this was kept, by a checkpoint)
     window: tuple[int, int] | None = None
