@@ -1,9 +1,14 @@
-"""Coup boundaries: where a coup ends, and its settlement.
+"""Coup boundaries: where a coup ends, decided here, and its settlement.
 
-Owns the dealer's buttons (RESULT, REDEAL, NEWSHOE) and the device's own
-result, the automatic boundary (a complete tableau), a RESULT pressed early
-(premature) and the cards after it, closing a coup's dealing and settling
-it by the profile's bet table (``coup.result``, ``roads``).
+Owns every way a coup ends: the dealer's buttons (RESULT, REDEAL, NEWSHOE)
+and the device's own result; the automatic boundary (a complete tableau,
+``after_card``, ``after_void_card``); a RESULT pressed early (premature),
+the due card that corrects it and the cards after it; extra cards after a
+complete tableau (the profile's ``extra_card``); a card the shoe cannot
+hold (``void_for_card``). Then closing a coup's dealing (``close_dealing``)
+and settling it by the profile's bet table (``coup.result``, ``roads``).
+Loss recovery (``loss``) also closes coups, where the frames lost may have
+held their end.
 """
 
 from __future__ import annotations
@@ -290,3 +295,71 @@ def on_device_result(eng: Engine, f: DeviceResult) -> Work:
             # the shoe's view of the finished coup
             coup.device_result = f
     yield from result(eng, f)
+
+
+def after_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work | None:
+    """A card placed in a live coup: where it leaves the coup. Its tableau
+    complete, the coup ends there with the automatic boundary (with the
+    RESULT button, at the dealer's RESULT); the due card after an early
+    RESULT corrects it and ends the coup; a card still due when the shoe is
+    empty voids it."""
+    nxt = tableau.next_position(eng, coup)
+    if nxt is None:
+        if coup.premature:
+            coup.premature = False
+            article_x.correct(
+                eng, f.t, coup, "PREMATURE_RESULT", "the due card was dealt after an early RESULT"
+            )
+            return _close_after_due_card(eng, s, coup, f)
+        elif not eng.button or not coup.dealing:
+            return close_dealing(eng, coup, f.t)
+    elif s.comp.cards_left == 0:
+        detail = f"the shoe ran out with {nxt} still due"
+        return article_x.void_misdeal(eng, f.t, coup, "SHOE_EXHAUSTED", detail)
+    return None
+
+
+def after_void_card(eng: Engine, coup: Coup, f: Card) -> Work | None:
+    """A card placed in a void coup: with the automatic boundary the coup
+    ends once its tableau is complete (its cards are shown till then)."""
+    if not eng.button and tableau.next_position(eng, coup) is None:
+        return close_dealing(eng, coup, f.t)
+    return None
+
+
+def void_for_card(eng: Engine, coup: Coup, f: Card, problem: tuple[str, str]) -> Work:
+    """A card the shoe cannot hold (foreign, off the shuffler's order)
+    voids its coup; with the automatic boundary the coup ends there."""
+    yield from article_x.void_for(eng, f.t, coup, problem)
+    if not eng.button:
+        yield from close_dealing(eng, coup, f.t)
+
+
+def _close_after_due_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
+    yield from close_dealing(eng, coup, f.t)
+    if eng.button and s.after_premature is None:
+        # the dealer usually presses RESULT again: cards before it
+        # are extra cards of this coup, four are the next coup
+        s.after_premature = []
+        s.after_premature_coup = coup.number
+
+
+def extra_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
+    """A card after the tableau completed, before the dealer's RESULT."""
+    policy = eng.rules["extra_card"]
+    if not coup.dealing:
+        policy = "burn"  # its coup is over; nothing else is possible
+    detail = f"a card ({f.card or 'unread'}) left the shoe after the tableau was complete"
+    if policy == "next_coup" and not coup.carry:
+        # dealt (and checked) as the first card of the next coup once the
+        # dealer's RESULT closes this one
+        coup.carry.append(f)
+        article_x.correct(eng, f.t, coup, "EXTRA_CARD", detail + "; it opens the next coup")
+        return
+    problem = dealing.set_aside(eng, s, coup, f)
+    if problem is not None:
+        yield from article_x.void_for(eng, f.t, coup, problem)
+    elif policy == "void":
+        yield from article_x.void_misdeal(eng, f.t, coup, "EXTRA_CARD", detail)
+    else:
+        article_x.correct(eng, f.t, coup, "EXTRA_CARD", detail + "; burned")

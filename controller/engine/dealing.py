@@ -2,9 +2,9 @@
 (foreign, shuffler order) and placed where the tableau puts it.
 
 Owns ``on_card`` (the entry for every card), opening a coup (its number,
-demo flag, an overrun past the last coup), dealing into a live or void coup,
-and extra cards after a complete tableau (the profile's ``extra_card``
-policy).
+demo flag, an overrun past the last coup) and dealing into a live or void
+coup; where the card leaves the coup (its end, an extra card) is
+``boundary``'s to decide.
 """
 
 from __future__ import annotations
@@ -225,21 +225,21 @@ def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work | None:
         # a void coup keeps its cards until its boundary, none settled
         placed = len(coup.cards)
         deal_void(eng, s, coup, f)
-        if len(coup.cards) > placed and not eng.button and tableau.next_position(eng, coup) is None:
-            return boundary.close_dealing(eng, coup, f.t)
+        if len(coup.cards) > placed:
+            return boundary.after_void_card(eng, coup, f)
         return None
     pos = tableau.next_position(eng, coup)
     if pos == UNKNOWN:
         coup.held = [f]
         return None
     if pos is None:
-        return extra_card(eng, s, coup, f)
+        return boundary.extra_card(eng, s, coup, f)
     problem = take(eng, s, f, coup)
     coup.positions.append(pos)
     coup.cards.append(f.card)
     card_event(eng, f, coup.number, pos)
     if problem is not None:
-        return _void_for_then_close(eng, coup, f, problem)
+        return boundary.void_for_card(eng, coup, f, problem)
     if f.card is None:
         coup.had_unread = True
         article_x.misdeal(eng, f.t, coup, "UNREAD_CARD", f"{pos} passed the reader unread", AWAITING)
@@ -252,53 +252,4 @@ def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work | None:
             f"the device placed the card on {f.hand}; the tableau's next position is {pos}",
             AWAITING,
         )
-    nxt = tableau.next_position(eng, coup)
-    if nxt is None:
-        if coup.premature:
-            coup.premature = False
-            article_x.correct(
-                eng, f.t, coup, "PREMATURE_RESULT", "the due card was dealt after an early RESULT"
-            )
-            return _close_after_due_card(eng, s, coup, f)
-        elif not eng.button or not coup.dealing:
-            return boundary.close_dealing(eng, coup, f.t)
-    elif s.comp.cards_left == 0:
-        detail = f"the shoe ran out with {nxt} still due"
-        return article_x.void_misdeal(eng, f.t, coup, "SHOE_EXHAUSTED", detail)
-    return None
-
-
-def _void_for_then_close(eng: Engine, coup: Coup, f: Card, problem: tuple[str, str]) -> Work:
-    yield from article_x.void_for(eng, f.t, coup, problem)
-    if not eng.button:
-        yield from boundary.close_dealing(eng, coup, f.t)
-
-
-def _close_after_due_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
-    yield from boundary.close_dealing(eng, coup, f.t)
-    if eng.button and s.after_premature is None:
-        # the dealer usually presses RESULT again: cards before it
-        # are extra cards of this coup, four are the next coup
-        s.after_premature = []
-        s.after_premature_coup = coup.number
-
-
-def extra_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
-    """A card after the tableau completed, before the dealer's RESULT."""
-    policy = eng.rules["extra_card"]
-    if not coup.dealing:
-        policy = "burn"  # its coup is over; nothing else is possible
-    detail = f"a card ({f.card or 'unread'}) left the shoe after the tableau was complete"
-    if policy == "next_coup" and not coup.carry:
-        # dealt (and checked) as the first card of the next coup once the
-        # dealer's RESULT closes this one
-        coup.carry.append(f)
-        article_x.correct(eng, f.t, coup, "EXTRA_CARD", detail + "; it opens the next coup")
-        return
-    problem = set_aside(eng, s, coup, f)
-    if problem is not None:
-        yield from article_x.void_for(eng, f.t, coup, problem)
-    elif policy == "void":
-        yield from article_x.void_misdeal(eng, f.t, coup, "EXTRA_CARD", detail)
-    else:
-        article_x.correct(eng, f.t, coup, "EXTRA_CARD", detail + "; burned")
+    return boundary.after_card(eng, s, coup, f)
