@@ -125,7 +125,48 @@ def _build_parser() -> argparse.ArgumentParser:
     accept.add_argument("--coup", type=int, required=True, metavar="N", help=coup_help)
     actions.add_parser("new-shoe", parents=[common], help="a fresh shoe is loaded")
     actions.add_parser("end-shoe", parents=[common], help="end the shoe in play")
+    _history_parser(sub)
     return p
+
+
+def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    hs = sub.add_parser(
+        "history",
+        help="surveillance review of a journal (read-only, safe while the daemon runs)",
+        description="Review a table's journal: its shoes, coups, one coup's timeline, dealing errors,"
+        " a shoe report. Read-only; safe while the daemon runs.",
+    )
+    src = argparse.ArgumentParser(add_help=False)
+    src.add_argument("-c", "--config", help="the daemon's config: its journal is read")
+    src.add_argument(
+        "--journal", metavar="PATH", help="the journal file (default: the config's, else ./var/)"
+    )
+    fmt = src.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="one JSON document")
+    fmt.add_argument("--csv", action="store_true", help="CSV with a header row")
+    limit = argparse.ArgumentParser(add_help=False)
+    limit.add_argument("--limit", type=int, metavar="N", help="at most N rows (default 200, at most 10000)")
+    when = argparse.ArgumentParser(add_help=False)
+    when.add_argument(
+        "--since", metavar="T", help="from T: 2026-11-23T04:30:00Z, '2026-11-23 04:30' (UTC), 2h"
+    )
+    when.add_argument("--until", metavar="T", help="before T (same forms)")
+    actions = hs.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    actions.add_parser("shoes", parents=[src, limit], help="the shoes in the journal")
+    cp = actions.add_parser("coups", parents=[src, limit, when], help="coups of a shoe or of a time range")
+    cp.add_argument("--shoe", metavar="ID")
+    one = actions.add_parser("coup", parents=[src], help="one coup's whole timeline")
+    one.add_argument("shoe", metavar="SHOE")
+    one.add_argument("coup", metavar="N")
+    er = actions.add_parser("errors", parents=[src, limit, when], help="every coup with a dealing error")
+    er.add_argument("code", metavar="CODE", help="a SPEC section 4 code, e.g. UNREAD_CARD")
+    er.add_argument("--shoe", metavar="ID")
+    rp = actions.add_parser("report", parents=[src], help="the printable report of an ended shoe")
+    rp.add_argument("shoe", metavar="SHOE")
+    rp.add_argument("--html", metavar="OUT", help="write the report page here")
+    rp.add_argument("--pdf", metavar="OUT", help="print it to PDF with headless Chromium")
+    rp.add_argument("--chromium", metavar="PATH", help="the Chromium binary (default: found on PATH)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
