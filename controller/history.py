@@ -354,7 +354,7 @@ class Reader:
             return ""
         return f" (retention removed its events up to seq {row[0]}; see journal_retention_days)"
 
-    def shoes(self, limit: int | None = None) -> Page:
+    def shoes(self, limit: int | str | None = None) -> Page:
         """Every shoe in the journal, newest last (at most ``limit``: the newest)."""
         n = parse_limit(limit)
 
@@ -408,7 +408,7 @@ class Reader:
         shoe: str | None = None,
         since: float | None = None,
         until: float | None = None,
-        limit: int | None = None,
+        limit: int | str | None = None,
     ) -> Page:
         """The coups of a shoe (every coup number seen, settled, void or
         still open), or those closed (settled or voided) in ``[since, until)``,
@@ -544,7 +544,7 @@ class Reader:
         shoe: str | None = None,
         since: float | None = None,
         until: float | None = None,
-        limit: int | None = None,
+        limit: int | str | None = None,
     ) -> Page:
         """Every coup (in the order dealt) where ``code`` was raised, with how
         it was resolved and the coup's outcome; an alert-only code (such as

@@ -71,7 +71,7 @@ def _e(value: Any) -> str:
     return escape(str(value))
 
 
-def _q(segment: Any) -> str:
+def quote(segment: Any) -> str:
     return urllib.parse.quote(str(segment), safe="")
 
 
@@ -136,16 +136,16 @@ def _truncated(p: Page) -> str:
 
 
 def shoes_page(table: str, base: str, p: Page) -> str:
-    t = _q(table)
+    t = quote(table)
     body = f"<h1>Table {escape(table)}: shoes</h1>"
     body += '<p class="sub">Read-only review of the journal. A shoe links to its coups and its report.</p>'
     body += _table(
         (*p.columns, "report"),
         [{**r, "report": "report" if r["status"] == "ended" else ""} for r in p.rows],
         links={
-            "shoe": lambda r: f"{base}/history/{t}?shoe={_q(r['shoe'])}",
+            "shoe": lambda r: f"{base}/history/{t}?shoe={quote(r['shoe'])}",
             "report": lambda r: (
-                f"{base}/history/{t}/report/{_q(r['shoe'])}" if r["status"] == "ended" else ""
+                f"{base}/history/{t}/report/{quote(r['shoe'])}" if r["status"] == "ended" else ""
             ),
         },
         numeric=("coups", "settled", "void", "banker", "player", "tie"),
@@ -154,12 +154,12 @@ def shoes_page(table: str, base: str, p: Page) -> str:
 
 
 def coups_page(table: str, base: str, heading: str, p: Page) -> str:
-    t = _q(table)
+    t = quote(table)
     body = f"<h1>Table {escape(table)}: {escape(heading)}</h1>"
     body += _table(
         p.columns,
         p.rows,
-        links={"coup": lambda r: f"{base}/history/{t}/coup/{_q(r['shoe'])}/{int(r['coup'])}"},
+        links={"coup": lambda r: f"{base}/history/{t}/coup/{quote(r['shoe'])}/{int(r['coup'])}"},
         numeric=("coup", "player_total", "banker_total"),
     )
     nav = f'<a href="{escape(base)}/history/{t}">all shoes</a>'
@@ -167,14 +167,14 @@ def coups_page(table: str, base: str, heading: str, p: Page) -> str:
 
 
 def errors_page(table: str, base: str, code: str, p: Page) -> str:
-    t = _q(table)
+    t = quote(table)
     body = f"<h1>Table {escape(table)}: coups with {escape(code)}</h1>"
     body += _table(
         p.columns,
         p.rows,
         links={
             "coup": lambda r: (
-                f"{base}/history/{t}/coup/{_q(r['shoe'])}/{int(r['coup'])}"
+                f"{base}/history/{t}/coup/{quote(r['shoe'])}/{int(r['coup'])}"
                 if r.get("coup") is not None
                 else ""
             )
@@ -209,11 +209,11 @@ def timeline_body(tl: Mapping[str, Any]) -> str:
 
 
 def timeline_page(table: str, base: str, tl: Mapping[str, Any]) -> str:
-    t = _q(table)
+    t = quote(table)
     body = f"<h1>Coup {int(tl['coup'])} of shoe {escape(str(tl['shoe']))}</h1>" + timeline_body(tl)
     nav = (
         f'<a href="{escape(base)}/history/{t}">all shoes</a> · '
-        f'<a href="{escape(base)}/history/{t}?shoe={_q(tl["shoe"])}">coups of this shoe</a>'
+        f'<a href="{escape(base)}/history/{t}?shoe={quote(tl["shoe"])}">coups of this shoe</a>'
     )
     return page(f"{table} {tl['shoe']} coup {tl['coup']}", body, nav)
 
@@ -348,7 +348,7 @@ def report_page(rep: Mapping[str, Any], *, coup_link: str | None = None, generat
         ]
     )
     body += (
-        f"<footer>shoe-controller history report · journal {_e(rep.get('journal'))}"
+        f"<footer>shoe-controller history report · from {_e(rep.get('journal'))}"
         + (f" · generated {_e(generated)}" if generated else "")
         + "</footer>"
     )
