@@ -554,3 +554,52 @@ def test_cli_report_writes_html_and_a_pdf_printed_by_chromium(
     r2 = cli("report", scripted["shoes"][0], "--journal", str(scripted["path"]), "--pdf", str(only_pdf))
     assert r2.returncode == 0 and only_pdf.read_bytes().startswith(b"%PDF-"), r2.stderr
     assert sorted(os.listdir(tmp_path)) == ["only.pdf", "r.html", "r.pdf"]
+
+
+def test_cli_pdf_without_chromium_on_path_says_what_to_install(
+    scripted: dict[str, Any], tmp_path: Path
+) -> None:
+    env = {**os.environ, "PATH": str(tmp_path)}  # no chromium anywhere on it
+    r = subprocess.run(
+        [
+            *(str(SCRIPT), "history", "report", scripted["shoes"][0], "--journal", str(scripted["path"])),
+            *("--html", str(tmp_path / "r.html"), "--pdf", str(tmp_path / "r.pdf")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    line = one_line_error(r, 1)
+    assert "--pdf needs Chromium (no chromium on PATH)" in line and "apt-get install chromium" in line
+    assert list(tmp_path.iterdir()) == [], "nothing written when the PDF cannot be made"
+
+
+def test_a_snapshot_the_daemon_changed_under_an_immutable_read_is_read_again(
+    scripted: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read without a WAL (immutable), a daemon that starts and checkpoints
+    meanwhile would change the file under the read: the identity check
+    sees it and reads again; a file that never holds still is an error."""
+    reader = Reader(scripted["path"])
+    real = Reader._identity
+    calls = {"n": 0}
+
+    def moving(self: Reader) -> tuple[int, int, int, bool]:
+        calls["n"] += 1
+        ino, size, mtime, wal = real(self)
+        return ino, size, mtime + (calls["n"] > 1), wal  # changes once, during the first read
+
+    monkeypatch.setattr(Reader, "_identity", moving)
+    assert [r["shoe"] for r in reader.shoes().rows] == scripted["shoes"]
+    assert calls["n"] == 4, "the first read was thrown away and read again"
+
+    def always(self: Reader) -> tuple[int, int, int, bool]:
+        calls["n"] += 1
+        ino, size, _, wal = real(self)
+        return ino, size, calls["n"], wal
+
+    monkeypatch.setattr(Reader, "_identity", always)
+    with pytest.raises(HistoryError, match="kept changing under a read"):
+        reader.shoes()
