@@ -15,7 +15,8 @@ Routes (``{table}`` is a key of the mapping given; anything else is 404):
   ``/api/history/{table}/report/{shoe}``: the same as JSON, as
   ``shoe-controller history --json`` prints it.
 
-Every request opens the journal read-only for one snapshot (see
+``coup_url`` and ``report_url`` build the links (a road's cell to its
+coup's timeline). Every request opens the journal read-only for one snapshot (see
 ``controller.history``), in Starlette's thread pool, so a slow query never
 holds up the board's live pages. A bad path or query parameter is a 400, an
 unknown table, shoe or coup a 404, a report of a shoe still in play a 409,
@@ -61,6 +62,19 @@ class _Reply(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def coup_url(table: str, shoe: str, coup: int, root: str = "") -> str:
+    """The timeline page of one coup, for a link from the road (``root``:
+    the path the routes are mounted under, if any)."""
+    q = history_html.quote
+    return f"{root.rstrip('/')}/history/{q(table)}/coup/{q(shoe)}/{int(coup)}"
+
+
+def report_url(table: str, shoe: str, root: str = "") -> str:
+    """The report page of an ended shoe."""
+    q = history_html.quote
+    return f"{root.rstrip('/')}/history/{q(table)}/report/{q(shoe)}"
 
 
 def history_routes(journals: Mapping[str, pathlib.Path]) -> list[BaseRoute]:

@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from controller.history import MAX_LIMIT
-from controller.history_web import history_routes
+from controller.history_web import coup_url, history_routes, report_url
 from tests.test_history import HOSTILE, build
 
 
@@ -163,3 +163,11 @@ def test_journal_paths_with_odd_characters_open(tmp_path: Path) -> None:
     data = build(odd / "journal.sqlite3")
     client = TestClient(Starlette(routes=history_routes({"T09": data["path"]})))
     assert [r["shoe"] for r in client.get("/api/history/T09").json()["rows"]] == data["shoes"]
+
+
+def test_the_link_helpers_point_at_the_pages(site: dict[str, Any]) -> None:
+    shoe = site["shoes"][0]
+    assert get(site, coup_url("T09", shoe, 2)).status_code == 200
+    assert "coup 2 of shoe" in get(site, coup_url("T09", shoe, 2)).text.lower()
+    assert "<h2>Roads</h2>" in get(site, report_url("T09", shoe)).text
+    assert coup_url("T 1", "a?b", 3, root="/board/") == "/board/history/T%201/coup/a%3Fb/3"
