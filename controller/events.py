@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from controller.event_types import EVENT_TYPES, Payload
+from controller.event_types import EVENT_TYPES, UNSET, Payload
 
 SCHEMA_VERSION = 1
 
@@ -69,9 +69,23 @@ def _slow_dumps(event: Event) -> str:
     return _encoder.encode(event)
 
 
-#: An event as the dict consumers read: a payload Struct's fields in
-#: declared order, those left ``UNSET`` omitted (nested dicts are copied).
-payload_dict: Callable[[Payload], dict[str, Any]] = msgspec.to_builtins
+_asdict: Callable[[Payload], dict[str, Any]] = msgspec.structs.asdict
+#: per payload type, its fields that may be left UNSET (omitted)
+_OPTIONAL: dict[type[Payload], tuple[str, ...]] = {
+    p: tuple(f.name for f in msgspec.structs.fields(p) if not f.required) for p in EVENT_TYPES.values()
+}
+
+
+def payload_dict(payload: Payload) -> dict[str, Any]:
+    """A payload as the dict consumers read: its fields in declared order,
+    those left ``UNSET`` omitted. Shallow, as the dict literals it replaces
+    were: nested dicts and lists are the engine's own, not copies."""
+    out = _asdict(payload)
+    for name in _OPTIONAL[type(payload)]:
+        if out[name] is UNSET:
+            del out[name]
+    return out
+
 
 _msgspec_encode = msgspec.json.Encoder().encode
 
