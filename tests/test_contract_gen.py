@@ -134,3 +134,37 @@ def test_journalled_commands_parse_through_the_same_parser() -> None:
             parse_journalled(json.dumps(bad).encode())
     with pytest.raises(CommandError, match="larger than 65536 bytes"):
         parse_journalled(b" " * 65537)
+
+
+def test_a_rebuild_refeeds_journalled_commands_through_the_parser(tmp_path: Any) -> None:
+    """The journal's command rows (a supervisor's and the daemon's own, as
+    older versions wrote them) are read back by ``parse_journalled``; a row
+    the parser refuses changes nothing and is answered, never a traceback."""
+    from controller.config import load_config
+    from controller.daemon import Daemon
+    from controller.journal import Journal
+    from tests.support.configs import write_config
+
+    cfg = load_config(
+        write_config(tmp_path, {"driver": "serial", "port": "/dev/null", "protocol": "shoe-ascii/1"})
+    )
+    rows = [
+        {"id": None, "cmd": "_alert", "code": "OUTPUT_FAILED", "detail": "jsonl: disk full"},
+        {"cmd": "_refused", "refused": 3, "dropped": 1, "window_s": 10.0, "limits": "l"},
+        {"id": "c7", "cmd": "_reject", "error": "stale command"},
+        {"id": "c8", "cmd": "new_shoe", "ts": 1.5},
+        {"id": "c9", "cmd": "accept", "coup": 1, "extra": True},  # refused: unknown field
+    ]
+    with Journal(cfg.journal) as journal:
+        for i, row in enumerate(rows):
+            journal.append_input(100.0 + i, "cmd", json.dumps(row, separators=(",", ":")).encode())
+        daemon = Daemon(cfg)
+        daemon._rebuild(journal)
+        events = [json.loads(p.json) for p in journal.events_since(0)]
+    assert daemon.last_reply == {"id": "c9", "ok": False, "error": "accept: unknown field 'extra'"}
+    alerts = [(e["code"], e["detail"]) for e in events if e["type"] == "security.alert"]
+    assert alerts == [
+        ("OUTPUT_FAILED", "jsonl: disk full"),
+        ("COMMAND_REJECTED", "3 more command(s) refused and 1 dropped unread in the last 10.0 s (limits: l)"),
+        ("COMMAND_REJECTED", "command 'c7': stale command"),
+    ]
