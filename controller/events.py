@@ -1,7 +1,10 @@
 """The event envelope (SPEC section 3): ids, timestamps, serialisation.
 
 Events are plain dicts in a fixed key order (envelope first, then payload)
-so that the same input always serialises to the same bytes.
+so that the same input always serialises to the same bytes. Their payloads
+are typed (``controller.event_types``): ``payload_dict`` makes the dict of
+one, and ``dumps`` writes an event with msgspec where that gives ``json``'s
+bytes (every type whose definition holds no float) and ``json`` otherwise.
 """
 
 from __future__ import annotations
