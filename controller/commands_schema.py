@@ -35,7 +35,6 @@ from typing import Annotated, Any, ClassVar
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from controller.cards import CardError, parse_card
-from controller.config import table_problem
 from controller.event_types import TABLE_PATTERN
 
 MAX_PAYLOAD = 4096
@@ -381,6 +380,10 @@ def _supervisor(data: Mapping[str, Any]) -> Command:
             raise CommandError(f"{cmd}: {exc}", cid) from None
     table: str | UnsetType = UNSET
     if "table" in data:
+        # imported here: the engine imports the command types, and the
+        # config (pydantic, the drivers' settings) is no part of it
+        from controller.config import table_problem
+
         t = data["table"]
         if not isinstance(t, str) or table_problem(t) is not None:
             raise CommandError(f"{cmd}: 'table' must be a table name ([A-Za-z0-9_-], 1 to 32)", cid)

@@ -79,3 +79,14 @@ def test_an_unset_optional_field_is_left_out_and_a_set_one_comes_in_its_place() 
 def test_a_value_msgspec_cannot_write_falls_back_to_json() -> None:
     ev = _event(SecurityAlert(code="X", detail="d", coup=2**70))
     assert events.dumps(ev) == events._slow_dumps(ev)
+
+
+def test_the_engine_loads_the_typed_commands_without_the_config() -> None:
+    """The engine imports the command types; the command parser takes the
+    table rule from the config only when a command names a table."""
+    import subprocess
+    import sys
+
+    code = "import sys, controller.engine; print('controller.config' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
