@@ -27,11 +27,45 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from controller.cards import CARD_VALUE, RANK_BURN, CardError, ShoeComposition, parse_card
-from controller.events import SCHEMA_VERSION, Event, format_ts, net, shoe_id_for
+from controller.commands_schema import (
+    Accept,
+    Alert,
+    CommandError,
+    EndShoe,
+    EngineCommand,
+    EnterCard,
+    NewShoe,
+    Refused,
+    Reject,
+    Void,
+    command_from_dict,
+)
+from controller.event_types import (
+    UNSET,
+    CardEvent,
+    CoupResult,
+    CoupVoid,
+    DeviceInfo,
+    DeviceStatus,
+    Hand,
+    Misdeal,
+    MisdealAction,
+    OddsUpdate,
+    Payload,
+    RoadsEvent,
+    SecurityAlert,
+    ShoeBurn,
+    ShoeCutCard,
+    ShoeEnded,
+    ShoeStarted,
+    Tally,
+)
+from controller.events import SCHEMA_VERSION, Event, format_ts, net, payload_dict, shoe_id_for
 from controller.rules import Profile, outcome_of, tags_of
 from firmware_protocols.frames import (
     Ack,
@@ -51,7 +85,7 @@ from firmware_protocols.frames import (
 
 ORDER = ("P1", "B1", "P2", "B2")
 UNKNOWN = "?"  # the next position cannot be decided yet
-AWAITING = "awaiting_supervisor"
+AWAITING: Final = "awaiting_supervisor"
 
 BURN_HANDS = frozenset(("burn", "first", "burn_count"))
 FAULT_CODES = frozenset(("JAM", "READER_FAULT", "ERROR"))
@@ -159,10 +193,6 @@ def _ends_possible(k: int, need: int, items: list[int], result: bool) -> set[int
 
 def _coups(n: int) -> str:
     return f"{n} coup" if n == 1 else f"{n} coups"
-
-
-class CommandError(ValueError):
-    """A supervisor command that cannot be applied; nothing changed."""
 
 
 @dataclass
@@ -316,7 +346,7 @@ class Engine:
         self.button = self.rules["coup_boundary"] == "button"
         self.seq = 0
         self.shoe: Shoe | None = None
-        self.device: dict[str, str] = {"model": "", "firmware": "", "serial": ""}
+        self.device: DeviceInfo = {"model": "", "firmware": "", "serial": ""}
         self._commit: _Commit | None = None
         self._fault_coup: int | None = None  # coup with an open DEVICE_FAULT
         self._fault_waiting: str | None = None  # "ok" (STAT OK clears) | "frame" (next unbroken frame)
@@ -391,63 +421,71 @@ class Engine:
         self._expire(now)
         return out
 
-    def command(self, cmd: dict[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
-        """Apply a supervisor command (SPEC section 5). Returns the reply and
-        the events; a command that cannot apply changes nothing."""
+    def command(self, cmd: EngineCommand | Mapping[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
+        """Apply a supervisor command (SPEC section 5), or one of the
+        daemon's own, as parsed by ``controller.commands_schema`` (a JSON
+        object is parsed by it first). Returns the reply and the events; a
+        command that cannot apply changes nothing."""
         out: list[Event] = []
         self._out = out
         self._expire(t)
-        reply: dict[str, Any] = {"id": cmd.get("id"), "ok": True, "error": None}
+        if isinstance(cmd, Mapping):
+            raw = cmd
+            try:
+                cmd = command_from_dict(raw)
+            except CommandError as exc:
+                return {"id": raw.get("id"), "ok": False, "error": str(exc)}, out
+        reply: dict[str, Any] = {"id": getattr(cmd, "id", None), "ok": True, "error": None}
         before = len(out)  # what the deadlines emitted stands whatever the command does
         try:
-            name = cmd.get("cmd")
-            if name == "void":
-                self._cmd_void(self._coup_arg(cmd), str(cmd.get("reason") or ""), t)
-            elif name == "enter_card":
-                self._cmd_enter_card(self._coup_arg(cmd), cmd.get("card"), t)
-            elif name == "accept":
-                s = self.shoe
-                n = cmd.get("coup")
-                if s is not None and s.numbering_lost is not None and isinstance(n, int) and n not in s.coups:
-                    self._cmd_renumber(s, n, t)
-                else:
-                    self._cmd_accept(self._coup_arg(cmd), t)
-            elif name == "new_shoe":
-                self._new_shoe(t)
-            elif name == "end_shoe":
-                self._cmd_end_shoe(t)
-            elif name == "_reject":
-                # the daemon refused it (origin check): journalled like any
-                # command so a rebuild reproduces the alert
-                error = str(cmd.get("error") or "command refused")
-                coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
-                self._alert(t, "COMMAND_REJECTED", f"command {cmd.get('id')!r}: {error}", coup)
-                return {"id": cmd.get("id"), "ok": False, "error": error}, out
-            elif name == "_alert":
-                # raised by the daemon itself (its journal lost history, an
-                # output failing), journalled like any command so a rebuild
-                # reproduces it; ``seq_above`` starts a new epoch of event
-                # seqs above every id already issued
-                floor = cmd.get("seq_above")
-                if isinstance(floor, int) and floor > self.seq:
-                    self.seq = floor
-                self._alert(t, str(cmd.get("code")), str(cmd.get("detail") or ""), None)
-                return {"id": cmd.get("id"), "ok": True, "error": None}, out
-            elif name == "_refused":
-                # the daemon's one alert per window for the commands it
-                # refused after the first and those over its bounds
-                refused, dropped = int(cmd.get("refused") or 0), int(cmd.get("dropped") or 0)
-                coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
-                detail = (
-                    f"{refused} more command(s) refused and {dropped} dropped unread in the last"
-                    f" {cmd.get('window_s')} s (limits: {cmd.get('limits')})"
-                )
-                self._alert(t, "COMMAND_REJECTED", detail, coup)
-                return {"id": None, "ok": False, "error": detail}, out
-            else:
-                raise CommandError(f"unknown command {name!r}")
+            match cmd:
+                case Void():
+                    self._cmd_void(self._coup_arg(cmd.coup), cmd.reason, t)
+                case EnterCard():
+                    self._cmd_enter_card(self._coup_arg(cmd.coup), cmd.card, t)
+                case Accept():
+                    s = self.shoe
+                    n = cmd.coup
+                    if s is not None and s.numbering_lost is not None and n not in s.coups:
+                        self._cmd_renumber(s, n, t)
+                    else:
+                        self._cmd_accept(self._coup_arg(cmd.coup), t)
+                case NewShoe():
+                    self._new_shoe(t)
+                case EndShoe():
+                    self._cmd_end_shoe(t)
+                case Reject():
+                    # the daemon refused it (origin check): journalled like any
+                    # command so a rebuild reproduces the alert
+                    error = cmd.error or "command refused"
+                    coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
+                    self._alert(t, "COMMAND_REJECTED", f"command {cmd.id!r}: {error}", coup)
+                    return {"id": cmd.id, "ok": False, "error": error}, out
+                case Alert():
+                    # raised by the daemon itself (its journal lost history, an
+                    # output failing), journalled like any command so a rebuild
+                    # reproduces it; ``seq_above`` starts a new epoch of event
+                    # seqs above every id already issued
+                    floor = cmd.seq_above
+                    if isinstance(floor, int) and floor > self.seq:
+                        self.seq = floor
+                    self._alert(t, cmd.code, cmd.detail, None)
+                    return {"id": cmd.id, "ok": True, "error": None}, out
+                case Refused():
+                    # the daemon's one alert per window for the commands it
+                    # refused after the first and those over its bounds
+                    refused, dropped = cmd.refused, cmd.dropped
+                    coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
+                    detail = (
+                        f"{refused} more command(s) refused and {dropped} dropped unread in the last"
+                        f" {cmd.window_s} s (limits: {cmd.limits})"
+                    )
+                    self._alert(t, "COMMAND_REJECTED", detail, coup)
+                    return {"id": None, "ok": False, "error": detail}, out
+                case _:
+                    raise CommandError(f"unknown command {cmd!r}")
         except CommandError as exc:
-            reply = {"id": cmd.get("id"), "ok": False, "error": str(exc)}
+            reply = {"id": getattr(cmd, "id", None), "ok": False, "error": str(exc)}
             del out[before:]
         return reply, out
 
@@ -485,25 +523,25 @@ class Engine:
 
     # -------------------------------------------------------------- helpers
 
-    def _emit(self, type_: str, t: float, payload: dict[str, Any]) -> None:
+    def _emit(self, t: float, payload: Payload) -> None:
         self.seq += 1
         shoe = self.shoe.id if self.shoe is not None else None
         ev: Event = {
             "v": SCHEMA_VERSION,
-            "type": type_,
+            "type": payload.TYPE,
             "event_id": f"{self.table}/{shoe or '-'}/{self.seq}",
             "table": self.table,
             "shoe": shoe,
             "seq": self.seq,
             "ts": format_ts(t),
         }
-        ev.update(payload)
+        ev.update(payload_dict(payload))
         self._out.append(ev)
 
     def _alert(self, t: float, code: str, detail: str, coup: int | None) -> None:
-        self._emit("security.alert", t, {"code": code, "detail": detail, "coup": coup})
+        self._emit(t, SecurityAlert(code=code, detail=detail, coup=coup))
 
-    def _misdeal(self, t: float, coup: Coup, code: str, detail: str, action: str) -> None:
+    def _misdeal(self, t: float, coup: Coup, code: str, detail: str, action: MisdealAction) -> None:
         if self.shoe is not None:
             counts = self.shoe.stats["misdeals"]
             counts[code] = counts.get(code, 0) + (action != "corrected")
@@ -514,9 +552,8 @@ class Engine:
             coup.open[code] = dl
             deadline = format_ts(dl)
         self._emit(
-            "misdeal",
             t,
-            {"coup": coup.number, "code": code, "detail": detail, "action": action, "deadline": deadline},
+            Misdeal(coup=coup.number, code=code, detail=detail, action=action, deadline=deadline),
         )
 
     def _open_device_wait(self, t: float, coup: Coup, code: str, detail: str) -> None:
@@ -529,9 +566,8 @@ class Engine:
         if code not in coup.corrections:
             coup.corrections.append(code)
         self._emit(
-            "misdeal",
             t,
-            {"coup": coup.number, "code": code, "detail": detail, "action": "corrected", "deadline": None},
+            Misdeal(coup=coup.number, code=code, detail=detail, action="corrected", deadline=None),
         )
 
     # ---------------------------------------------------------------- shoe
@@ -589,9 +625,8 @@ class Engine:
             s.commit = commit.sha256
             s.order = commit.order if commit.valid and commit.received >= commit.ncards else None
         self._emit(
-            "shoe.started",
             s.t_start,
-            {"decks": self.decks, "profile": self.profile.name, "shuffle_commit": s.commit},
+            ShoeStarted(decks=self.decks, profile=self.profile.name, shuffle_commit=s.commit),
         )
 
     def _new_shoe(self, t: float) -> None:
@@ -640,18 +675,17 @@ class Engine:
         s.ended_emitted = True
         self._loss_at_end = (self._lost_frames, self._lost_unknown)
         self._emit(
-            "shoe.ended",
             t,
-            {
-                "coups": s.coups_count,
+            ShoeEnded(
+                coups=s.coups_count,
                 # false: frames lost may have held whole coups, so ``coups``
                 # counts those seen (the numbering was never given back)
-                "coups_exact": s.numbering_lost is None,
-                "cards_dealt": s.comp.dealt,
-                "tally": dict(s.tally),
-                "reason": reason,
-                "stats": _copy_stats(s.stats),
-            },
+                coups_exact=s.numbering_lost is None,
+                cards_dealt=s.comp.dealt,
+                tally=Tally(player=s.tally["player"], banker=s.tally["banker"], tie=s.tally["tie"]),
+                reason=reason,
+                stats=_copy_stats(s.stats),
+            ),
         )
 
     def _maybe_finish_shoe(self, t: float) -> None:
@@ -738,15 +772,14 @@ class Engine:
 
     def _card_event(self, f: Card, coup: int | None, position: str) -> None:
         self._emit(
-            "card",
             f.t,
-            {
-                "coup": coup,
-                "position": position,
-                "card": f.card,
-                "value": CARD_VALUE[f.card] if f.card is not None else None,
-                "face_up": f.face_up,
-            },
+            CardEvent(
+                coup=coup,
+                position=position,  # type: ignore[arg-type]
+                card=f.card,
+                value=CARD_VALUE[f.card] if f.card is not None else None,
+                face_up=f.face_up,
+            ),
         )
 
     def _out_of_game_card(self, f: Card) -> None:
@@ -788,7 +821,7 @@ class Engine:
 
     def _finish_burn(self, s: Shoe, t: float) -> None:
         s.phase = "deal"
-        self._emit("shoe.burn", t, {"first_card": s.first_card, "burned": s.burned})
+        self._emit(t, ShoeBurn(first_card=s.first_card, burned=s.burned))
         self._publish_odds(t)
 
     def _open_coup(self, s: Shoe, t: float) -> Coup:
@@ -1231,26 +1264,25 @@ class Engine:
                 st["tags"][tag] = st["tags"].get(tag, 0) + 1
             s.results.append({"winner": outcome["winner"], "player_pair": ppair, "banker_pair": bpair})
         self._emit(
-            "coup.result",
             t,
-            {
-                "coup": coup.number,
-                "demo": coup.demo,
-                "player": {"cards": player, "total": outcome["player_total"]},
-                "banker": {"cards": banker, "total": outcome["banker_total"]},
-                "winner": outcome["winner"],
-                "natural": natural,
-                "player_pair": ppair,
-                "banker_pair": bpair,
-                "tags": tags,
-                "settlement": settlement,
-                "corrections": list(coup.corrections),
-            },
+            CoupResult(
+                coup=coup.number,
+                demo=coup.demo,
+                player=Hand(cards=player, total=outcome["player_total"]),  # type: ignore[typeddict-item]
+                banker=Hand(cards=banker, total=outcome["banker_total"]),  # type: ignore[typeddict-item]
+                winner=outcome["winner"],
+                natural=natural,
+                player_pair=ppair,
+                banker_pair=bpair,
+                tags=tags,  # type: ignore[arg-type]
+                settlement=settlement,
+                corrections=list(coup.corrections),
+            ),
         )
         if not coup.demo and self.roads:
             from controller.roads import build_roads
 
-            self._emit("roads", t, dict(build_roads(s.results)))
+            self._emit(t, RoadsEvent(**build_roads(s.results)))
         self._publish_odds(t)
 
     def _void(self, t: float, coup: Coup, code: str, detail: str) -> None:
@@ -1268,9 +1300,8 @@ class Engine:
         if coup.extras_unlisted:
             detail += f" ({coup.extras_unlisted} more extra cards, shown by their card events, not listed)"
         self._emit(
-            "coup.void",
             t,
-            {"coup": coup.number, "code": code, "article": "X", "detail": detail, "cards": coup.as_dealt()},
+            CoupVoid(coup=coup.number, code=code, article="X", detail=detail, cards=coup.as_dealt()),  # type: ignore[arg-type]
         )
         s = self.shoe
         assert s is not None
@@ -1319,7 +1350,7 @@ class Engine:
             # count; it ends here, and the shoe is dealt on from here
             self._alert(coup.t_start, "BURN_MISMATCH", "frames lost during the burn", coup.number)
             s.phase = "deal"
-            self._emit("shoe.burn", coup.t_start, {"first_card": s.first_card, "burned": s.burned})
+            self._emit(coup.t_start, ShoeBurn(first_card=s.first_card, burned=s.burned))
         own = len(coup.cards) + len(coup.extras)
         m = sum(isinstance(f, Card) for f in head)
         phantom = False
@@ -1477,13 +1508,13 @@ class Engine:
                 f"the rule is at least {self.rules['cut_card_min']}",
                 coup_no,
             )
-        self._emit("shoe.cut_card", f.t, {"coup": coup_no, "last_coup": s.last_coup})
+        self._emit(f.t, ShoeCutCard(coup=coup_no, last_coup=s.last_coup))
 
     # ------------------------------------------------------- device health
 
     def _on_hello(self, f: Hello) -> None:
         self.device = {"model": f.model, "firmware": f.firmware, "serial": f.serial}
-        self._emit("device.status", f.t, {"state": "online", "code": "HELLO", "device": dict(self.device)})
+        self._emit(f.t, DeviceStatus(state="online", code="HELLO", device=self.device.copy()))
         if self._fault_coup is not None:
             # the sequence restarted: frames may have been lost unseen, so
             # neither the next frame nor STAT OK says it resumed unbroken
@@ -1502,10 +1533,10 @@ class Engine:
     def _on_status(self, f: Status) -> None:
         code = f.code
         state = "fault" if code in FAULT_CODES or code == "LID_OPEN" else "online"
-        payload: dict[str, Any] = {"state": state, "code": code, "device": dict(self.device)}
+        payload = DeviceStatus(state=state, code=code, device=self.device.copy())  # type: ignore[arg-type]
         if f.text:
-            payload["detail"] = f.text
-        self._emit("device.status", f.t, payload)
+            payload.detail = f.text
+        self._emit(f.t, payload)
         coup = self._coup_in_play()
         if f.card_unread and self.shoe is not None:
             # A shoe that reports an unread card only as an error (Angel Eye
@@ -1545,14 +1576,13 @@ class Engine:
 
     def _on_link(self, f: Link) -> None:
         self._emit(
-            "device.status",
             f.t,
-            {
-                "state": "online" if f.up else "offline",
-                "code": "CONNECTED" if f.up else "DISCONNECTED",
-                "device": dict(self.device),
-                **({"detail": f.detail} if f.detail else {}),
-            },
+            DeviceStatus(
+                state="online" if f.up else "offline",
+                code="CONNECTED" if f.up else "DISCONNECTED",
+                device=self.device.copy(),
+                detail=f.detail if f.detail else UNSET,
+            ),
         )
         if not f.up:
             coup = self._coup_in_play()
@@ -1820,9 +1850,8 @@ class Engine:
                 for name, b in res.bets.items()
             }
             self._emit(
-                "odds.update",
                 t,
-                {"coup": coup_no, "cards_left": s.comp.cards_left, "view": view, "bets": bets},
+                OddsUpdate(coup=coup_no, cards_left=s.comp.cards_left, view=view, bets=bets),  # type: ignore[arg-type]
             )
             if view == "counter":
                 self._check_advantage(t, coup_no, bets)
@@ -1864,17 +1893,15 @@ class Engine:
                 dl, code = min(due)
                 detail = f"not corrected within {self.deadline_s:g} s"
                 self._emit(
-                    "misdeal",
                     dl,
-                    {"coup": coup.number, "code": code, "detail": detail, "action": "void", "deadline": None},
+                    Misdeal(coup=coup.number, code=code, detail=detail, action="void", deadline=None),
                 )
                 self._void(dl, coup, code, detail)
 
     # ------------------------------------------------------------- commands
 
-    def _coup_arg(self, cmd: dict[str, Any]) -> Coup:
+    def _coup_arg(self, n: int) -> Coup:
         s = self.shoe
-        n = cmd.get("coup")
         if not isinstance(n, int) or isinstance(n, bool):
             raise CommandError("'coup' must be an integer")
         if s is None:
@@ -1940,16 +1967,15 @@ class Engine:
 
     def _emit_entered(self, t: float, coup: Coup, position: str, code: str) -> None:
         self._emit(
-            "card",
             t,
-            {
-                "coup": coup.number if position != "burn" else None,
-                "position": position,
-                "card": code,
-                "value": CARD_VALUE[code],
-                "face_up": False,
-                "entered": True,
-            },
+            CardEvent(
+                coup=coup.number if position != "burn" else None,
+                position=position,  # type: ignore[arg-type]
+                card=code,
+                value=CARD_VALUE[code],
+                face_up=False,
+                entered=True,
+            ),
         )
 
     def _cmd_accept(self, coup: Coup, t: float) -> None:
