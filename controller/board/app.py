@@ -33,6 +33,7 @@ import importlib
 import json
 import logging
 import pathlib
+import signal
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -393,6 +394,11 @@ def serve(cfg: BoardConfig, sock: socket.socket, *, announce: Any = None) -> Non
             # the streams would otherwise keep the shutdown waiting
             if hub.loop is not None and not hub.loop.is_closed():
                 hub.loop.call_soon_threadsafe(hub.close)
-            super().handle_exit(sig, frame)
+            # as uvicorn's, less its re-raising the signal once stopped: a
+            # stop asked for is a clean end (exit status 0)
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True
+            else:
+                self.should_exit = True
 
     Server(config).run(sockets=[sock])
