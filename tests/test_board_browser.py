@@ -63,7 +63,9 @@ def test_the_page_grows_coup_by_coup_matches_the_results_and_shows_the_table_off
     sub = subscriber(broker, ["baccarat/T01/#"])
     daemon = start_daemon(daemon_config(tmp_path, broker, cards_per_second=8, seed=3))
     journal = str(tmp_path / "journal.sqlite3")
-    board = Board(board_config(tmp_path, broker, [{"table": "T01", "journal": journal}]), tmp_path / "board.log")
+    board = Board(
+        board_config(tmp_path, broker, [{"table": "T01", "journal": journal}]), tmp_path / "board.log"
+    )
     history = importlib.util.find_spec("controller.history_web") is not None
     try:
         with chromium() as driver:
@@ -98,7 +100,10 @@ def test_the_page_grows_coup_by_coup_matches_the_results_and_shows_the_table_off
             # now still: the whole bead plate is the published sequence
             res = results(sub)
             published = "".join(LETTER[r["winner"]] for r in res)
-            assert eventually(lambda: page_sequence(driver) == published, 20), (page_sequence(driver), published)
+            assert eventually(lambda: page_sequence(driver) == published, 20), (
+                page_sequence(driver),
+                published,
+            )
             beads = page_beads(driver)
             # filled column by column, six to a column
             assert [(x, y) for x, y, _, _ in beads] == [(i // 6, i % 6) for i in range(len(res))]
@@ -109,8 +114,9 @@ def test_the_page_grows_coup_by_coup_matches_the_results_and_shows_the_table_off
             assert text(driver, "tally-banker-pair") == str(sum(r["banker_pair"] for r in res))
             last = res[-1]
             assert text(driver, "last-coup") == str(last["coup"])
-            assert driver.execute_script("return document.getElementById('last-winner').dataset.w;") == (
-                LETTER[last["winner"]]
+            assert (
+                driver.execute_script("return document.getElementById('last-winner').dataset.w;")
+                == (LETTER[last["winner"]])
             )
             # the big road: one cell per decisive coup
             big = driver.execute_script("return document.querySelectorAll('#big-road .cell').length;")

@@ -27,7 +27,9 @@ CHROMIUM = ("/usr/bin/chromium", "/usr/lib/chromium/chromium")
 CHROMEDRIVER = ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
 
 
-def board_config(tmp_path: Path, broker: Broker, tables: list[dict[str, Any]] | None = None, **extra: Any) -> Path:
+def board_config(
+    tmp_path: Path, broker: Broker, tables: list[dict[str, Any]] | None = None, **extra: Any
+) -> Path:
     cfg = {
         "listen": f"127.0.0.1:{free_port()}",
         "mqtt": {"host": broker.host, "port": broker.port},
@@ -100,12 +102,17 @@ class Board:
         return self.proc.returncode
 
 
-def daemon_config(tmp_path: Path, broker: Broker, *, cards_per_second: float, seed: int = 3, **extra: Any) -> Path:
+def daemon_config(
+    tmp_path: Path, broker: Broker, *, cards_per_second: float, seed: int = 3, **extra: Any
+) -> Path:
     """A daemon dealing a fake shoe to ``broker`` (the suite's base config)."""
     return write_config(
         tmp_path,
         {"driver": "fake", "seed": seed, "cards_per_second": cards_per_second},
-        outputs={"stdout": False, "mqtt": {"host": broker.host, "port": broker.port, "client_id": "shoe-T01"}},
+        outputs={
+            "stdout": False,
+            "mqtt": {"host": broker.host, "port": broker.port, "client_id": "shoe-T01"},
+        },
         **extra,
     )
 
