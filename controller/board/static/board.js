@@ -10,6 +10,10 @@
   const ROWS = 6;
   const SUITS = { S: "\u2660", H: "\u2665", D: "\u2666", C: "\u2663" };
   const NAMES = { B: "Banker", P: "Player", T: "Tie" };
+  const BETS = {
+    player: "Player", banker: "Banker", tie: "Tie", player_pair: "Player pair", banker_pair: "Banker pair",
+    dragon7: "Dragon 7", panda8: "Panda 8", b27: "B-27",
+  };
   const $ = (id) => document.getElementById(id);
   let view = null;
 
@@ -44,7 +48,10 @@
   // are shown when the road is wider than the box.
   function drawRoad(id, cells, drawCell) {
     const box = $(id);
-    const cols = parseInt(box.dataset.cols, 10);
+    // as many columns as the screen has room for (at least data-cols)
+    const size = parseFloat(getComputedStyle(box).getPropertyValue("--cell")) || 20;
+    const room = Math.floor((box.parentElement.clientWidth - 2) / size);
+    const cols = Math.max(parseInt(box.dataset.cols, 10), room);
     const width = cells.reduce((m, c) => Math.max(m, c.x + 1), 0);
     const first = Math.max(0, width + 1 - cols);
     box.replaceChildren();
@@ -196,7 +203,7 @@
     body.replaceChildren();
     for (const [name, b] of Object.entries(v.odds.bets)) {
       const tr = el("tr");
-      tr.appendChild(el("th", null, name));
+      tr.appendChild(el("th", null, BETS[name] || name));
       tr.appendChild(el("td", null, (100 * b.win).toFixed(2) + "%"));
       const ev = el("td", b.ev > 0 ? "plus" : null, (b.ev >= 0 ? "+" : "") + (100 * b.ev).toFixed(2) + "%");
       tr.appendChild(ev);
@@ -256,6 +263,7 @@
     render(JSON.parse(e.data));
   });
   source.addEventListener("error", () => show("banner-stream", true));
+  window.addEventListener("resize", () => { if (view) render(view); });
   // the misdeal countdown moves between updates
   setInterval(() => { if (view && view.awaiting.length) drawState(view); }, 1000);
 })();
