@@ -274,3 +274,67 @@ def test_the_board_catches_up_after_a_broker_outage(
     finally:
         stop(daemon)
         assert board.stop() == 0, board.log.read_text()
+
+
+# --- the surveillance review's routes (controller/history_web, issue 13 item 3) ---------
+
+
+def asgi(app: Any, path: str, method: str = "GET") -> tuple[int, bytes]:
+    """One request straight into the ASGI app (no server, no network)."""
+
+    async def go() -> tuple[int, bytes]:
+        sent: list[dict[str, Any]] = []
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+            "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+            "headers": [(b"host", b"board")], "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80),
+        }  # fmt: skip
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await app(scope, receive, send)
+        status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+        return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+    return asyncio.run(go())
+
+
+def test_history_routes_are_mounted_for_the_tables_with_a_journal_and_stay_read_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from controller.board.app import build_app
+
+    given: list[dict[str, Path]] = []
+
+    def history_routes(journals: dict[str, Path]) -> list[Route]:
+        given.append(dict(journals))
+
+        async def coup(request: Any) -> PlainTextResponse:
+            p = request.path_params
+            return PlainTextResponse(f"timeline {p['table']} {p['shoe']} {p['coup']}")
+
+        return [Route("/history/{table}/coup/{shoe}/{coup}", coup)]
+
+    stub = type(sys)("controller.history_web")
+    stub.history_routes = history_routes  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "controller.history_web", stub)
+    journal = tmp_path / "T01.sqlite3"
+    cfg = parse_board_config(
+        f"mqtt: {{host: h}}\ntables: [{{table: T01, journal: '{journal}'}}, {{table: T02}}]\n"
+    )
+    app = build_app(cfg, Hub(cfg))
+    assert given == [{"T01": journal}]
+    status, body = asgi(app, "/table/T01")
+    assert status == 200 and b'data-history="/history/T01"' in body
+    status, body = asgi(app, "/table/T02")
+    assert status == 200 and b'data-history=""' in body  # no journal: no links
+    assert asgi(app, "/history/T01/coup/20261123T050000Z/7") == (200, b"timeline T01 20261123T050000Z 7")
+    assert asgi(app, "/history/T01/coup/20261123T050000Z/7", "POST")[0] == 405
+    assert asgi(app, "/api/table/T01", "DELETE")[0] == 405
