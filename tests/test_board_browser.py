@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BrokerFactory, Subscriber, eventually
+from tests.conftest import BrokerFactory, Subscriber, eventually, mqtt_client
 from tests.support.board import Board, board_config, chromium, daemon_config, start_daemon, stop
 
 pytestmark = pytest.mark.mqtt
@@ -135,4 +135,86 @@ def test_the_page_grows_coup_by_coup_matches_the_results_and_shows_the_table_off
             print(f"screenshot: {shot} ({len(res)} coups: {published})")
     finally:
         stop(daemon)
+        assert board.stop() == 0, board.log.read_text()
+
+
+def test_the_page_shows_an_opening_tie_a_misdeal_a_void_coup_a_faulty_shoe_and_the_shoe_ended(
+    tmp_path: Path, mosquitto: BrokerFactory
+) -> None:
+    """What a clean fake shoe rarely deals, published as the daemon would
+    (SPEC sections 3 and 5), and read off the page."""
+    broker = mosquitto()
+    board = Board(board_config(tmp_path, broker), tmp_path / "board.log")
+    pub = mqtt_client(broker)[0]
+    shoe = "20261123T050000Z"
+    seq = iter(range(1, 1000))
+
+    def send(kind: str, **payload: Any) -> None:
+        n = next(seq)
+        ev = {"v": 1, "type": kind, "event_id": f"T01/{shoe}/{n}", "table": "T01", "shoe": shoe, "seq": n,
+              "ts": "2026-11-23T05:00:00.000Z", **payload}  # fmt: skip
+        pub.publish(f"baccarat/T01/{kind.replace('.', '/')}", json.dumps(ev), qos=1).wait_for_publish(10)
+
+    def result(coup: int, winner: str) -> None:
+        send("coup.result", coup=coup, demo=False, player={"cards": ["9H", "KS"], "total": 9},
+             banker={"cards": ["9D", "KC"], "total": 9}, winner=winner, natural=True, player_pair=False,
+             banker_pair=False, tags=[], settlement={"player": 0, "banker": 0, "tie": 8},
+             corrections=[])  # fmt: skip
+
+    try:
+        with chromium() as driver:
+            driver.get(board.url + "table/T01")
+            pub.publish("baccarat/T01/status", "online", qos=1, retain=True).wait_for_publish(10)
+            send("shoe.started", decks=8, profile="punto_banco", shuffle_commit=None)
+            result(1, "tie")
+            # the opening tie is in the big road's first cell, not nowhere
+            assert eventually(
+                lambda: (
+                    driver.execute_script(
+                        "const c = document.querySelector('#big-road .cell');"
+                        "return c ? [c.dataset.w, c.dataset.ties, c.dataset.x, c.dataset.y] : null;"
+                    )
+                    == ["T", "1", "0", "0"]
+                ),
+                30,
+            ), board.log.read_text()
+            send("misdeal", coup=2, code="UNREAD_CARD", detail="card 3 unread", action="awaiting_supervisor",
+                 deadline="2099-01-01T00:00:00.000Z")  # fmt: skip
+            assert eventually(lambda: visible(driver, "banner-misdeal"), 30)
+            assert "coup 2: UNREAD_CARD" in text(driver, "banner-misdeal")
+            send("coup.void", coup=2, code="UNREAD_CARD", article="X",
+                 cards=[{"position": "P1", "card": "7H"}, {"position": "B1", "card": None}])  # fmt: skip
+            assert eventually(lambda: not visible(driver, "banner-misdeal"), 30)
+            assert eventually(lambda: "VOID" in text(driver, "last-body"), 30)
+            assert "UNREAD_CARD" in text(driver, "last-body") and text(driver, "tally-void") == "1"
+            assert page_sequence(driver) == "T"  # a void coup is never on the roads
+            send(
+                "device.status",
+                state="fault",
+                code="JAM",
+                device={"model": "S", "firmware": "1", "serial": "2"},
+            )
+            assert eventually(lambda: visible(driver, "banner-device"), 30)
+            assert text(driver, "banner-device") == "SHOE FAULT (JAM)"
+            send(
+                "device.status",
+                state="online",
+                code="OK",
+                device={"model": "S", "firmware": "1", "serial": "2"},
+            )
+            assert eventually(lambda: not visible(driver, "banner-device"), 30)
+            result(3, "banker")
+            assert eventually(lambda: page_sequence(driver) == "TB", 30)
+            big = driver.execute_script(
+                "return [...document.querySelectorAll('#big-road .cell')]"
+                ".map(c => [c.dataset.w, c.dataset.ties]);"
+            )
+            assert big == [["B", "1"]]  # the first decisive coup takes the cell, the tie counted on it
+            assert not visible(driver, "banner-ended")
+            send("shoe.ended", coups=3, cards_dealt=12, tally={"player": 0, "banker": 1, "tie": 1})
+            assert eventually(lambda: visible(driver, "banner-ended"), 30)
+            assert not visible(driver, "banner-offline")
+            driver.save_screenshot(str(tmp_path / "states.png"))
+    finally:
+        pub.disconnect()
         assert board.stop() == 0, board.log.read_text()

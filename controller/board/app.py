@@ -35,6 +35,7 @@ import logging
 import pathlib
 import signal
 import socket
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,7 +91,10 @@ class Hub:
         self.clients: set[Client] = set()
         self.closing = asyncio.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
+        #: messages handed over by the MQTT thread, not yet applied (both
+        #: threads count them: under a lock)
         self._pending = 0
+        self._pending_lock = threading.Lock()
         self._dirty: set[str] = set()
         self._flush_scheduled = False
         #: oversized payloads, counted by the subscriber
@@ -102,10 +106,11 @@ class Hub:
         loop = self.loop
         if loop is None or loop.is_closed():
             return
-        if self._pending >= MAX_PENDING:
-            self.stats.dropped_pending += 1
-            return
-        self._pending += 1
+        with self._pending_lock:
+            if self._pending >= MAX_PENDING:
+                self.stats.dropped_pending += 1
+                return
+            self._pending += 1
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
             loop.call_soon_threadsafe(self.deliver, table, topic, payload)
 
@@ -118,7 +123,8 @@ class Hub:
     # --- on the event loop ----------------------------------------------------------
 
     def deliver(self, table: str, topic: str, payload: bytes) -> None:
-        self._pending = max(0, self._pending - 1)
+        with self._pending_lock:
+            self._pending = max(0, self._pending - 1)
         state = self.tables.get(table)
         if state is None:
             return
