@@ -90,6 +90,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--config", "-c", help="board config YAML (examples/board.yaml); default: T01 on localhost"
     )
     bd.add_argument("--listen", metavar="HOST:PORT", help="override the config's listen address")
+    bd.add_argument("--check", action="store_true", help="validate the config and exit (0: valid)")
 
     ctl = sub.add_parser(
         "ctl",

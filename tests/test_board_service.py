@@ -63,6 +63,8 @@ def test_a_bad_config_is_one_line_naming_the_key_and_exit_code_2(
 
 
 def test_the_example_config_is_valid() -> None:
+    result = run_board("--config", str(REPO / "examples" / "board.yaml"), "--check")
+    assert result.returncode == 0 and ": ok (tables T01;" in result.stdout, result.stderr
     cfg = parse_board_config((REPO / "examples" / "board.yaml").read_text(), "examples/board.yaml")
     assert cfg.address == ("127.0.0.1", 8080)  # loopback unless told otherwise
     assert cfg.odds is False

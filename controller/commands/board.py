@@ -26,6 +26,12 @@ def run(args: argparse.Namespace) -> int:
                 f"--listen: must be host:port (e.g. 127.0.0.1:8080), not {args.listen!r}"
             ) from None
         cfg = cfg.model_copy(update={"listen": args.listen})
+    if args.check:
+        tables = ", ".join(t.table for t in cfg.tables)
+        print(
+            f"{args.config or '<default>'}: ok (tables {tables}; listen {cfg.listen}; broker {cfg.mqtt.host})"
+        )
+        return 0
     logs.setup()
 
     from controller.board.app import bind, serve
