@@ -121,6 +121,10 @@ def test_a_board_started_mid_shoe_draws_the_shoe_so_far_from_the_retained_topics
     assert view["coup"] == snapshot["coup"] and view["cards_left"] == snapshot["cards_left"]
     assert view["tally"]["natural"] == sum(r["natural"] for r in results)
     assert view["odds"] is not None and set(view["odds"]["bets"]) >= {"player", "banker", "tie"}
+    # the odds panel is off unless the config asks for it
+    plain = TableState(T)
+    plain.apply(f"baccarat/{T}/odds", json.dumps(odds).encode())
+    assert plain.view()["odds"] is None
     # coups known only from the retained roads have no number (no link)
     assert all(c["coup"] is None for c in view["roads"]["bead_plate"])
     assert view["status"] == "online" and view["broker"]
