@@ -340,3 +340,24 @@ def test_history_routes_are_mounted_for_the_tables_with_a_journal_and_stay_read_
     assert asgi(app, "/history/T01/coup/20261123T050000Z/7") == (200, b"timeline T01 20261123T050000Z 7")
     assert asgi(app, "/history/T01/coup/20261123T050000Z/7", "POST")[0] == 405
     assert asgi(app, "/api/table/T01", "DELETE")[0] == 405
+
+
+def test_check_config_knows_a_board_config(tmp_path: Path) -> None:
+    def check(path: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "controller.cli", "check-config", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    good = check(REPO / "examples" / "board.yaml")
+    assert good.returncode == 0 and good.stdout.startswith("ok: "), good.stderr
+    assert "roadmap display" in good.stdout and "tables: T01" in good.stdout
+    bad = tmp_path / "board.yaml"
+    bad.write_text("mqtt: {host: h}\ntables: [{table: T01, jornal: x}]\n")
+    result = check(bad)
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith("tables.0.jornal: unknown key (did you mean 'journal'?)")
+    # a table's config is still checked as one
+    assert check(REPO / "examples" / "config.yaml").stdout.startswith("ok: ")
