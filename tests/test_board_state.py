@@ -320,3 +320,27 @@ def _result(coup: int, winner: str, shoe: str = "20261123T050000Z") -> bytes:
         settlement={"player": -1, "banker": 0.95, "tie": -1},
         corrections=[],
     )
+
+
+def test_a_lagging_snapshot_never_takes_the_coup_number_or_the_cards_back() -> None:
+    state = TableState(T)
+    base = {"table": T, "shoe": "20261123T050000Z", "state": "deal", "last_coup": None, "open_misdeals": [],
+            "tally": {"player": 0, "banker": 0, "tie": 0}, "stats": {"naturals": 0, "tags": {}}}  # fmt: skip
+    state.apply(
+        f"baccarat/{T}/shoe/state",
+        json.dumps({**base, "coup": 4, "cards_left": 390, "cards_dealt": 26}).encode(),
+    )
+    state.apply(topic_of("card"), _ev("card", coup=5, position="P1", card="7H", value=7, face_up=False))
+    assert state.view()["coup"] == 5  # the coup being dealt
+    state.apply(
+        f"baccarat/{T}/shoe/state",
+        json.dumps({**base, "coup": 4, "cards_left": 391, "cards_dealt": 25}).encode(),
+    )
+    view = state.view()
+    assert (view["coup"], view["cards_left"]) == (5, 390)
+    state.apply(
+        f"baccarat/{T}/shoe/state",
+        json.dumps({**base, "coup": 5, "cards_left": 386, "cards_dealt": 30}).encode(),
+    )
+    view = state.view()
+    assert (view["coup"], view["cards_left"], view["cards_dealt"]) == (5, 386, 30)

@@ -225,12 +225,19 @@ class TableState:
         if not self._adopt(d.get("shoe")):
             return False
         s = self.shoe
-        s.phase = _text(d, "state") or None
-        s.coup = _int(d, "coup", optional=True)
-        s.cards_left = _int(d, "cards_left", optional=True)
-        s.cards_dealt = _int(d, "cards_dealt", optional=True)
-        if s.phase == "ended":
+        coup = _int(d, "coup", optional=True)
+        cards_left = _int(d, "cards_left", optional=True)
+        cards_dealt = _int(d, "cards_dealt", optional=True)
+        phase = _text(d, "state") or None
+        # The snapshot is sent at most once a second: it may lag the events
+        # already shown. Its counts are taken unless they would go back.
+        if s.coup is None or coup is None or coup >= s.coup:
+            s.coup, s.phase = coup, phase
+            if s.cards_left is None or cards_left is None or cards_left <= s.cards_left:
+                s.cards_left, s.cards_dealt = cards_left, cards_dealt
+        if phase == "ended":
             s.ended = True
+            s.phase = "ended"
         tally = d.get("tally")
         stats = d.get("stats")
         if isinstance(tally, dict) and isinstance(stats, dict):
@@ -371,6 +378,8 @@ class TableState:
         if len(s.current["cards"]) < MAX_CARDS:
             s.current["cards"].append({"position": pos, "card": card[:3] if card else None})
         s.phase = "deal"
+        if coup is not None and (s.coup is None or coup > s.coup):
+            s.coup = coup  # the coup being dealt
         return True
 
     def _result(self, d: dict[str, Any]) -> bool:
