@@ -131,6 +131,9 @@ def test_the_page_grows_coup_by_coup_matches_the_results_and_shows_the_table_off
                 driver.get(link)
                 assert "404" not in driver.title
                 driver.back()
+            # no script error, no failed request (the page loads nothing from elsewhere)
+            severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+            assert severe == [], severe
             shot = tmp_path / "board.png"
             driver.save_screenshot(str(shot))
             assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
