@@ -85,6 +85,13 @@ def _build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--profile")
     rd.add_argument("--decks", type=int)
 
+    bd = sub.add_parser("board", help="the live roadmap display of one or more tables (read-only web page)")
+    bd.add_argument(
+        "--config", "-c", help="board config YAML (examples/board.yaml); default: T01 on localhost"
+    )
+    bd.add_argument("--listen", metavar="HOST:PORT", help="override the config's listen address")
+    bd.add_argument("--check", action="store_true", help="validate the config and exit (0: valid)")
+
     ctl = sub.add_parser(
         "ctl",
         help="send a supervisor command through the broker",

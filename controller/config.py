@@ -22,7 +22,7 @@ import stat
 import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -492,6 +492,16 @@ def _read(path: str | os.PathLike[str]) -> str:
 
 def parse_config(text: str, name: str = "<config>", *, model: type[Config] = Config) -> Config:
     """Validate config text (``name`` is used in messages)."""
+    return parse_model(text, name, model)
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def parse_model(text: str, name: str, model: type[_M]) -> _M:
+    """YAML text validated as ``model`` (a tree of ``extra="forbid"``
+    models): the same YAML checks and one-line messages naming the bad key
+    as for the daemon's config; any other service's config uses it too."""
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.MarkedYAMLError as exc:
@@ -516,7 +526,7 @@ def parse_config(text: str, name: str = "<config>", *, model: type[Config] = Con
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = [_describe(err) for err in exc.errors(include_url=False)]
+        problems = [_describe(err, model) for err in exc.errors(include_url=False)]
         if len(problems) == 1:
             raise ConfigError(f"{name}: {problems[0]}") from None
         raise ConfigError(f"{name}: {len(problems)} problems:\n  " + "\n  ".join(problems)) from None
@@ -529,23 +539,30 @@ def _model_classes(annotation: Any) -> list[type[BaseModel]]:
         return _model_classes(get_args(annotation)[0])
     if origin is Union or origin is types.UnionType:
         return [cls for arg in get_args(annotation) for cls in _model_classes(arg)]
+    if origin is list or origin is tuple:  # a list of models: the path goes on through an index
+        return [cls for arg in get_args(annotation) for cls in _model_classes(arg)]
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     return []
 
 
-def _walk(loc: tuple[int | str, ...]) -> tuple[list[str], list[type[BaseModel]]]:
+def _walk(
+    loc: tuple[int | str, ...], root: type[BaseModel] = Config
+) -> tuple[list[str], list[type[BaseModel]]]:
     """Follow an error location through the models: the key path to show
     (without pydantic's union tags such as ``serial``) and the models that
     may hold the last key."""
     shown: list[str] = []
-    candidates: list[type[BaseModel]] = [Config]
+    candidates: list[type[BaseModel]] = [root]
     i = 0
     while i < len(loc):
         part = loc[i]
         shown.append(str(part))
         fields = [m.model_fields[str(part)] for m in candidates if str(part) in m.model_fields]
         if not fields:
+            if isinstance(part, int):  # an item of a list of models
+                i += 1
+                continue
             return shown, []
         candidates = _model_classes(fields[0].annotation)
         i += 1
@@ -573,16 +590,16 @@ def _tag(model: type[BaseModel]) -> object:
     return args[0] if args else None
 
 
-def _describe(err: Any) -> str:
+def _describe(err: Any, root: type[BaseModel] = Config) -> str:
     loc: tuple[int | str, ...] = tuple(err["loc"])
     kind: str = err["type"]
     if kind == "extra_forbidden":
-        shown, parents = _walk(loc[:-1])
+        shown, parents = _walk(loc[:-1], root)
         key = str(loc[-1])
         allowed = sorted({f for m in parents for f in m.model_fields})
         path = ".".join([*shown, key])
         return f"{path}: unknown key{did_you_mean(key, allowed)}"
-    shown, _ = _walk(loc)
+    shown, _ = _walk(loc, root)
     path = ".".join(shown) or "(top level)"
     if kind == "union_tag_invalid":
         ctx = err.get("ctx", {})
