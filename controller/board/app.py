@@ -235,7 +235,12 @@ class ReadOnly:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+                # a route that sets its own policy (the history pages allow
+                # their inline styles) keeps it: two CSP headers would both
+                # be enforced, and the stricter would block those styles
+                headers = list(message.get("headers", []))
+                have = {name.lower() for name, _ in headers}
+                message["headers"] = headers + [(k, v) for k, v in SECURITY_HEADERS if k not in have]
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
