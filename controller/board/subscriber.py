@@ -60,6 +60,7 @@ class BoardSubscriber:
         self._client.on_connect = self._on_connect
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = self._on_message
+        self._client.on_subscribe = self._on_subscribe
 
     def _connect_options(self) -> dict[str, Any]:
         opts = connect_options(self._cfg.mqtt)
@@ -86,6 +87,15 @@ class BoardSubscriber:
             return
         self.connects += 1
         client.subscribe([(base + "#", 1) for base in self.topics.values()])
+
+    def _on_subscribe(
+        self, client: mqtt.Client, userdata: Any, mid: int, rcs: list[ReasonCode], props: Properties | None
+    ) -> None:
+        # the board is connected once the broker has taken its subscription:
+        # before the SUBACK, a message published would not reach it
+        if any(rc.is_failure for rc in rcs):
+            log.error("board: the broker refused the subscription: %s", ", ".join(str(rc) for rc in rcs))
+            return
         self._connection(True)
 
     def _on_disconnect(
