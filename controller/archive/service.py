@@ -120,6 +120,8 @@ class Archiver:
         for rc in rcs:
             if rc.is_failure:
                 log.error("archive.subscribe_refused", topic=self.cfg.topic_filter(), reason=str(rc))
+            else:
+                log.info("archive.subscribed", topic=self.cfg.topic_filter(), qos=int(rc.value))
 
     def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, rc: Any, props: Any) -> None:
         self._connected.clear()
