@@ -394,6 +394,7 @@ def test_cli_migrate_twice_and_stats(tmp_path: Path, pg_dsn: str) -> None:
         ({"max_payload_bytes": 1023}, "max_payload_bytes:"),
         ({"retention_months": 0}, "retention_months:"),
         ({"share_group": "a/b"}, "share_group:"),
+        ({"metrics": "nowhere"}, "metrics:"),
         ({"dsn": "host=x password=secret"}, "dsn: must not hold a password"),
         ({"broker": {"host": "h"}}, "broker.client_id: required key missing"),
         (
