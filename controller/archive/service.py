@@ -196,10 +196,11 @@ class Archiver:
             try:
                 return self.store.write(conn, messages)
             except psycopg.Error as exc:
-                if not is_connection_error(exc):
-                    raise
-                log.warning(
-                    "archive.database_lost",
+                # A connection failure, or (the store keeps refused rows aside
+                # itself) a failure to write even that: retry, never ack.
+                lost = is_connection_error(exc)
+                (log.warning if lost else log.error)(
+                    "archive.database_lost" if lost else "archive.write_failed",
                     error=str(exc).splitlines()[0] if str(exc) else "",
                     batch=len(batch),
                 )
@@ -215,8 +216,8 @@ class Archiver:
         try:
             made, dropped = self.store.maintain(conn)
         except psycopg.Error as exc:
-            if not is_connection_error(exc):
-                raise
+            # Partitions and retention must not stop ingest: say so, retry next hour.
+            log.error("archive.maintenance_failed", error=str(exc).splitlines()[0] if str(exc) else repr(exc))
             self._drop_database()
             return
         if made or dropped:
