@@ -91,6 +91,20 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     bd.add_argument("--listen", metavar="HOST:PORT", help="override the config's listen address")
     bd.add_argument("--check", action="store_true", help="validate the config and exit (0: valid)")
+    ar = sub.add_parser(
+        "archive",
+        help="archive every table's events from the broker into PostgreSQL",
+        description="Subscribe to every table's events and write them to PostgreSQL, exactly once.",
+    )
+    ar.add_argument("--config", "-c", required=True, help="the archiver's config YAML (README, Archive)")
+    ar_mode = ar.add_mutually_exclusive_group()
+    ar_mode.add_argument("--migrate", action="store_true", help="apply the schema migrations, then exit")
+    ar_mode.add_argument(
+        "--stats", action="store_true", help="print the archive's counters as JSON, then exit"
+    )
+    ar_mode.add_argument(
+        "--backfill", nargs="+", metavar="JOURNAL", help="write tables' journals into the archive, then exit"
+    )
 
     ctl = sub.add_parser(
         "ctl",
