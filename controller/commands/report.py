@@ -327,10 +327,11 @@ def check_table(conn: Any, table: str) -> None:
 # --- the report: figures per (table, period) --------------------------------------------
 
 
-def _num(x: float | None, digits: int = 6) -> float | None:
+def _num(x: float | None, digits: int | None = None) -> float | None:
+    """A figure for JSON: full precision unless ``digits``; None if not finite."""
     if x is None or not math.isfinite(x):
         return None
-    return round(x, digits)
+    return x if digits is None else round(x, digits)
 
 
 def figures(q: Query, p: Period, label: str | None = None) -> dict[str, Any]:
@@ -347,7 +348,7 @@ def figures(q: Query, p: Period, label: str | None = None) -> dict[str, Any]:
         "profiles": sorted(f"{g.profile}/{g.decks}" for g in p.groups.values() if g.coups),
         "coups": {"settled": settled, "demo": p.demo, "void": p.void, "total": ended},
         "void_rate": _num(p.void / ended) if ended else None,
-        "dealing_hours": _num(p.dealing_s / 3600, 3),
+        "dealing_hours": _num(p.dealing_s / 3600, 4),
         "pace": _num(p.paced / (p.dealing_s / 3600), 2) if p.dealing_s > 0 else None,
         "results": None,
         "side_bets": {},
@@ -424,7 +425,10 @@ def build(q: Query, periods: dict[tuple[str, dt.datetime], Period]) -> dict[str,
 
 
 def _pct(x: float | None, digits: int = 2) -> str:
-    return "-" if x is None else f"{100 * x:.{digits}f}%"
+    if x is None:
+        return "-"
+    text = f"{100 * x:.{digits}f}"
+    return (text[1:] if text.strip("-0.") == "" else text) + "%"  # no "-0.00%"
 
 
 def _p(x: float | None) -> str:
