@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
+from benchmarks.floor_year import Dealer
 from controller.cli import main
 from controller.floor_stats import theory
-from tests.support.floor_events import archive, shoes, without_bulky
+from tests.support.floor_events import archive, without_bulky
 from tests.support.postgres import fresh_archive
 from tests.table import Table
 
@@ -328,13 +329,11 @@ def test_no_database_given_is_a_usage_error(capsys: pytest.CaptureFixture[str]) 
 @pytest.fixture(scope="module")
 def two_tables() -> Iterator[str]:
     start = dt.datetime(2026, 11, 10, 6, 0, tzinfo=UTC).timestamp()
-    fair = Table("punto_banco", 8, table="FAIR")
-    fair.t = start
-    doctored = Table("punto_banco", 8, table="SHORT")
-    doctored.t = start
+    fair = Dealer("FAIR", seed=11, start=start)
+    doctored = Dealer("SHORT", seed=11, start=start, without="89")
     with fresh_archive("floor_chi2") as d:
-        archive(d, without_bulky(shoes(fair, 20_000, seed=11)))
-        archive(d, without_bulky(shoes(doctored, 20_000, seed=11, without="89")))
+        archive(d, without_bulky(fair.deal(20_000)))
+        archive(d, without_bulky(doctored.deal(20_000)))
         yield d
 
 
