@@ -78,8 +78,11 @@ class Dealer:
         start: float = 0.0,
         faults: Faults | None = None,
         without: str = "",
+        live: bool = False,
     ) -> None:
-        self.engine = Engine(table, load_profile(profile), decks)
+        # live: odds.update and roads events after every coup, as the daemon
+        # makes them by default (what a table really publishes)
+        self.engine = Engine(table, load_profile(profile), decks, odds=live, roads=live)
         self.decks = decks
         self.rng = random.Random(seed)
         self.t = start
@@ -175,12 +178,14 @@ def year(
     faults: Faults | None = None,
     hours: float = 16.0,
     pace: tuple[float, float] = (60.0, 80.0),
+    live: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """``days`` days of one table, 16 h a day from 10:00 UTC, a pace drawn
-    per day from ``pace`` coups per hour; every event the engine makes."""
+    per day from ``pace`` coups per hour; every event the engine makes
+    (with ``live``, odds and roads too, as the daemon publishes them)."""
     faults = faults or Faults(unread=0.01, lost=0.002, void=0.004)
     open_t = dt.datetime.combine(first_day, dt.time(10, 0), tzinfo=dt.UTC).timestamp()
-    dealer = Dealer(table, seed=seed, start=open_t, faults=faults)
+    dealer = Dealer(table, seed=seed, start=open_t, faults=faults, live=live)
     rng = random.Random(seed + 1)
     for day in range(days):
         start = open_t + day * 86400

@@ -184,12 +184,17 @@ class Period:
             self.interventions[code] = self.interventions.get(code, 0) + n
 
 
-def _period_sql(q: Query, column: str) -> str:
-    """The local start of a row's period, as SQL over ``column``
-    (timestamptz): the latest boundary at or before its local time of day,
-    or the previous day's last boundary. Boundaries are validated HH:MM
-    and the zone a name zoneinfo knows, so they are written as literals."""
-    local = f"({column} AT TIME ZONE '{q.tz.key}')"
+def _local(q: Query, column: str) -> str:
+    """SQL: the local time (timestamp) of ``column`` (timestamptz). The zone
+    is a name zoneinfo knows (letters, digits, / _ + -), so a literal."""
+    return f"({column} AT TIME ZONE '{q.tz.key}')"
+
+
+def _period_sql(q: Query, local: str) -> str:
+    """The local start of a row's period, as SQL over ``local`` (a local
+    timestamp): the latest boundary at or before its time of day, or the
+    previous day's last boundary. Boundaries are validated HH:MM, so
+    literals."""
     arms = [
         f"WHEN {local}::time >= time '{b.strftime('%H:%M')}' "
         f"THEN date_trunc('day', {local}) + interval '{b.hour} hours {b.minute} minutes'"
@@ -236,27 +241,26 @@ def fetch(conn: Any, q: Query) -> dict[tuple[str, dt.datetime], Period]:
 
     where = "c.ts >= %(lo)s AND c.ts < %(hi)s AND (%(t)s::text IS NULL OR c.table_id = %(t)s)"
     bets = _bets_in_play(conn, q, low, high)
-    bet_cols = []
-    for i, _ in enumerate(bets):
-        v = f"(c.settlement->>%(b{i})s)::numeric"
-        bet_cols.append(
-            f", count(c.settlement->%(b{i})s) FILTER (WHERE NOT c.void AND NOT c.demo)"
-            f", count(*) FILTER (WHERE NOT c.void AND NOT c.demo AND {v} > 0)"
-            f", coalesce(sum({v}) FILTER (WHERE NOT c.void AND NOT c.demo), 0)"
-        )
-        params[f"b{i}"] = bets[i]
-    per = _period_sql(q, "c.ts")
+    bet_vals = []
+    bet_aggs = []
+    for i, bet in enumerate(bets):
+        # NULL for a demo or void coup (no settlement) and a bet not offered
+        bet_vals.append(f", (c.settlement->>%(b{i})s)::float8 AS b{i}")
+        bet_aggs.append(f", count(b{i}), count(*) FILTER (WHERE b{i} > 0), coalesce(sum(b{i}), 0)")
+        params[f"b{i}"] = bet
     rows = conn.execute(
-        f"SELECT c.table_id, {per} AS period, s.profile, s.decks,"
-        " count(*) FILTER (WHERE NOT c.void AND NOT c.demo),"
-        " count(*) FILTER (WHERE NOT c.void AND c.demo),"
-        " count(*) FILTER (WHERE c.void),"
-        " count(*) FILTER (WHERE NOT c.void AND NOT c.demo AND c.winner = 'banker'),"
-        " count(*) FILTER (WHERE NOT c.void AND NOT c.demo AND c.winner = 'player'),"
-        " count(*) FILTER (WHERE NOT c.void AND NOT c.demo AND c.winner = 'tie')"
-        f" {''.join(bet_cols)}"
+        f"SELECT table_id, {_period_sql(q, 'l')} AS period, profile, decks,"
+        " count(*) FILTER (WHERE NOT void AND NOT demo),"
+        " count(*) FILTER (WHERE NOT void AND demo),"
+        " count(*) FILTER (WHERE void),"
+        " count(*) FILTER (WHERE NOT void AND NOT demo AND winner = 'banker'),"
+        " count(*) FILTER (WHERE NOT void AND NOT demo AND winner = 'player'),"
+        " count(*) FILTER (WHERE NOT void AND NOT demo AND winner = 'tie')"
+        f" {''.join(bet_aggs)}"
+        f" FROM (SELECT c.table_id, {_local(q, 'c.ts')} AS l, s.profile, s.decks, c.void, c.demo, c.winner"
+        f" {''.join(bet_vals)}"
         " FROM coups c LEFT JOIN shoes s ON s.table_id = c.table_id AND s.shoe = c.shoe"
-        f" WHERE {where} GROUP BY 1, 2, 3, 4",
+        f" WHERE {where}) x GROUP BY 1, 2, 3, 4",
         params,
     ).fetchall()
     for r in rows:
@@ -280,8 +284,8 @@ def fetch(conn: Any, q: Query) -> dict[tuple[str, dt.datetime], Period]:
 
     # pace: gaps of at most idle seconds between a table's successive coups
     rows = conn.execute(
-        f"SELECT table_id, {_period_sql(q, 'ts')}, count(*), coalesce(sum(gap), 0) FROM ("
-        "  SELECT c.table_id, c.ts, extract(epoch FROM c.ts - lag(c.ts) OVER"
+        f"SELECT table_id, {_period_sql(q, 'l')}, count(*), coalesce(sum(gap), 0) FROM ("
+        f"  SELECT c.table_id, {_local(q, 'c.ts')} AS l, extract(epoch FROM c.ts - lag(c.ts) OVER"
         "    (PARTITION BY c.table_id ORDER BY c.ts)) AS gap"
         f"  FROM coups c WHERE {where}) x WHERE gap <= %(idle)s GROUP BY 1, 2",
         params,
@@ -293,7 +297,8 @@ def fetch(conn: Any, q: Query) -> dict[tuple[str, dt.datetime], Period]:
 
     # dealing errors: one per (shoe, coup, code), in the period of its first event
     rows = conn.execute(
-        f"SELECT table_id, {_period_sql(q, 'first')}, code, count(*), count(*) FILTER (WHERE voided) FROM ("
+        f"SELECT table_id, {_period_sql(q, _local(q, 'first'))}, code, count(*),"
+        " count(*) FILTER (WHERE voided) FROM ("
         "  SELECT c.table_id, c.shoe, c.coup, c.code, min(c.ts) AS first,"
         "         bool_or(c.action = 'void') AS voided"
         f"  FROM misdeals c WHERE {where} GROUP BY 1, 2, 3, 4) e GROUP BY 1, 2, 3",
@@ -303,8 +308,8 @@ def fetch(conn: Any, q: Query) -> dict[tuple[str, dt.datetime], Period]:
         period(table, start).errors[str(code)] = [int(n), int(voided)]
 
     rows = conn.execute(
-        f"SELECT table_id, {_period_sql(q, 'c.ts')}, code, count(*) FROM supervisor_interventions c"
-        f" WHERE {where} GROUP BY 1, 2, 3",
+        f"SELECT table_id, {_period_sql(q, _local(q, 'c.ts'))}, code, count(*)"
+        f" FROM supervisor_interventions c WHERE {where} GROUP BY 1, 2, 3",
         params,
     ).fetchall()
     for table, start, code, n in rows:
