@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench fuzz soak venv clean deps-system
+.PHONY: demo test lint bench fuzz soak venv clean deps-system deps-postgres
 
 # Create the virtualenv and install the project (editable) with its dev tools.
 $(STAMP): pyproject.toml
@@ -57,8 +57,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: $(STAMP) deps-system lint
+test: $(STAMP) deps-system deps-postgres lint
 	$(BIN)/python -m pytest -q
+
+# The archive tests use the PostgreSQL on 127.0.0.1:5432 (trust auth; each
+# run makes and drops its own database). Not installed or started for you.
+deps-postgres: $(STAMP)
+	@$(BIN)/python -c 'import sys; from tests.support.postgres import unavailable; m = unavailable(); m and print("make test:", m); sys.exit(bool(m))'
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

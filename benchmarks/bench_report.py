@@ -2,7 +2,7 @@
 archive's bytes per row.
 
 A fresh database on the machine's PostgreSQL (127.0.0.1:5432, trust; or
-``PG_ADMIN_DSN``) gets the archive schema, then a year of one table made by
+``ARCHIVE_TEST_PG``) gets the archive schema, then a year of one table made by
 the real engine (:func:`benchmarks.floor_year.year`: 365 days, 16 h a day
 at 60..80 coups per hour, unread cards entered or lost, supervisor voids),
 written through the archiver's own store (``Store.write``, which COPYs into
@@ -30,7 +30,7 @@ from typing import Any
 
 from benchmarks.floor_year import BULKY, year
 
-ADMIN_DSN = os.environ.get("PG_ADMIN_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
+ADMIN_DSN = os.environ.get("ARCHIVE_TEST_PG", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
 RUNS = 5
 DAYS = int(os.environ.get("FLOOR_BENCH_DAYS", "365"))
 FIRST_DAY = dt.date(2025, 11, 1)

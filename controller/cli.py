@@ -85,6 +85,18 @@ def _build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--profile")
     rd.add_argument("--decks", type=int)
 
+    ar = sub.add_parser(
+        "archive",
+        help="archive every table's events from the broker into PostgreSQL",
+        description="Subscribe to every table's events and write them to PostgreSQL, exactly once.",
+    )
+    ar.add_argument("--config", "-c", required=True, help="the archiver's config YAML (README, Archive)")
+    ar_mode = ar.add_mutually_exclusive_group()
+    ar_mode.add_argument("--migrate", action="store_true", help="apply the schema migrations, then exit")
+    ar_mode.add_argument(
+        "--stats", action="store_true", help="print the archive's counters as JSON, then exit"
+    )
+
     ctl = sub.add_parser(
         "ctl",
         help="send a supervisor command through the broker",

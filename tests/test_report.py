@@ -18,8 +18,7 @@ import pytest
 from benchmarks.floor_year import Dealer
 from controller.cli import main
 from controller.floor_stats import theory
-from tests.support.floor_events import archive, without_bulky
-from tests.support.postgres import fresh_archive
+from tests.support.floor_events import archive, fresh_archive, without_bulky
 from tests.table import Table
 
 UTC = dt.UTC
@@ -310,9 +309,9 @@ def test_an_unreachable_database_is_one_line_and_exit_1(capsys: pytest.CaptureFi
 
 
 def test_a_database_without_the_archive_schema_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.support.postgres import fresh_database
+    from tests.support.postgres import temporary_database
 
-    with fresh_database("floor_empty") as empty:
+    with temporary_database("floor_empty") as empty:
         code, _, err = _report(capsys, "--dsn", empty)
     assert code == 1
     assert "no floor archive schema: run shoe-controller archive --config FILE --migrate" in err
@@ -351,3 +350,26 @@ def test_a_shoe_without_eights_and_nines_is_flagged_and_a_fair_one_is_not(
     assert short["flagged"] and short["results"]["flagged"], short["results"]
     assert short["results"]["observed"]["tie"] > short["results"]["expected"]["tie"]
     assert short["side_bets"]["player_pair"]["flagged"]  # 31/351 pairs, not 31/415
+
+
+def test_the_dsn_comes_from_the_archivers_config(
+    capsys: pytest.CaptureFixture[str], dsn: str, tmp_path: Any
+) -> None:
+    cfg = tmp_path / "archive.yaml"
+    cfg.write_text(
+        "broker: {host: 127.0.0.1, port: 1883, client_id: archive-1}\n" + f"dsn: {json.dumps(dsn)}\n"
+    )
+    doc = _json_cfg(capsys, str(cfg))
+    assert [r["table"] for r in doc["rows"]] == ["T01", "T01", "T02"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(cfg.read_text() + "retention: 3\n")
+    code, out, err = _report(capsys, "-c", str(bad), *SHIFTS)
+    assert code == 2 and out == ""
+    assert "retention: unknown key (did you mean 'retention_months'?)" in err and "Traceback" not in err
+
+
+def _json_cfg(capsys: pytest.CaptureFixture[str], cfg: str) -> dict[str, Any]:
+    code, out, err = _report(capsys, "-c", cfg, "--json", *SHIFTS)
+    assert code == 0, err
+    doc: dict[str, Any] = json.loads(out)
+    return doc

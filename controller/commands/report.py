@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
-import importlib
 import io
 import json
 import math
@@ -602,11 +601,9 @@ def dsn_from(args: argparse.Namespace) -> str:
     if args.dsn:
         return str(args.dsn)
     if args.config:
-        try:
-            mod = importlib.import_module("controller.archive.config")
-        except ModuleNotFoundError:
-            raise UsageError("-c: this build cannot read an archiver config; give --dsn") from None
-        return str(mod.load_archive_config(args.config).dsn)
+        from controller.archive.config import load_archive_config
+
+        return load_archive_config(args.config).dsn
     raise UsageError("give the archive's database: --dsn 'host=... dbname=...' or -c ARCHIVE_CONFIG")
 
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+import pytest
 
 from benchmarks.floor_year import BULKY
 
@@ -51,3 +54,24 @@ def archive(dsn: str, events: Iterable[dict[str, Any]], batch: int = 500) -> int
 
 def without_bulky(events: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     return (e for e in events if e["type"] not in BULKY)
+
+
+@contextmanager
+def fresh_archive(prefix: str = "floor_test") -> Iterator[str]:
+    """A fresh database (tests.support.postgres) with every archive
+    migration applied; fails with what to install or start when the
+    server is not there."""
+    from controller.archive import migrate
+    from controller.archive.db import connect
+    from tests.support import postgres
+
+    problem = postgres.unavailable()
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    with postgres.temporary_database(prefix) as dsn:
+        conn = connect(dsn, autocommit=True)
+        try:
+            migrate.apply(conn)
+        finally:
+            conn.close()
+        yield dsn

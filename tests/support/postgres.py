@@ -1,11 +1,8 @@
-"""A throwaway PostgreSQL database on the machine's server (127.0.0.1:5432,
-trust authentication), with the archive schema, for the floor tests.
-
-``fresh_archive()`` creates a uniquely named database, applies every
-archive migration, yields its DSN and drops it (with force) afterwards.
-When the server is not there the test fails with what to install or start;
-``PG_ADMIN_DSN`` overrides where the server is.
-"""
+"""The real PostgreSQL the archive tests use: the server on
+127.0.0.1:5432 with trust authentication (``ARCHIVE_TEST_PG`` overrides
+the maintenance DSN). Every test gets its own database, named uniquely and
+dropped afterwards. When the server is not there the tests fail (never
+skip) with what to install or start."""
 
 from __future__ import annotations
 
@@ -14,58 +11,45 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import pytest
+import psycopg
 
-ADMIN_DSN = os.environ.get("PG_ADMIN_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
+ADMIN_DSN = os.environ.get("ARCHIVE_TEST_PG", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
+
 HOW_TO = (
-    "the floor archive tests need PostgreSQL on 127.0.0.1:5432 with trust authentication for "
-    "127.0.0.1 (or PG_ADMIN_DSN set): install it with 'sudo apt-get install postgresql' and start it "
-    "with 'sudo service postgresql start' (pg_hba.conf: 'host all all 127.0.0.1/32 trust')"
+    "the archive tests need PostgreSQL on 127.0.0.1:5432 with trust authentication for local TCP: "
+    "install it with 'sudo apt-get install postgresql', start it with 'sudo pg_ctlcluster 15 main start' "
+    "(or your version's), or point ARCHIVE_TEST_PG at a server (a DSN that may create databases)"
 )
 
 
-def _admin() -> object:
-    import psycopg
-
+def unavailable(dsn: str = ADMIN_DSN) -> str | None:
+    """Why the test server cannot be used, or None."""
     try:
-        return psycopg.connect(ADMIN_DSN, autocommit=True, connect_timeout=5)
+        with psycopg.connect(dsn, connect_timeout=5):
+            return None
     except psycopg.Error as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        pytest.fail(f"{HOW_TO}. ({first})", pytrace=False)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"PostgreSQL is not reachable ({first}): {HOW_TO}"
 
 
-def dsn_of(dbname: str) -> str:
-    parts = [p for p in ADMIN_DSN.split() if not p.startswith("dbname=")]
-    return " ".join([*parts, f"dbname={dbname}"])
+def dsn_for(name: str) -> str:
+    params = psycopg.conninfo.conninfo_to_dict(ADMIN_DSN)
+    params["dbname"] = name
+    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items() if v is not None})
 
 
 @contextmanager
-def fresh_database(prefix: str = "floor_test") -> Iterator[str]:
-    """An empty, uniquely named database's DSN; dropped afterwards."""
+def temporary_database(prefix: str = "shoe_archive_test") -> Iterator[str]:
+    """A fresh database; yields its DSN, drops it (and its sessions) after."""
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(ADMIN_DSN, autocommit=True, connect_timeout=5) as admin:
+        admin.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
     try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        pytest.fail("the floor archive tests need psycopg: make venv installs it (extra 'archive')")
-    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    admin = _admin()
-    admin.execute(f'CREATE DATABASE "{name}"')  # type: ignore[attr-defined]
-    try:
-        yield dsn_of(name)
+        yield dsn_for(name)
     finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[attr-defined]
-        admin.close()  # type: ignore[attr-defined]
-
-
-@contextmanager
-def fresh_archive(prefix: str = "floor_test") -> Iterator[str]:
-    """A fresh database with every archive migration applied."""
-    from controller.archive import migrate
-    from controller.archive.db import connect
-
-    with fresh_database(prefix) as dsn:
-        conn = connect(dsn, autocommit=True)
-        try:
-            migrate.apply(conn)
-        finally:
-            conn.close()
-        yield dsn
+        with psycopg.connect(ADMIN_DSN, autocommit=True, connect_timeout=5) as admin:
+            admin.execute(
+                psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    psycopg.sql.Identifier(name)
+                )
+            )
