@@ -373,3 +373,9 @@ def _json_cfg(capsys: pytest.CaptureFixture[str], cfg: str) -> dict[str, Any]:
     assert code == 0, err
     doc: dict[str, Any] = json.loads(out)
     return doc
+
+
+def test_percentages_have_no_negative_zero() -> None:
+    from controller.commands.report import _pct
+
+    assert [_pct(0.0, 1), _pct(-0.0000001), _pct(-0.0123, 1), _pct(None)] == ["0.0%", "0.00%", "-1.2%", "-"]

@@ -432,7 +432,9 @@ def _pct(x: float | None, digits: int = 2) -> str:
     if x is None:
         return "-"
     text = f"{100 * x:.{digits}f}"
-    return (text[1:] if text.strip("-0.") == "" else text) + "%"  # no "-0.00%"
+    if text.startswith("-") and not text.strip("-0."):
+        text = text[1:]  # no "-0.00%"
+    return text + "%"
 
 
 def _p(x: float | None) -> str:
