@@ -167,6 +167,11 @@ def _build_parser() -> argparse.ArgumentParser:
         default=5.0,
         help="a gap between coups longer than this is not dealing time (default 5)",
     )
+    rpt.add_argument(
+        "--gaps",
+        action="store_true",
+        help="also count holes in each table's event seq: events the archive is missing (reads every event)",
+    )
     fmt = rpt.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="one CSV row per table and period")
     fmt.add_argument("--json", action="store_true", help="the whole report as one JSON object")

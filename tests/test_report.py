@@ -379,3 +379,25 @@ def test_percentages_have_no_negative_zero() -> None:
     from controller.commands.report import _pct
 
     assert [_pct(0.0, 1), _pct(-0.0000001), _pct(-0.0123, 1), _pct(None)] == ["0.0%", "0.00%", "-1.2%", "-"]
+
+
+def test_gaps_counts_the_events_a_table_journalled_that_the_archive_lacks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    events = _scripted()
+    # coup 4's P2 and B2 card events (shift 14:00, after its P1) and the last
+    # event never reach the archive; a hole counts in the period of the
+    # archived event before it
+    lost = [e for e in events if e["type"] == "card" and e.get("coup") == 4][2:4]
+    kept = [e for e in events if e not in lost and e is not events[-1]]
+    with fresh_archive("floor_gaps") as d:
+        assert archive(d, kept) == len(kept)
+        doc = _json(capsys, d, *SHIFTS, "--gaps")
+        assert [(r["period"], r["missing_events"]) for r in doc["rows"]] == [
+            ("2026-11-20 06:00", 0),
+            ("2026-11-20 14:00", 2),  # the last event is after every archived one: no hole shows it
+        ]
+        assert doc["totals"][0]["missing_events"] == 2
+        code, out, _ = _report(capsys, "--dsn", d, *SHIFTS, "--gaps")
+        assert code == 0 and "events missing from the archive (holes in the table's seq): 2" in out
+        assert _json(capsys, d, *SHIFTS)["rows"][0]["missing_events"] is None  # not asked

@@ -20,7 +20,10 @@ for a range of local dates, one table or all:
   view: misdeals corrected or voided by a command, the numbering restored)
   by code;
 * theoretical and observed hold per unit staked on every bet (a unit on
-  every settled coup: the archive knows no wagers).
+  every settled coup: the archive knows no wagers);
+* with ``--gaps``, the events the table journalled that the archive lacks:
+  holes in the table's ``seq`` among its archived events (counted in the
+  period of the archived event before the hole).
 
 Bounds: a date range of at most MAX_DAYS days, 1..MAX_SHIFTS shift
 boundaries, ``--table`` a table id as the config allows, ``--alpha`` in
@@ -68,6 +71,7 @@ class Query:
     table: str | None
     alpha: float = DEFAULT_ALPHA
     idle_s: float = DEFAULT_IDLE_MINUTES * 60
+    gaps: bool = False
 
     @property
     def by_day(self) -> bool:
@@ -138,6 +142,7 @@ def query_from_args(args: argparse.Namespace, today: dt.date | None = None) -> Q
         table=args.table,
         alpha=args.alpha,
         idle_s=args.idle_minutes * 60,
+        gaps=bool(getattr(args, "gaps", False)),
     )
 
 
@@ -156,6 +161,8 @@ class Period:
     dealing_s: float = 0.0
     errors: dict[str, list[int]] = field(default_factory=dict)  # code -> [errors, void]
     interventions: dict[str, int] = field(default_factory=dict)
+    #: with --gaps: holes in the table's event seq (events not archived)
+    missing: int | None = None
 
     def merge(self, other: Period) -> None:
         for key, g in other.groups.items():
@@ -181,6 +188,8 @@ class Period:
             e[1] += v
         for code, n in other.interventions.items():
             self.interventions[code] = self.interventions.get(code, 0) + n
+        if other.missing is not None:
+            self.missing = (self.missing or 0) + other.missing
 
 
 def _local(q: Query, column: str) -> str:
@@ -313,6 +322,20 @@ def fetch(conn: Any, q: Query) -> dict[tuple[str, dt.datetime], Period]:
     ).fetchall()
     for table, start, code, n in rows:
         period(table, start).interventions[str(code)] = int(n)
+    if q.gaps:
+        for p in periods.values():
+            p.missing = 0
+        # a hole between two archived events of a table counts in the
+        # period of the event before it
+        rows = conn.execute(
+            f"SELECT table_id, {_period_sql(q, 'l')}, coalesce(sum(next - seq - 1), 0) FROM ("
+            f"  SELECT c.table_id, c.seq, {_local(q, 'c.ts')} AS l,"
+            "    lead(c.seq) OVER (PARTITION BY c.table_id ORDER BY c.seq) AS next"
+            f"  FROM events c WHERE {where}) x WHERE next > seq + 1 GROUP BY 1, 2",
+            params,
+        ).fetchall()
+        for table, start, n in rows:
+            period(table, start).missing = int(n)
     return periods
 
 
@@ -359,6 +382,7 @@ def figures(q: Query, p: Period, label: str | None = None) -> dict[str, Any]:
         "hold": {},
         "errors": {code: {"errors": n, "void": v} for code, (n, v) in sorted(p.errors.items())},
         "interventions": dict(sorted(p.interventions.items())),
+        "missing_events": p.missing,
         "untested": {
             **({"no shoe.started archived": p.unknown_shoe} if p.unknown_shoe else {}),
             **ev.unknown,
@@ -535,6 +559,8 @@ def _detail(w: Any, r: dict[str, Any]) -> None:
             for k, v in r["errors"].items()
         ]
         w(f"  dealing errors: {', '.join(parts)}\n")
+    if r["missing_events"]:
+        w(f"  events missing from the archive (holes in the table's seq): {r['missing_events']}\n")
     if r["interventions"]:
         w(f"  supervisor interventions: {', '.join(f'{k} {n}' for k, n in r['interventions'].items())}\n")
     for why, n in r["untested"].items():
@@ -578,6 +604,8 @@ def csv_rows(rep: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
         for code, e in r["errors"].items():
             f[f"error_{code}"] = e["errors"]
         f["interventions"] = sum(r["interventions"].values())
+        if r["missing_events"] is not None:
+            f["missing_events"] = r["missing_events"]
         f["flagged"] = r["flagged"]
         flat.append(f)
     header: list[str] = []
