@@ -22,6 +22,7 @@ measured rate / (10 x that).
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 import time
@@ -108,6 +109,12 @@ def _list(rates: list[float]) -> str:
     return ", ".join(f"{x:,.0f}" for x in rates)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run() -> list[dict[str, Any]]:
     problem = unavailable()
     if problem:
@@ -116,7 +123,9 @@ def run() -> list[dict[str, Any]]:
     coups = sum(1 for e in template if e["type"] in ("coup.result", "coup.void"))
     per_coup = len(template) / coups
     table_peak = per_coup / FAST_COUP_S
-    rows: list[dict[str, Any]] = []
+    need = GOAL_TABLES * table_peak * HEADROOM
+    rates: dict[int, list[float]] = {n: [] for n in TABLE_COUNTS}
+    cpu: dict[int, list[float]] = {n: [] for n in TABLE_COUNTS}
     with tempfile.TemporaryDirectory() as d, temporary_database("shoe_archive_bench") as dsn:
         directory = Path(d)
         with broker(directory, "max_queued_messages 0\n") as port:
@@ -127,25 +136,37 @@ def run() -> list[dict[str, Any]]:
             migrate(cfg)
             archiver = ArchiverProcess(cfg, directory / "archiver.log")
             archiver.start()
+            assert archiver.proc is not None
+            pid = archiver.proc.pid
             try:
                 publish_and_wait(port, dsn, messages(template, 10, 2000, run=99))  # warm-up
-                best = 0.0
-                for n in TABLE_COUNTS:
-                    rates: list[float] = []
-                    for r in range(RUNS):
+                # the sizes interleaved, so a burst of load from elsewhere on
+                # the shared box does not fall on one size only
+                for r in range(RUNS):
+                    for n in TABLE_COUNTS:
                         msgs = messages(template, n, EVENTS, run=n * 100 + r)
-                        rates.append(len(msgs) / publish_and_wait(port, dsn, msgs))
-                    median = statistics.median(rates)
-                    best = max(best, median)
-                    rows.append({
-                        "name": f"archive ingest, {n} tables",
-                        "value": median,
-                        "unit": "events/s",
-                        "target": f">= {GOAL_TABLES * table_peak * HEADROOM:,.0f}",
-                        "note": f"median of {RUNS} x {EVENTS:,} events; runs " + _list(rates),
-                    })  # fmt: skip
+                        c0 = cpu_seconds(pid)
+                        rates[n].append(len(msgs) / publish_and_wait(port, dsn, msgs))
+                        cpu[n].append(len(msgs) / (cpu_seconds(pid) - c0))
             finally:
                 archiver.stop()
+    rows: list[dict[str, Any]] = []
+    for n in TABLE_COUNTS:
+        rows.append({
+            "name": f"archive ingest, {n} tables",
+            "value": statistics.median(rates[n]),
+            "unit": "events/s",
+            "target": f">= {need:,.0f}",
+            "note": f"median of {RUNS} x {EVENTS:,} events, wall clock; runs " + _list(rates[n]),
+        })  # fmt: skip
+    for n in TABLE_COUNTS:
+        rows.append({
+            "name": f"archiver process, {n} tables",
+            "value": statistics.median(cpu[n]),
+            "unit": "events/CPU-s",
+            "note": "events per second of the archiver's own CPU time (its capacity on a core of its own)",
+        })  # fmt: skip
+    slowest = min(statistics.median(rates[n]) for n in TABLE_COUNTS)
     rows.append({
         "name": "a table's peak event rate",
         "value": table_peak,
@@ -154,10 +175,11 @@ def run() -> list[dict[str, Any]]:
     })  # fmt: skip
     rows.append({
         "name": "floor one archiver supports at 10x headroom",
-        "value": float(int(min(r["value"] for r in rows[: len(TABLE_COUNTS)]) / (table_peak * HEADROOM))),
+        "value": float(int(slowest / (table_peak * HEADROOM))),
         "unit": "tables",
         "target": f">= {GOAL_TABLES}",
-        "note": "the slowest median above / (10 x a table's peak)",
+        "note": "the slowest wall-clock median above / (10 x a table's peak); broker, publisher, "
+        "PostgreSQL and archiver share this box's 2 cores",
     })  # fmt: skip
     return rows
 

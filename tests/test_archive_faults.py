@@ -1,8 +1,9 @@
-"""The archive's promise under faults, end to end and all real: three
+"""The archive's promise under faults, end to end and all real: four
 tables (daemons reading fake shoes over pseudo-terminals, journalling in
 SQLite) publish to a Mosquitto that keeps sessions across its restart; one
-archiver writes to PostgreSQL. Mid-stream the archiver is ``kill -9``ed and
-restarted, the broker is restarted, and the archiver's database connections
+archiver writes to PostgreSQL. Mid-stream the archiver is ``kill -9``ed,
+the broker restarts while it is away (the queue for it must survive) and
+again under the running archiver, and the archiver's database connections
 are cut (``pg_terminate_backend``) twice. Then every event in every
 table's journal is in the archive exactly once, with the same content, and
 nothing is in conflicts or rejects. The counts are printed (pytest -s)."""
@@ -29,7 +30,7 @@ from tests.support.configs import write_config
 
 pytestmark = pytest.mark.mqtt
 
-TABLES = ("T01", "T02", "T03")
+TABLES = ("T01", "T02", "T03", "T04")
 CARDS_PER_SECOND = 30
 
 
@@ -105,14 +106,20 @@ def test_every_journalled_event_is_archived_exactly_once_through_faults(
             assert eventually(lambda: count() >= start + more, 120), f"no progress {what}"
 
         progress("before the faults", 300)
-        # 1. the archiver is killed mid-stream and comes back
+        # 1. the archiver is killed mid-stream; while it is away the broker
+        # queues its share, and restarts, keeping that queue
         archiver.kill9()
         progress("while the archiver is down", 300, journalled)
-        archiver.start()
-        progress("after the archiver's restart", 300)
-        # 2. the broker restarts (its sessions and queues persist)
         broker.stop()
         progress("while the broker is down", 100, journalled)
+        broker.start()
+        progress("while the archiver is still down", 300, journalled)
+        archiver.start()
+        progress("after the archiver's restart", 300)
+        # 2. the broker restarts under the running archiver (its unacknowledged
+        # deliveries come again on the resumed session)
+        broker.stop()
+        progress("while the broker is down again", 100, journalled)
         broker.start()
         progress("after the broker's restart", 300)
         # 3. the database connection is cut, twice

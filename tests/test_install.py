@@ -107,10 +107,11 @@ def venv(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Venv:
     path = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
     # This project's pip installs into the new venv (pip --python): the wheel,
-    # not editable, and its dependencies from the index (pip's cache applies).
+    # not editable, and its dependencies from the index (pip's cache applies),
+    # with the archive extra (psycopg) so that every module imports.
     result = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(path / "bin" / "python"), "install",
-         "--disable-pip-version-check", "-q", str(dist.wheel)],
+         "--disable-pip-version-check", "-q", f"{dist.wheel}[archive]"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr

@@ -95,6 +95,7 @@ class Archiver:
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
         client.on_subscribe = self._on_subscribe
+        client.on_connect_fail = self._on_connect_fail
         client.reconnect_delay_set(1, 30)
         return client
 
@@ -115,6 +116,9 @@ class Archiver:
         # Subscribing again on a resumed session replaces the subscription
         # with itself; retained copies only for a new subscription.
         client.subscribe(self.cfg.topic_filter(), options=SubscribeOptions(qos=1, retainHandling=1))
+
+    def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
+        log.warning("archive.broker_unreachable", host=self.cfg.broker.host, port=self.cfg.broker.port)
 
     def _on_subscribe(self, client: mqtt.Client, userdata: Any, mid: int, rcs: Any, props: Any) -> None:
         for rc in rcs:

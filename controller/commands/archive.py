@@ -27,6 +27,13 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, on_signal)
 
+    import importlib.util
+
+    from controller.errors import UsageError
+
+    if importlib.util.find_spec("psycopg") is None:
+        raise UsageError("the archive needs psycopg 3: pip install 'shoe-controller[archive]'")
+
     from controller import logs
     from controller.archive.config import load_archive_config
 
