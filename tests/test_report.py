@@ -401,3 +401,19 @@ def test_gaps_counts_the_events_a_table_journalled_that_the_archive_lacks(
         code, out, _ = _report(capsys, "--dsn", d, *SHIFTS, "--gaps")
         assert code == 0 and "events missing from the archive (holes in the table's seq): 2" in out
         assert _json(capsys, d, *SHIFTS)["rows"][0]["missing_events"] is None  # not asked
+
+
+def test_without_psycopg_the_report_says_what_to_install(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "psycopg" else real(name, *a)
+    )
+    code, out, err = _report(capsys, "--dsn", "host=127.0.0.1 dbname=floor")
+    assert code == 2 and out == ""
+    assert (
+        err == "shoe-controller report: the report needs psycopg 3: pip install 'shoe-controller[archive]'\n"
+    )

@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
+import importlib.util
 import io
 import json
 import math
@@ -652,11 +653,11 @@ def report(conn: Any, q: Query) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     q = query_from_args(args)
+    if importlib.util.find_spec("psycopg") is None:
+        raise UsageError("the report needs psycopg 3: pip install 'shoe-controller[archive]'")
+    import psycopg
+
     dsn = dsn_from(args)
-    try:
-        import psycopg
-    except ImportError:
-        raise RuntimeFailure("the report needs psycopg: pip install 'shoe-controller[archive]'") from None
     from controller.archive.db import connect
 
     conn = connect(dsn, autocommit=True, application_name="shoe-controller report")
