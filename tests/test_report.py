@@ -417,3 +417,17 @@ def test_without_psycopg_the_report_says_what_to_install(
     assert (
         err == "shoe-controller report: the report needs psycopg 3: pip install 'shoe-controller[archive]'\n"
     )
+
+
+def test_coups_whose_shoe_start_is_not_archived_are_counted_but_not_tested(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    events = [e for e in _dragon() if e["type"] != "shoe.started"]
+    with fresh_archive("floor_noshoe") as d:
+        archive(d, events)
+        doc = _json(capsys, d, *SHIFTS)
+        (row,) = doc["rows"]
+        assert row["coups"]["settled"] == 2 and row["results"] is None and row["hold"] == {}
+        assert row["untested"] == {"no shoe.started archived": 2} and row["tests"] == 0
+        code, out, _ = _report(capsys, "--dsn", d, *SHIFTS)
+        assert code == 0 and "not tested: no shoe.started archived: 2" in out
