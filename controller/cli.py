@@ -96,6 +96,9 @@ def _build_parser() -> argparse.ArgumentParser:
     ar_mode.add_argument(
         "--stats", action="store_true", help="print the archive's counters as JSON, then exit"
     )
+    ar_mode.add_argument(
+        "--backfill", nargs="+", metavar="JOURNAL", help="write tables' journals into the archive, then exit"
+    )
 
     ctl = sub.add_parser(
         "ctl",

@@ -394,6 +394,7 @@ def test_cli_migrate_twice_and_stats(tmp_path: Path, pg_dsn: str) -> None:
         ({"max_payload_bytes": 1023}, "max_payload_bytes:"),
         ({"retention_months": 0}, "retention_months:"),
         ({"share_group": "a/b"}, "share_group:"),
+        ({"metrics": "nowhere"}, "metrics:"),
         ({"dsn": "host=x password=secret"}, "dsn: must not hold a password"),
         ({"broker": {"host": "h"}}, "broker.client_id: required key missing"),
         (
@@ -422,3 +423,28 @@ def test_cli_without_postgres_says_so_in_one_line(tmp_path: Path) -> None:
     assert out.stderr.startswith("shoe-controller archive: cannot connect to PostgreSQL")
     assert len(out.stderr.strip().splitlines()) == 1
     assert "apt-get install postgresql" in (postgres.unavailable(f"host=127.0.0.1 port={free_port()}") or "")
+
+
+def test_cli_backfill_a_journal_twice(tmp_path: Path, pg_dsn: str) -> None:
+    from controller.journal import Journal
+    from controller.replay import ReplayOptions, replay_events
+
+    capture = Path(__file__).parent / "captures" / "loss_second_result_released_late.shoelog"
+    events = list(replay_events(capture, ReplayOptions(odds=True, roads=True)))
+    path = tmp_path / "journal.sqlite3"
+    with Journal(path) as j:
+        j.append_events(events)
+    cfg = _write_cfg(tmp_path, dsn=pg_dsn, retention_months=1200)  # the capture's ts are from 2025
+    assert _cli("--config", str(cfg), "--migrate").returncode == 0
+    first = _cli("--config", str(cfg), "--backfill", str(path))
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)[str(path)] == {
+        "received": len(events), "archived": len(events), "duplicates": 0, "conflicts": 0, "rejects": 0,
+    }  # fmt: skip
+    again = _cli("--config", str(cfg), "--backfill", str(path))
+    assert json.loads(again.stdout)[str(path)]["duplicates"] == len(events)
+    with db.connect(pg_dsn) as c:
+        assert count(c, "events") == len(events)
+        assert count(c, "coups") == sum(e["type"] in ("coup.result", "coup.void") for e in events)
+    missing = _cli("--config", str(cfg), "--backfill", str(tmp_path / "nope.sqlite3"))
+    assert missing.returncode == 1 and "no such journal" in missing.stderr

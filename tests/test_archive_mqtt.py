@@ -7,13 +7,14 @@ retained snapshots and bad payloads never stop the stream."""
 from __future__ import annotations
 
 import threading
+import urllib.request
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from controller.events import dumps
-from tests.conftest import Broker, BrokerFactory, eventually, mqtt_client
+from tests.conftest import Broker, BrokerFactory, eventually, free_port, mqtt_client
 from tests.support.archiver import BROKER_CONFIG, ArchiverProcess, migrate, write_archive_config
 from tests.test_archive import card
 
@@ -47,9 +48,11 @@ def test_a_batch_not_committed_is_not_acknowledged(
     tmp_path: Path, mosquitto: BrokerFactory, pg_dsn: str
 ) -> None:
     broker = mosquitto(persistence=True, config=BROKER_CONFIG)
+    metrics_port = free_port()
     cfg = write_archive_config(
-        tmp_path, host=broker.host, port=broker.port, dsn=pg_dsn, batch_max_latency_ms=50
-    )
+        tmp_path, host=broker.host, port=broker.port, dsn=pg_dsn, batch_max_latency_ms=50,
+        metrics=f"127.0.0.1:{metrics_port}",
+    )  # fmt: skip
     migrate(cfg)
     archiver = ArchiverProcess(cfg, tmp_path / "archiver.log")
     archiver.start()
@@ -78,6 +81,12 @@ def test_a_batch_not_committed_is_not_acknowledged(
         assert _count(pg_dsn, "SELECT count(*) FROM event_ids") == 10
         archiver.start()
         assert eventually(lambda: _count(pg_dsn, "SELECT count(*) FROM event_ids") == 60, 60)
+        # this process's count, on its Prometheus endpoint: the 50 held back
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        assert 'shoe_archive_messages_total{outcome="archived"} 50.0' in text
+        assert 'shoe_archive_messages_total{outcome="conflicts"} 0.0' in text
+        assert "shoe_archive_database_connected 1.0" in text and "shoe_archive_broker_connected 1.0" in text
     finally:
         archiver.stop()
     assert _count(pg_dsn, "SELECT count(*) FROM events") == 60

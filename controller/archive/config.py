@@ -19,6 +19,7 @@ batch_max_latency_ms: 200     # ...or this long after its first one
 max_payload_bytes: 262144     # a larger message is kept aside (rejects), not parsed
 retention_months: 24          # partitions wholly older than this many months are dropped
 partitions_ahead: 2           # months of partitions made ahead of time
+metrics: 127.0.0.1:9109       # optional Prometheus endpoint
 ```
 """
 
@@ -30,7 +31,7 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from controller.config import MqttConfig, _error, _Model, load_model
+from controller.config import MqttConfig, _error, _Model, load_model, parse_host_port
 
 _GROUP_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -74,6 +75,15 @@ class ArchiveConfig(_Model):
     max_payload_bytes: int = Field(default=256 * 1024, ge=1024, le=16 * 1024 * 1024)
     retention_months: int = Field(default=24, ge=1, le=1200)
     partitions_ahead: int = Field(default=2, ge=1, le=24)
+    #: Optional Prometheus endpoint, host:port (controller/archive/metrics.py).
+    metrics: str | None = None
+
+    @field_validator("metrics")
+    @classmethod
+    def _metrics(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_host_port(value)
+        return value
 
     @field_validator("dsn")
     @classmethod

@@ -44,7 +44,9 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from controller.archive import db, migrate
 from controller.archive.config import ArchiveConfig
+from controller.archive.metrics import ArchiveMetrics
 from controller.archive.store import BatchResult, Store, is_connection_error
+from controller.config import parse_host_port
 from controller.errors import ConfigError
 from controller.mqtt_client import make_client
 
@@ -86,6 +88,9 @@ class Archiver:
         self.totals = BatchResult()
         self._db: db.Conn | None = None
         self._client = self._make_client()
+        self.metrics: ArchiveMetrics | None = None
+        if cfg.metrics is not None:
+            self.metrics = ArchiveMetrics(parse_host_port(cfg.metrics))
 
     # --- MQTT (paho's thread) ---------------------------------------------------
 
@@ -112,6 +117,8 @@ class Archiver:
         with self._lock:
             self._conn_no += 1
         self._connected.set()
+        if self.metrics is not None:
+            self.metrics.broker.set(1)
         log.info("archive.broker_connected", session_present=bool(flags.session_present))
         # Subscribing again on a resumed session replaces the subscription
         # with itself; retained copies only for a new subscription.
@@ -129,6 +136,8 @@ class Archiver:
 
     def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, rc: Any, props: Any) -> None:
         self._connected.clear()
+        if self.metrics is not None:
+            self.metrics.broker.set(0)
         if not self.stop.is_set():
             log.warning("archive.broker_disconnected", reason=str(rc))
 
@@ -157,6 +166,8 @@ class Archiver:
                     raise ConfigError(problem)
                 self._db = conn
                 self.store.months.clear()
+                if self.metrics is not None:
+                    self.metrics.database.set(1)
                 log.info("archive.database_connected")
             except ConfigError:
                 raise
@@ -167,6 +178,8 @@ class Archiver:
         return self._db
 
     def _drop_database(self) -> None:
+        if self.metrics is not None:
+            self.metrics.database.set(0)
         if self._db is not None:
             with contextlib.suppress(psycopg.Error):
                 self._db.close()
@@ -183,10 +196,11 @@ class Archiver:
             try:
                 return self.store.write(conn, messages)
             except psycopg.Error as exc:
-                if not is_connection_error(exc):
-                    raise
-                log.warning(
-                    "archive.database_lost",
+                # A connection failure, or (the store keeps refused rows aside
+                # itself) a failure to write even that: retry, never ack.
+                lost = is_connection_error(exc)
+                (log.warning if lost else log.error)(
+                    "archive.database_lost" if lost else "archive.write_failed",
                     error=str(exc).splitlines()[0] if str(exc) else "",
                     batch=len(batch),
                 )
@@ -202,8 +216,8 @@ class Archiver:
         try:
             made, dropped = self.store.maintain(conn)
         except psycopg.Error as exc:
-            if not is_connection_error(exc):
-                raise
+            # Partitions and retention must not stop ingest: say so, retry next hour.
+            log.error("archive.maintenance_failed", error=str(exc).splitlines()[0] if str(exc) else repr(exc))
             self._drop_database()
             return
         if made or dropped:
@@ -280,7 +294,11 @@ class Archiver:
                         break  # stopping: the batch stays unacknowledged
                     self._ack(batch)
                     self.totals.counts.update(result.counts)
+                    if self.metrics is not None:
+                        self.metrics.committed(result.counts)
                     self._report(result)
+                if self.metrics is not None:
+                    self.metrics.queued.set(self._queue.qsize())
                 now = time.monotonic()
                 if now >= next_maintain:
                     self._maintain()

@@ -1,4 +1,4 @@
-"""``shoe-controller archive --config archive.yaml [--migrate | --stats]``:
+"""``shoe-controller archive --config archive.yaml [--migrate | --stats | --backfill JOURNAL...]``:
 every table's events from the broker into PostgreSQL (controller/archive).
 
 ``--migrate`` applies the pending schema migrations (under an advisory
@@ -6,7 +6,9 @@ lock: safe beside running archivers), makes the partitions ahead and
 exits; the archiver itself never changes the schema, and refuses to start
 (exit 2) on a database whose schema is behind. ``--stats`` prints the
 durable counters and the number of integrity conflicts and rejects as one
-JSON object, and exits.
+JSON object, and exits. ``--backfill`` writes tables' SQLite journals
+into the archive through the same idempotent store (controller/archive/backfill.py),
+prints the counts per journal and exits.
 """
 
 from __future__ import annotations
@@ -14,8 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sys
 import threading
 from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from controller.archive.config import ArchiveConfig
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
         return _migrate(cfg.dsn, cfg.partitions_ahead)
     if args.stats:
         return _stats(cfg.dsn)
+    if args.backfill:
+        return _backfill(cfg, args.backfill)
     from controller.archive.service import Archiver
 
     return Archiver(cfg, stop).run()
@@ -59,6 +68,35 @@ def _migrate(dsn: str, ahead: int) -> int:
         versions = migrate.applied(conn)
     applied = ", ".join(f"{m.version:04d}_{m.name}" for m in done) or "none (already current)"
     print(f"schema version {max(versions)}; applied: {applied}; partitions made: {made}")
+    return 0
+
+
+def _backfill(cfg: ArchiveConfig, paths: list[str]) -> int:
+    from controller.archive import db, migrate
+    from controller.archive.backfill import backfill
+    from controller.archive.store import Store
+    from controller.errors import ConfigError
+
+    store = Store(
+        archiver=f"{cfg.client_id}/backfill",
+        prefix=cfg.broker.topic_prefix,
+        max_payload_bytes=cfg.max_payload_bytes,
+        retention_months=cfg.retention_months,
+        partitions_ahead=cfg.partitions_ahead,
+    )
+    with db.connect(cfg.dsn) as conn:
+        problem = migrate.check_current(conn)
+        conn.rollback()
+        if problem is not None:
+            raise ConfigError(problem)
+        counts = backfill(conn, store, paths)
+    print(json.dumps(counts, sort_keys=True))
+    conflicts = sum(c["conflicts"] for c in counts.values())
+    if conflicts:
+        print(
+            f"shoe-controller archive: {conflicts} integrity conflict(s): see the conflicts table",
+            file=sys.stderr,
+        )
     return 0
 
 
