@@ -146,6 +146,44 @@ def _build_parser() -> argparse.ArgumentParser:
     accept.add_argument("--coup", type=int, required=True, metavar="N", help=coup_help)
     actions.add_parser("new-shoe", parents=[common], help="a fresh shoe is loaded")
     actions.add_parser("end-shoe", parents=[common], help="end the shoe in play")
+
+    rpt = sub.add_parser(
+        "report",
+        help="floor reports over the PostgreSQL archive",
+        description="Per table and per shift or day: coups, pace, results against the exact odds "
+        "(chi-square), void rate, dealing errors, supervisor interventions, hold per bet.",
+    )
+    db = rpt.add_mutually_exclusive_group()
+    db.add_argument("--dsn", help="PostgreSQL connection string (libpq), e.g. 'host=db1 dbname=floor'")
+    db.add_argument("-c", "--config", help="the archiver's config file (its database DSN is used)")
+    rpt.add_argument(
+        "--from", dest="since", metavar="DATE", help="first local date YYYY-MM-DD (default: --to)"
+    )
+    rpt.add_argument("--to", metavar="DATE", help="last local date, inclusive (default: today)")
+    rpt.add_argument("--tz", default="UTC", help="IANA time zone of the dates and shifts (default UTC)")
+    rpt.add_argument(
+        "--shifts",
+        default="00:00",
+        metavar="HH:MM,...",
+        help="period boundaries, e.g. 06:00,14:00,22:00; one boundary: gaming days starting there "
+        "(default 00:00, calendar days)",
+    )
+    rpt.add_argument("--table", help="one table (default: every table)")
+    rpt.add_argument("--alpha", type=float, default=0.001, help="flag a test when p < ALPHA (default 0.001)")
+    rpt.add_argument(
+        "--idle-minutes",
+        type=float,
+        default=5.0,
+        help="a gap between coups longer than this is not dealing time (default 5)",
+    )
+    rpt.add_argument(
+        "--gaps",
+        action="store_true",
+        help="also count holes in each table's event seq: events the archive is missing (reads every event)",
+    )
+    fmt = rpt.add_mutually_exclusive_group()
+    fmt.add_argument("--csv", action="store_true", help="one CSV row per table and period")
+    fmt.add_argument("--json", action="store_true", help="the whole report as one JSON object")
     _history_parser(sub)
     return p
 
