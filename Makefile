@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench fuzz soak venv clean deps-system
+.PHONY: demo test lint bench fuzz soak venv clean deps-system deps-postgres
 
 # Create the virtualenv and install the project (editable) with its dev tools.
 $(STAMP): pyproject.toml
@@ -33,7 +33,22 @@ deps-system:
 	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto mosquitto-clients socat; \
 	  else echo "MQTT tests need the mosquitto binary: install it with 'sudo apt-get install mosquitto'"; exit 1; fi; }
 	@# a system-wide mosquitto service is not needed (nor used) by the tests
+	@# The roadmap display's browser test drives Debian's headless Chromium.
+	@{ command -v chromium >/dev/null && command -v chromedriver >/dev/null; } || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "Installing chromium and chromium-driver (the board's browser test)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
+	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	  else echo "The board's browser test needs Chromium and its driver: install them with" \
+	    "'sudo apt-get install chromium chromium-driver' (/usr/bin/chromium, /usr/bin/chromedriver)"; exit 1; fi; }
 	@true
+
+# docs/board.png, the README's picture of the roadmap display: a whole shoe
+# dealt through a real broker, the daemon and the board, shot by headless Chromium.
+.PHONY: board-png
+board-png: $(STAMP) deps-system
+	$(BIN)/python -m tests.board_png --out docs/board.png
 
 # The demo: the daemon on its embedded default (a fake shoe, punto banco,
 # 8 decks). On a terminal a line per coup; piped (make demo | jq .) the
@@ -57,8 +72,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: $(STAMP) deps-system lint
+test: $(STAMP) deps-system deps-postgres lint
 	$(BIN)/python -m pytest -q
+
+# The archive tests use the PostgreSQL on 127.0.0.1:5432 (trust auth; each
+# run makes and drops its own database). Not installed or started for you.
+deps-postgres: $(STAMP)
+	@$(BIN)/python -c 'import sys; from tests.support.postgres import unavailable; m = unavailable(); m and print("make test:", m); sys.exit(bool(m))'
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

@@ -79,13 +79,14 @@ def _mosquitto() -> str:
 
 
 @contextlib.contextmanager
-def broker(directory: Path) -> Iterator[int]:
-    """A throwaway Mosquitto on a free loopback port; yields the port."""
+def broker(directory: Path, extra_config: str = "") -> Iterator[int]:
+    """A throwaway Mosquitto on a free loopback port; yields the port.
+    ``extra_config``: further lines of mosquitto.conf."""
     port = _free_port()
     conf = directory / "mosquitto.conf"
     conf.write_text(
         f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-        f"log_dest file {directory}/mosquitto.log\nuser {getpass.getuser()}\n"
+        f"log_dest file {directory}/mosquitto.log\nuser {getpass.getuser()}\n{extra_config}"
     )
     proc = subprocess.Popen(
         [_mosquitto(), "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT

@@ -85,6 +85,27 @@ def _build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--profile")
     rd.add_argument("--decks", type=int)
 
+    bd = sub.add_parser("board", help="the live roadmap display of one or more tables (read-only web page)")
+    bd.add_argument(
+        "--config", "-c", help="board config YAML (examples/board.yaml); default: T01 on localhost"
+    )
+    bd.add_argument("--listen", metavar="HOST:PORT", help="override the config's listen address")
+    bd.add_argument("--check", action="store_true", help="validate the config and exit (0: valid)")
+    ar = sub.add_parser(
+        "archive",
+        help="archive every table's events from the broker into PostgreSQL",
+        description="Subscribe to every table's events and write them to PostgreSQL, exactly once.",
+    )
+    ar.add_argument("--config", "-c", required=True, help="the archiver's config YAML (README, Archive)")
+    ar_mode = ar.add_mutually_exclusive_group()
+    ar_mode.add_argument("--migrate", action="store_true", help="apply the schema migrations, then exit")
+    ar_mode.add_argument(
+        "--stats", action="store_true", help="print the archive's counters as JSON, then exit"
+    )
+    ar_mode.add_argument(
+        "--backfill", nargs="+", metavar="JOURNAL", help="write tables' journals into the archive, then exit"
+    )
+
     ctl = sub.add_parser(
         "ctl",
         help="send a supervisor command through the broker",
@@ -125,7 +146,86 @@ def _build_parser() -> argparse.ArgumentParser:
     accept.add_argument("--coup", type=int, required=True, metavar="N", help=coup_help)
     actions.add_parser("new-shoe", parents=[common], help="a fresh shoe is loaded")
     actions.add_parser("end-shoe", parents=[common], help="end the shoe in play")
+
+    rpt = sub.add_parser(
+        "report",
+        help="floor reports over the PostgreSQL archive",
+        description="Per table and per shift or day: coups, pace, results against the exact odds "
+        "(chi-square), void rate, dealing errors, supervisor interventions, hold per bet.",
+    )
+    db = rpt.add_mutually_exclusive_group()
+    db.add_argument("--dsn", help="PostgreSQL connection string (libpq), e.g. 'host=db1 dbname=floor'")
+    db.add_argument("-c", "--config", help="the archiver's config file (its database DSN is used)")
+    rpt.add_argument(
+        "--from", dest="since", metavar="DATE", help="first local date YYYY-MM-DD (default: --to)"
+    )
+    rpt.add_argument("--to", metavar="DATE", help="last local date, inclusive (default: today)")
+    rpt.add_argument("--tz", default="UTC", help="IANA time zone of the dates and shifts (default UTC)")
+    rpt.add_argument(
+        "--shifts",
+        default="00:00",
+        metavar="HH:MM,...",
+        help="period boundaries, e.g. 06:00,14:00,22:00; one boundary: gaming days starting there "
+        "(default 00:00, calendar days)",
+    )
+    rpt.add_argument("--table", help="one table (default: every table)")
+    rpt.add_argument("--alpha", type=float, default=0.001, help="flag a test when p < ALPHA (default 0.001)")
+    rpt.add_argument(
+        "--idle-minutes",
+        type=float,
+        default=5.0,
+        help="a gap between coups longer than this is not dealing time (default 5)",
+    )
+    rpt.add_argument(
+        "--gaps",
+        action="store_true",
+        help="also count holes in each table's event seq: events the archive is missing (reads every event)",
+    )
+    fmt = rpt.add_mutually_exclusive_group()
+    fmt.add_argument("--csv", action="store_true", help="one CSV row per table and period")
+    fmt.add_argument("--json", action="store_true", help="the whole report as one JSON object")
+    _history_parser(sub)
     return p
+
+
+def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    hs = sub.add_parser(
+        "history",
+        help="surveillance review of a journal (read-only, safe while the daemon runs)",
+        description="Review a table's journal: its shoes, coups, one coup's timeline, dealing errors,"
+        " a shoe report. Read-only; safe while the daemon runs.",
+    )
+    src = argparse.ArgumentParser(add_help=False)
+    src.add_argument("-c", "--config", help="the daemon's config: its journal is read")
+    src.add_argument(
+        "--journal", metavar="PATH", help="the journal file (default: the config's, else ./var/)"
+    )
+    fmt = src.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="one JSON document")
+    fmt.add_argument("--csv", action="store_true", help="CSV with a header row")
+    limit = argparse.ArgumentParser(add_help=False)
+    limit.add_argument("--limit", type=int, metavar="N", help="at most N rows (default 200, at most 10000)")
+    when = argparse.ArgumentParser(add_help=False)
+    when.add_argument(
+        "--since", metavar="T", help="from T: 2026-11-23T04:30:00Z, '2026-11-23 04:30' (UTC), 2h"
+    )
+    when.add_argument("--until", metavar="T", help="before T (same forms)")
+    actions = hs.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    actions.add_parser("shoes", parents=[src, limit], help="the shoes in the journal")
+    cp = actions.add_parser("coups", parents=[src, limit, when], help="coups of a shoe or of a time range")
+    cp.add_argument("--shoe", metavar="ID")
+    one = actions.add_parser("coup", parents=[src], help="one coup's whole timeline")
+    one.add_argument("shoe", metavar="SHOE")
+    one.add_argument("coup", metavar="N")
+    er = actions.add_parser("errors", parents=[src, limit, when], help="every coup with a dealing error")
+    er.add_argument("code", metavar="CODE", help="a SPEC section 4 code, e.g. UNREAD_CARD")
+    er.add_argument("--shoe", metavar="ID")
+    rp = actions.add_parser("report", parents=[src], help="the printable report of an ended shoe")
+    rp.add_argument("shoe", metavar="SHOE")
+    rp.add_argument("--html", metavar="OUT", help="write the report page here")
+    rp.add_argument("--pdf", metavar="OUT", help="print it to PDF with headless Chromium")
+    rp.add_argument("--chromium", metavar="PATH", help="the Chromium binary (default: found on PATH)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,7 +24,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+
+from controller.commands_schema import Command
 
 BURST = 20
 RATE_PER_S = 2.0
@@ -64,7 +65,7 @@ class CommandInbox:
     ) -> None:
         self.queue_max = queue_max
         self._bucket = TokenBucket(burst, rate_per_s, clock)
-        self._queue: deque[dict[str, Any]] = deque()
+        self._queue: deque[Command] = deque()
         self._lock = threading.Lock()
         self._dropped = 0  # since the last pop_dropped
         self.admitted = 0  # totals, for metrics and tests
@@ -82,7 +83,7 @@ class CommandInbox:
             self._dropped += 1
             return False
 
-    def offer(self, cmd: dict[str, Any]) -> None:
+    def offer(self, cmd: Command) -> None:
         """A parsed command for the main loop (dropped when the queue is full)."""
         with self._lock:
             if len(self._queue) >= self.queue_max:
@@ -92,7 +93,7 @@ class CommandInbox:
             self._queue.append(cmd)
             self.high_water = max(self.high_water, len(self._queue))
 
-    def take(self, n: int) -> list[dict[str, Any]]:
+    def take(self, n: int) -> list[Command]:
         with self._lock:
             return [self._queue.popleft() for _ in range(min(n, len(self._queue)))]
 

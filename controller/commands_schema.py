@@ -2,7 +2,8 @@
 section 5): strict parsing and validation, nothing else.
 
 Pure (no I/O, no engine) so it can be fuzzed: ``parse_command`` either
-returns a normalised command dict or raises ``CommandError`` whose message
+returns a typed, normalised command (a ``msgspec.Struct`` per command;
+``command_dict`` gives it back as JSON) or raises ``CommandError`` whose message
 is the ``error`` of the reply. A command that does not parse changes
 nothing.
 
@@ -28,14 +29,22 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
+
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 from controller.cards import CardError, parse_card
-from controller.config import table_problem
+from controller.event_types import TABLE_PATTERN
 
 MAX_PAYLOAD = 4096
+#: A command as the daemon journalled it (its own ``_alert`` carries a
+#: free-text detail): read back at rebuild with this bound instead.
+MAX_JOURNALLED = 65536
 MAX_ID = 128
 MAX_REASON = 500
+#: The daemon's own commands' texts (an alert's detail, a refusal's error).
+MAX_TEXT = 8192
 #: No shoe holds more coups (12 decks, at least 4 cards a coup: 156); the
 #: engine bounds ``accept`` more tightly by the cards left in the shoe.
 MAX_COUP = 1000
@@ -55,12 +64,175 @@ CommandId = str | int
 
 
 class CommandError(ValueError):
-    """A command that cannot be carried out as sent. ``command_id`` is the
-    sender's id when it could be read (else None), for the reply."""
+    """A command that cannot be carried out as sent, whether it does not
+    parse (here) or cannot apply (the engine): the one error type of a
+    command. ``command_id`` is the sender's id when it could be read (else
+    None), for the reply."""
 
     def __init__(self, message: str, command_id: CommandId | None = None) -> None:
         super().__init__(message)
         self.command_id = command_id
+
+
+# ------------------------------------------------------------ typed commands
+
+IdField = (
+    Annotated[str, Meta(min_length=1, max_length=MAX_ID)] | Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
+)
+CoupField = Annotated[int, Meta(ge=1, le=MAX_COUP)]
+
+
+class _Command(Struct, kw_only=True, forbid_unknown_fields=True, tag_field="cmd"):
+    """Base of every command; the tag (``cmd``) is its name."""
+
+    NAME: ClassVar[str]
+
+
+class SupervisorCommand(_Command, kw_only=True, forbid_unknown_fields=True):
+    """A command from ``<prefix>/<table>/cmd`` (SPEC section 5), parsed."""
+
+    id: IdField
+    table: (
+        Annotated[
+            str,
+            Meta(
+                pattern=TABLE_PATTERN,
+                description="the table the command is meant for; required (and signed) with signed commands",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    ts: (
+        Annotated[
+            float,
+            Meta(
+                ge=0,
+                lt=MAX_TS,
+                description="the sender's Unix time in seconds; the controller refuses a command without it,"
+                " more than 300 s old or more than 5 s ahead, or already taken",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    sig: (
+        Annotated[
+            str,
+            Meta(
+                pattern="^[0-9a-f]{64}$",
+                description="HMAC-SHA256 of the canonical JSON without sig (table and ts included)",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+
+
+class Void(SupervisorCommand, tag="void", kw_only=True, forbid_unknown_fields=True):
+    NAME: ClassVar[str] = "void"
+    coup: CoupField
+    reason: Annotated[str, Meta(max_length=MAX_REASON)]
+
+
+class EnterCard(SupervisorCommand, tag="enter_card", kw_only=True, forbid_unknown_fields=True):
+    NAME: ClassVar[str] = "enter_card"
+    coup: CoupField
+    #: normalised (``"10d"`` -> ``"TD"``); any spelling parse_card takes is sent
+    card: str
+
+
+class Accept(SupervisorCommand, tag="accept", kw_only=True, forbid_unknown_fields=True):
+    NAME: ClassVar[str] = "accept"
+    coup: CoupField
+
+
+class NewShoe(SupervisorCommand, tag="new_shoe", kw_only=True, forbid_unknown_fields=True):
+    NAME: ClassVar[str] = "new_shoe"
+
+
+class EndShoe(SupervisorCommand, tag="end_shoe", kw_only=True, forbid_unknown_fields=True):
+    NAME: ClassVar[str] = "end_shoe"
+
+
+class Reject(_Command, tag="_reject", kw_only=True, forbid_unknown_fields=True):
+    """The daemon refused a supervisor's command (origin, table, freshness,
+    once-only): journalled so that a rebuild reproduces its alert."""
+
+    NAME: ClassVar[str] = "_reject"
+    id: IdField | None
+    error: str
+
+
+class Alert(_Command, tag="_alert", kw_only=True, forbid_unknown_fields=True):
+    """An alert the daemon raises itself (journal lost history, an output
+    failing or restored); ``seq_above`` starts a new epoch of event seqs."""
+
+    NAME: ClassVar[str] = "_alert"
+    id: None = None
+    code: str
+    detail: str
+    seq_above: int | UnsetType = UNSET
+
+
+class Refused(_Command, tag="_refused", kw_only=True, forbid_unknown_fields=True):
+    """The daemon's one alert per window for the commands it refused after
+    the first and those dropped over its bounds."""
+
+    NAME: ClassVar[str] = "_refused"
+    refused: int
+    dropped: int
+    window_s: float
+    limits: str
+
+
+#: A supervisor's command, as ``parse_command`` returns it.
+Command = Void | EnterCard | Accept | NewShoe | EndShoe
+#: What the engine applies: a supervisor's command or one of the daemon's own.
+EngineCommand = Command | Reject | Alert | Refused
+
+_BY_NAME: dict[str, type[_Command]] = {
+    c.NAME: c for c in (Void, EnterCard, Accept, NewShoe, EndShoe, Reject, Alert, Refused)
+}
+#: The order a command's fields are written in (the journal's JSON, the
+#: HMAC's canonical form sorts them anyway).
+_ORDER = ("id", "cmd", "coup", "card", "table", "ts", "sig", "reason")
+
+
+def command_dict(cmd: EngineCommand) -> dict[str, Any]:
+    """The command as a JSON object: what the journal stores and what the
+    gate's HMAC is computed over (fields left out stay out)."""
+    out: dict[str, Any] = {}
+    if not isinstance(cmd, Refused):
+        out["id"] = cmd.id
+    out["cmd"] = cmd.NAME
+    for name in cmd.__struct_fields__:
+        value = getattr(cmd, name)
+        if value is not UNSET and name != "id":
+            out[name] = value
+    if isinstance(cmd, SupervisorCommand):
+        out = {k: out[k] for k in sorted(out, key=lambda k: _ORDER.index(k))}
+    return out
+
+
+def command_json(cmd: EngineCommand) -> bytes:
+    """Compact JSON of ``command_dict``: the journal's record of a command."""
+    return json.dumps(command_dict(cmd), separators=(",", ":")).encode()
+
+
+def command_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a supervisor command (``schemas/command.json``),
+    generated from the Structs above by ``controller.contract_gen``."""
+    import msgspec
+
+    from controller.contract_gen import SCHEMA_DIALECT, _closed, _inline
+
+    refs, defs = msgspec.json.schema_components([Command])
+    body = _inline(refs[0], _closed(defs))
+    # OpenAPI's keyword, pointing at the $defs that inlining removed: the
+    # const ``cmd`` of each branch already tells them apart
+    body.pop("discriminator", None)
+    return {"$schema": SCHEMA_DIALECT, "title": "supervisor command (baccarat/<table>/cmd)", **body}
+
+
+# ------------------------------------------------------------------ parsing
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -92,22 +264,95 @@ def _coup(value: Any, cid: CommandId) -> int:
     return value
 
 
-def parse_command(payload: bytes) -> dict[str, Any]:
-    """Parse and validate one command payload; raises ``CommandError``."""
-    if len(payload) > MAX_PAYLOAD:
-        raise CommandError(f"command larger than {MAX_PAYLOAD} bytes")
+def _load(payload: bytes, limit: int) -> Any:
+    if len(payload) > limit:
+        raise CommandError(f"command larger than {limit} bytes")
     try:
         text = payload.decode("utf-8")
     except UnicodeDecodeError:
         raise CommandError("command is not UTF-8") from None
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
     except CommandError:
         raise
     except (ValueError, RecursionError) as exc:
         raise CommandError(f"command is not valid JSON: {exc}") from None
+
+
+def parse_command(payload: bytes) -> Command:
+    """Parse and validate one supervisor command payload; raises ``CommandError``."""
+    data = _load(payload, MAX_PAYLOAD)
     if not isinstance(data, dict):
         raise CommandError("command must be a JSON object")
+    return _supervisor(data)
+
+
+def parse_journalled(payload: bytes) -> EngineCommand:
+    """A command as the daemon journalled it (``command_json``): a
+    supervisor's, checked by the same rules as ``parse_command``, or one of
+    the daemon's own (``_reject``, ``_alert``, ``_refused``)."""
+    data = _load(payload, MAX_JOURNALLED)
+    if not isinstance(data, dict):
+        raise CommandError("command must be a JSON object")
+    return command_from_dict(data)
+
+
+def command_from_dict(data: Mapping[str, Any]) -> EngineCommand:
+    """A command given as a JSON object (journal, tests, tools): the same
+    checks as ``parse_command``, the daemon's own commands included."""
+    name = data.get("cmd")
+    if isinstance(name, str) and name.startswith("_"):
+        return _internal(name, data)
+    return _supervisor(data)
+
+
+def _text(data: Mapping[str, Any], name: str, cmd: str) -> str:
+    value = data.get(name)
+    if not isinstance(value, str) or len(value) > MAX_TEXT:
+        raise CommandError(f"{cmd}: {name!r} must be a string of at most {MAX_TEXT} characters")
+    return value
+
+
+def _count(data: Mapping[str, Any], name: str, cmd: str) -> int:
+    value = data.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        raise CommandError(f"{cmd}: {name!r} must be a count")
+    return value
+
+
+def _internal(name: str, data: Mapping[str, Any]) -> EngineCommand:
+    fields = {
+        "_reject": ("id", "error"),
+        "_alert": ("id", "code", "detail", "seq_above"),
+        "_refused": ("refused", "dropped", "window_s", "limits"),
+    }.get(name)
+    if fields is None:
+        raise CommandError(f"unknown command {name!r}")
+    extra = sorted(set(data) - {"cmd", *fields})
+    if extra:
+        raise CommandError(f"{name}: unknown field {extra[0]!r}")
+    if name == "_reject":
+        cid = data.get("id")
+        return Reject(id=None if cid is None else _command_id(cid), error=_text(data, "error", name))
+    if name == "_alert":
+        if data.get("id") is not None:
+            raise CommandError(f"{name}: 'id' must be null")
+        alert = Alert(code=_text(data, "code", name), detail=_text(data, "detail", name))
+        if "seq_above" in data:
+            alert.seq_above = _count(data, "seq_above", name)
+        return alert
+    window = data.get("window_s")
+    if isinstance(window, bool) or not isinstance(window, int | float) or not 0 <= window < MAX_TS:
+        raise CommandError(f"{name}: 'window_s' must be a number of seconds")
+    return Refused(
+        refused=_count(data, "refused", name),
+        dropped=_count(data, "dropped", name),
+        window_s=window,
+        limits=_text(data, "limits", name),
+    )
+
+
+def _supervisor(data: Mapping[str, Any]) -> Command:
     if "id" not in data:
         raise CommandError("missing 'id'")
     cid = _command_id(data["id"])
@@ -123,38 +368,50 @@ def parse_command(payload: bytes) -> dict[str, Any]:
     for name in fields:
         if name not in data:
             raise CommandError(f"{cmd}: missing {name!r}", cid)
-    out: dict[str, Any] = {"id": cid, "cmd": cmd}
-    if "coup" in fields:
-        out["coup"] = _coup(data["coup"], cid)
+    coup = _coup(data["coup"], cid) if "coup" in fields else 0
+    card = ""
     if "card" in fields:
-        card = data["card"]
-        if not isinstance(card, str):
+        raw = data["card"]
+        if not isinstance(raw, str):
             raise CommandError(f"{cmd}: 'card' must be a card code such as 'TD'", cid)
         try:
-            out["card"] = parse_card(card)
+            card = parse_card(raw)
         except CardError as exc:
             raise CommandError(f"{cmd}: {exc}", cid) from None
+    table: str | UnsetType = UNSET
     if "table" in data:
-        table = data["table"]
-        if not isinstance(table, str) or table_problem(table) is not None:
+        # imported here: the engine imports the command types, and the
+        # config (pydantic, the drivers' settings) is no part of it
+        from controller.config import table_problem
+
+        t = data["table"]
+        if not isinstance(t, str) or table_problem(t) is not None:
             raise CommandError(f"{cmd}: 'table' must be a table name ([A-Za-z0-9_-], 1 to 32)", cid)
-        out["table"] = table
+        table = t
+    ts: float | UnsetType = UNSET
     if "ts" in data:
         ts = data["ts"]
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not 0 <= ts < MAX_TS:
             raise CommandError(f"{cmd}: 'ts' must be Unix seconds (a number from 0 to {MAX_TS:g})", cid)
-        out["ts"] = ts
+    sig: str | UnsetType = UNSET
     if "sig" in data:
         sig = data["sig"]
         if not isinstance(sig, str) or not re.fullmatch(r"[0-9a-f]{64}", sig):
             raise CommandError(f"{cmd}: 'sig' must be 64 lower-case hex digits (HMAC-SHA256)", cid)
-        out["sig"] = sig
+    reason = ""
     if "reason" in fields:
         reason = data["reason"]
         if not isinstance(reason, str) or len(reason) > MAX_REASON:
             raise CommandError(f"{cmd}: 'reason' must be a string of at most {MAX_REASON} characters", cid)
-        out["reason"] = reason
-    return out
+    if cmd == "void":
+        return Void(id=cid, table=table, ts=ts, sig=sig, coup=coup, reason=reason)
+    if cmd == "enter_card":
+        return EnterCard(id=cid, table=table, ts=ts, sig=sig, coup=coup, card=card)
+    if cmd == "accept":
+        return Accept(id=cid, table=table, ts=ts, sig=sig, coup=coup)
+    if cmd == "new_shoe":
+        return NewShoe(id=cid, table=table, ts=ts, sig=sig)
+    return EndShoe(id=cid, table=table, ts=ts, sig=sig)
 
 
 def id_of(payload: bytes) -> CommandId | None:

@@ -22,7 +22,7 @@ import stat
 import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -45,6 +45,8 @@ from drivers.fake_settings import parse_faults as _parse_fake_faults  # noqa: E4
 from drivers.ports import parse_port  # noqa: E402 - the driver owns which ports it opens
 
 Protocol = Literal["shoe-ascii/1", "shoe-bin/1", "angel-eye/2", "auto"]
+
+_M = TypeVar("_M", bound=BaseModel)
 
 _TABLE_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _BURN_RE = re.compile(r"first_card|decks|fixed:([1-8])")
@@ -225,6 +227,9 @@ class MqttConfig(_Model):
     #: The daemon's own check of a command's origin (controller/command_auth.py):
     #: with it, commands must be signed (HMAC-SHA256) with this shared key.
     command_key_file: str | None = None
+    #: Where this section sits in its config file, for the messages of the
+    #: secret readers (the archive's config calls it ``broker``).
+    KEY_PATH: ClassVar[str] = "outputs.mqtt"
 
     @field_validator("protocol", mode="before")
     @classmethod
@@ -271,9 +276,9 @@ class MqttConfig(_Model):
             with open(path, "rb") as f:
                 raw = f.read(MAX_PASSWORD_FILE_BYTES + 1)
         except OSError as exc:
-            raise ConfigError(f"outputs.mqtt.{key}: {path}: {exc.strerror}") from None
+            raise ConfigError(f"{self.KEY_PATH}.{key}: {path}: {exc.strerror}") from None
         if len(raw) > MAX_PASSWORD_FILE_BYTES:
-            raise ConfigError(f"outputs.mqtt.{key}: {path}: larger than {MAX_PASSWORD_FILE_BYTES} bytes")
+            raise ConfigError(f"{self.KEY_PATH}.{key}: {path}: larger than {MAX_PASSWORD_FILE_BYTES} bytes")
         return raw
 
     def password(self) -> str | None:
@@ -284,7 +289,8 @@ class MqttConfig(_Model):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise ConfigError(f"outputs.mqtt.password_file: {self.password_file}: not UTF-8 text") from None
+            where = f"{self.KEY_PATH}.password_file: {self.password_file}"
+            raise ConfigError(f"{where}: not UTF-8 text") from None
         return text.splitlines()[0] if text else ""
 
     def command_key(self) -> bytes | None:
@@ -294,7 +300,7 @@ class MqttConfig(_Model):
             return None
         key = self._read_secret("command_key_file", self.command_key_file).strip()
         if not key:
-            raise ConfigError(f"outputs.mqtt.command_key_file: {self.command_key_file} is empty")
+            raise ConfigError(f"{self.KEY_PATH}.command_key_file: {self.command_key_file} is empty")
         return key
 
 
@@ -475,6 +481,12 @@ def load_client_config(path: str | os.PathLike[str]) -> ClientConfig:
     return cfg
 
 
+def load_model(path: str | os.PathLike[str], model: type[_M]) -> _M:
+    """Read and validate any of the project's config files against ``model``
+    (the same bounds, YAML checks and messages as the daemon's config)."""
+    return parse_model(_read(path), os.fspath(path), model)
+
+
 def _read(path: str | os.PathLike[str]) -> str:
     name = os.fspath(path)
     try:
@@ -492,6 +504,13 @@ def _read(path: str | os.PathLike[str]) -> str:
 
 def parse_config(text: str, name: str = "<config>", *, model: type[Config] = Config) -> Config:
     """Validate config text (``name`` is used in messages)."""
+    return parse_model(text, name, model)
+
+
+def parse_model(text: str, name: str, model: type[_M]) -> _M:
+    """Validate YAML text against ``model`` (any config file of the project:
+    the daemon's, the archive's), every problem one ``ConfigError`` naming
+    the bad key path."""
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.MarkedYAMLError as exc:
@@ -516,7 +535,7 @@ def parse_config(text: str, name: str = "<config>", *, model: type[Config] = Con
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = [_describe(err) for err in exc.errors(include_url=False)]
+        problems = [_describe(err, model) for err in exc.errors(include_url=False)]
         if len(problems) == 1:
             raise ConfigError(f"{name}: {problems[0]}") from None
         raise ConfigError(f"{name}: {len(problems)} problems:\n  " + "\n  ".join(problems)) from None
@@ -529,23 +548,30 @@ def _model_classes(annotation: Any) -> list[type[BaseModel]]:
         return _model_classes(get_args(annotation)[0])
     if origin is Union or origin is types.UnionType:
         return [cls for arg in get_args(annotation) for cls in _model_classes(arg)]
+    if origin is list or origin is tuple:  # a list of models: the path goes on through an index
+        return [cls for arg in get_args(annotation) for cls in _model_classes(arg)]
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     return []
 
 
-def _walk(loc: tuple[int | str, ...]) -> tuple[list[str], list[type[BaseModel]]]:
+def _walk(
+    loc: tuple[int | str, ...], root: type[BaseModel] = Config
+) -> tuple[list[str], list[type[BaseModel]]]:
     """Follow an error location through the models: the key path to show
     (without pydantic's union tags such as ``serial``) and the models that
     may hold the last key."""
     shown: list[str] = []
-    candidates: list[type[BaseModel]] = [Config]
+    candidates: list[type[BaseModel]] = [root]
     i = 0
     while i < len(loc):
         part = loc[i]
         shown.append(str(part))
         fields = [m.model_fields[str(part)] for m in candidates if str(part) in m.model_fields]
         if not fields:
+            if isinstance(part, int):  # an item of a list of models
+                i += 1
+                continue
             return shown, []
         candidates = _model_classes(fields[0].annotation)
         i += 1
@@ -573,16 +599,16 @@ def _tag(model: type[BaseModel]) -> object:
     return args[0] if args else None
 
 
-def _describe(err: Any) -> str:
+def _describe(err: Any, root: type[BaseModel] = Config) -> str:
     loc: tuple[int | str, ...] = tuple(err["loc"])
     kind: str = err["type"]
     if kind == "extra_forbidden":
-        shown, parents = _walk(loc[:-1])
+        shown, parents = _walk(loc[:-1], root)
         key = str(loc[-1])
         allowed = sorted({f for m in parents for f in m.model_fields})
         path = ".".join([*shown, key])
         return f"{path}: unknown key{did_you_mean(key, allowed)}"
-    shown, _ = _walk(loc)
+    shown, _ = _walk(loc, root)
     path = ".".join(shown) or "(top level)"
     if kind == "union_tag_invalid":
         ctx = err.get("ctx", {})

@@ -42,6 +42,17 @@ import structlog
 from controller import checkpoint, command_limits
 from controller.command_auth import CommandGate
 from controller.command_limits import CommandInbox, RefusalAlerts
+from controller.commands_schema import (
+    Alert,
+    Command,
+    CommandError,
+    EngineCommand,
+    Refused,
+    Reject,
+    command_dict,
+    command_json,
+    parse_journalled,
+)
 from controller.config import Config
 from controller.engine import Engine
 from controller.events import Event
@@ -273,7 +284,9 @@ class Daemon:
         if replayed:
             log.info("rebuilt from journal", inputs=replayed, events_recovered=stored, checkpoint_input=after)
 
-    def _apply_input(self, t: float, kind: str, data: bytes) -> list[Event]:
+    def _apply_input(
+        self, t: float, kind: str, data: bytes, parsed: EngineCommand | None = None
+    ) -> list[Event]:
         engine = self.engine
         assert engine is not None
         if kind == "rx":
@@ -289,12 +302,18 @@ class Daemon:
         if kind == "link":
             return engine.feed(Link(t, None, data[:1] == b"1", data[1:].decode("utf-8", "replace")))
         if kind == "cmd":
-            cmd = json.loads(data)
+            # a journalled command is read back by the parser a live one
+            # went through (``parsed``: live, already parsed once)
+            try:
+                cmd = parsed if parsed is not None else parse_journalled(data)
+            except CommandError as exc:
+                self.last_reply = {"id": exc.command_id, "ok": False, "error": str(exc)}
+                return []
             reply, events = engine.command(cmd, t)
             # answered live only: a command re-fed after a crash was answered
             # (or its sender got no reply and asks again); the daemon's own
             # alerts and summary of refusals answer nobody
-            if self.mqtt is not None and self._live and cmd.get("cmd") not in ("_alert", "_refused"):
+            if self.mqtt is not None and self._live and not isinstance(cmd, Alert | Refused):
                 self.mqtt.reply(reply)
             self.last_reply = reply
             return events
@@ -477,32 +496,25 @@ class Daemon:
         )
         log.critical("JOURNAL LOST HISTORY: new epoch of event seqs", detail=detail)
         self.notifier.send(f"STATUS=new epoch: {detail}")
-        alert = {
-            "id": None,
-            "cmd": "_alert",
-            "code": "JOURNAL_LOST",
-            "detail": detail,
-            "seq_above": history.seq_floor,
-        }
+        alert = Alert(code="JOURNAL_LOST", detail=detail, seq_above=history.seq_floor)
         self._input_command(alert, self._now() or time.time())
 
-    def _command(self, cmd: dict[str, Any]) -> None:
+    def _command(self, cmd: Command) -> None:
         """One command from the broker: checked (origin, table, freshness,
         once-only), then journalled and applied. A refusal is journalled
         with its alert only when it is the first in its alert window; later
         ones are answered, counted and reported together."""
         gate = self.gate
         assert gate is not None
-        error = gate.check(cmd, time.time())
+        error = gate.check(command_dict(cmd), time.time())
         if error is None:
             self._input_command(cmd)
             return
         if self._refusals.refused(time.monotonic()):
-            log.warning("command refused", id=cmd.get("id"), error=error)
-            reject = {"id": cmd.get("id"), "cmd": "_reject", "error": error}
-            self._input_command(reject)
+            log.warning("command refused", id=cmd.id, error=error)
+            self._input_command(Reject(id=cmd.id, error=error))
         elif self.mqtt is not None:
-            self.mqtt.reply({"id": cmd.get("id"), "ok": False, "error": error})
+            self.mqtt.reply({"id": cmd.id, "ok": False, "error": error})
 
     def _report_refusals(self) -> None:
         """One alert per window for the commands refused after the first
@@ -514,16 +526,15 @@ class Daemon:
             return
         refused, dropped = counts
         log.warning("commands refused or dropped", refused=refused, dropped=dropped)
-        note = {
-            "cmd": "_refused",
-            "refused": refused,
-            "dropped": dropped,
-            "window_s": self._refusals.window_s,
-            "limits": (
+        note = Refused(
+            refused=refused,
+            dropped=dropped,
+            window_s=self._refusals.window_s,
+            limits=(
                 f"at most {command_limits.BURST} at once then {command_limits.RATE_PER_S:g} per s,"
                 f" {command_limits.QUEUE_MAX} waiting"
             ),
-        }
+        )
         self._input_command(note)
 
     def _now(self) -> float:
@@ -534,12 +545,12 @@ class Daemon:
             return t + (time.monotonic() - mono if self._paced else 0.0)
         return time.time()
 
-    def _input_command(self, cmd: dict[str, Any], t: float | None = None) -> None:
+    def _input_command(self, cmd: EngineCommand, t: float | None = None) -> None:
         """Journal and apply a command (a supervisor's, or the daemon's own
         ``_reject``, ``_refused``, ``_alert``) as compact JSON, at ``t`` or now."""
-        self._input(self._now() if t is None else t, "cmd", json.dumps(cmd, separators=(",", ":")).encode())
+        self._input(self._now() if t is None else t, "cmd", command_json(cmd), cmd)
 
-    def _input(self, t: float, kind: str, data: bytes) -> None:
+    def _input(self, t: float, kind: str, data: bytes, parsed: EngineCommand | None = None) -> None:
         journal = self.journal
         assert journal is not None
         # Applied first, then the input and its events are stored in one
@@ -547,7 +558,7 @@ class Daemon:
         # Should the process die in between, neither is stored: the read is
         # lost as if on the line (the next frame's sequence shows the gap)
         # and the engine rebuilt from the journal never saw it.
-        events = self._apply_input(t, kind, data)
+        events = self._apply_input(t, kind, data, parsed)
         journal.append_input(t, kind, data, events)
         if events:
             self._count(events)
@@ -618,8 +629,7 @@ class Daemon:
             else:
                 code, detail = "OUTPUT_RESTORED", f"output {out.name} delivers again (was: {was})"
                 log.warning("output delivers again", output=out.name)
-            alert = {"id": None, "cmd": "_alert", "code": code, "detail": detail}
-            self._input_command(alert, self._now() or time.time())
+            self._input_command(Alert(code=code, detail=detail), self._now() or time.time())
 
     def _status(self) -> str:
         up, detail = self._device

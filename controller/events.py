@@ -1,14 +1,22 @@
 """The event envelope (SPEC section 3): ids, timestamps, serialisation.
 
 Events are plain dicts in a fixed key order (envelope first, then payload)
-so that the same input always serialises to the same bytes.
+so that the same input always serialises to the same bytes. Their payloads
+are typed (``controller.event_types``): ``payload_dict`` makes the dict of
+one, and ``dumps`` writes an event with msgspec where that gives ``json``'s
+bytes (every type whose definition holds no float) and ``json`` otherwise.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
+
+import msgspec
+
+from controller.event_types import EVENT_TYPES, UNSET, Payload
 
 SCHEMA_VERSION = 1
 
@@ -58,11 +66,85 @@ _c_encode: Any = (
 )
 
 
-def dumps(event: Event) -> str:
-    """Compact JSON, key order as built: byte-identical for identical events."""
+def _slow_dumps(event: Event) -> str:
     if _c_encode is not None:
         return "".join(_c_encode(event, 0))
     return _encoder.encode(event)
+
+
+_asdict: Callable[[Payload], dict[str, Any]] = msgspec.structs.asdict
+#: per payload type, its fields that may be left UNSET (omitted)
+_OPTIONAL: dict[type[Payload], tuple[str, ...]] = {
+    p: tuple(f.name for f in msgspec.structs.fields(p) if not f.required) for p in EVENT_TYPES.values()
+}
+
+
+def payload_dict(payload: Payload) -> dict[str, Any]:
+    """A payload as the dict consumers read: its fields in declared order,
+    those left ``UNSET`` omitted. Shallow, as the dict literals it replaces
+    were: nested dicts and lists are the engine's own, not copies."""
+    out = _asdict(payload)
+    for name in _OPTIONAL[type(payload)]:
+        if out[name] is UNSET:
+            del out[name]
+    return out
+
+
+_msgspec_encode = msgspec.json.Encoder().encode
+
+
+def _float_free(tp: Any) -> bool:
+    """True when no value of type ``tp`` can hold a float (or anything
+    untyped): msgspec writes 1e-05 as 0.00001 and 1e+16 as 1e16 where
+    ``json`` writes 1e-05 and 1e+16, so only such events take msgspec."""
+    info = msgspec.inspect.type_info(tp)
+    seen: set[int] = set()
+
+    def walk(t: msgspec.inspect.Type) -> bool:
+        if isinstance(t, msgspec.inspect.FloatType | msgspec.inspect.AnyType):
+            return False
+        if id(t) in seen:
+            return True
+        seen.add(id(t))
+        if isinstance(t, msgspec.inspect.Metadata):
+            return walk(t.type)
+        if isinstance(t, msgspec.inspect.UnionType):
+            return all(walk(x) for x in t.types)
+        if isinstance(t, msgspec.inspect.ListType | msgspec.inspect.SetType):
+            return walk(t.item_type)
+        if isinstance(t, msgspec.inspect.DictType):
+            return walk(t.key_type) and walk(t.value_type)
+        if isinstance(t, msgspec.inspect.StructType | msgspec.inspect.TypedDictType):
+            return all(walk(f.type) for f in t.fields)
+        return isinstance(
+            t,
+            msgspec.inspect.IntType
+            | msgspec.inspect.StrType
+            | msgspec.inspect.BoolType
+            | msgspec.inspect.NoneType
+            | msgspec.inspect.LiteralType,
+        )
+
+    return walk(info)
+
+
+#: The event types msgspec encodes with the bytes ``json`` gives.
+FAST_TYPES = frozenset(name for name, p in EVENT_TYPES.items() if _float_free(p))
+
+
+def dumps(event: Event) -> str:
+    """Compact JSON, key order as built: byte-identical for identical events.
+
+    msgspec (about 6x faster) for the types whose definition holds no float;
+    the others (odds, settlement, stats) through ``json`` whose float format
+    is the published one. Both write non-ASCII as UTF-8 and escape the same
+    characters."""
+    if event.get("type") in FAST_TYPES:
+        try:
+            return _msgspec_encode(event).decode()
+        except (TypeError, OverflowError):
+            pass  # a value msgspec cannot write (an int past 64 bits): json can
+    return _slow_dumps(event)
 
 
 def net(x: Any) -> int | float:

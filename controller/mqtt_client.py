@@ -29,8 +29,10 @@ from paho.mqtt.properties import Properties
 from controller.config import MqttConfig
 
 
-def make_client(cfg: MqttConfig, client_id: str) -> mqtt.Client:
-    """A paho client for ``cfg`` under ``client_id``, not yet connected."""
+def make_client(cfg: MqttConfig, client_id: str, *, manual_ack: bool = False) -> mqtt.Client:
+    """A paho client for ``cfg`` under ``client_id``, not yet connected.
+    ``manual_ack``: received QoS 1 messages are acknowledged only by
+    ``client.ack`` (the archiver acks after its COMMIT)."""
     v5 = cfg.protocol == "5"
     client = mqtt.Client(
         callback_api_version=CallbackAPIVersion.VERSION2,
@@ -40,6 +42,7 @@ def make_client(cfg: MqttConfig, client_id: str) -> mqtt.Client:
         # be acted on minutes later. (MQTT 5 has no clean_session: see
         # ``connect_options``.)
         clean_session=None if v5 else True,
+        manual_ack=manual_ack,
     )
     if cfg.username is not None:
         client.username_pw_set(cfg.username, cfg.password())

@@ -18,7 +18,8 @@ each column a list of cells, oldest first:
     the cell before them: ``{"w": "B" | "P", "ties": int, "pp": bool,
     "bp": bool}`` (pairs of the coup that made the cell). Ties before the
     first Banker or Player win are counted on that first cell when it
-    comes, so the big road is empty while a shoe has had only ties.
+    comes, so the big road is empty while a shoe has had only ties (a
+    display can ask :func:`build_roads` for scoreboards' opening-tie cell).
 ``big_eye_boy``, ``small_road``, ``cockroach_pig``
     The derived roads for k = 1, 2, 3, as logical columns of ``"red"`` /
     ``"blue"`` (a new column when the colour changes). Each big-road cell
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 from xml.sax.saxutils import escape
 
-__all__ = ["Placed", "RoadCoup", "Roads", "build_roads", "coup_of", "layout", "render_svg"]
+__all__ = ["Placed", "RoadCoup", "Roads", "build_roads", "coup_of", "derived_entry", "layout", "render_svg"]
 
 Winner = Literal["B", "P", "T"]
 _WINNER_NAMES: dict[str, Winner] = {
@@ -111,20 +112,32 @@ def _derived(lengths_so_far: Iterable[tuple[int, int, list[int]]], k: int) -> li
     lengths of the columns so far, all 1-based)."""
     out: list[str] = []
     for n, m, lengths in lengths_so_far:
+        if not derived_entry(n, m, k):
+            continue
         if m == 1:
-            if n - 1 - k < 1:
-                continue
             out.append("red" if lengths[n - 2] == lengths[n - 2 - k] else "blue")
         else:
-            if n - k < 1:
-                continue
             other = lengths[n - k - 1]
             out.append("blue" if other == m - 1 else "red")
     return out
 
 
-def build_roads(coups: Iterable[str | Mapping[str, Any] | RoadCoup]) -> Roads:
-    """The five roads of a shoe's coups (shape: module docstring)."""
+def derived_entry(n: int, m: int, k: int) -> bool:
+    """Whether the big-road cell at column n, row m (1-based, ties ignored)
+    adds an entry to derived road k: only once every column it compares
+    exists. A display that links each derived entry to the coup that made
+    it walks the big road's cells in order with this."""
+    return n - 1 - k >= 1 if m == 1 else n - k >= 1
+
+
+def build_roads(coups: Iterable[str | Mapping[str, Any] | RoadCoup], *, opening_tie: bool = False) -> Roads:
+    """The five roads of a shoe's coups (shape: module docstring).
+
+    ``opening_tie``: while the shoe has had only ties, the big road shows
+    them as scoreboards do, in its first cell ``{"w": "T", "ties": n}``,
+    rather than staying empty; the first Banker or Player result then takes
+    that cell with the count (as without it). The ``roads`` event keeps the
+    SPEC's shape (cells are ``B``/``P``) and does not use it."""
     seq = [coup_of(c) for c in coups]
     cells = [{"w": c.winner, "pp": c.player_pair, "bp": c.banker_pair} for c in seq]
     bead = [cells[i : i + ROWS] for i in range(0, len(cells), ROWS)]
@@ -151,6 +164,15 @@ def build_roads(coups: Iterable[str | Mapping[str, Any] | RoadCoup]) -> Roads:
             lengths.append(1)
         history.append((len(big), lengths[-1], list(lengths)))
 
+    if opening_tie and not big and pending_ties:
+        ties = [c for c in seq if c.winner == "T"]
+        first = {
+            "w": "T",
+            "ties": pending_ties,
+            "pp": any(c.player_pair for c in ties),
+            "bp": any(c.banker_pair for c in ties),
+        }
+        big.append([first])
     derived = {name: _streaks(_derived(history, k)) for name, k in DERIVED}
     return Roads(
         bead_plate=bead,

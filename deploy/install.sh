@@ -7,7 +7,7 @@
 # What lands where (ROOT is / unless --root or DESTDIR says otherwise):
 #   /opt/shoe-controller/                           a virtualenv holding the wheel and its dependencies
 #   /usr/local/bin/shoe-controller                  symlink to the venv's command
-#   /usr/local/lib/systemd/system/shoe-controller{,@}.service   replaced on every upgrade;
+#   /usr/local/lib/systemd/system/shoe-controller{,@,-board}.service   replaced on every upgrade;
 #                                                   local changes go in drop-ins (systemctl edit)
 #   /usr/local/lib/sysusers.d/shoe-controller.conf  the service user and group
 #   /etc/udev/rules.d/99-shoe-controller.rules      never overwritten (it holds your shoes' ids)
@@ -82,7 +82,7 @@ SYSUSERS=/usr/local/lib/sysusers.d/shoe-controller.conf
 UDEV=/etc/udev/rules.d/99-shoe-controller.rules
 CONFDIR=/etc/shoe-controller
 BINLINK=/usr/local/bin/shoe-controller
-UNITS=(shoe-controller.service shoe-controller@.service)
+UNITS=(shoe-controller.service shoe-controller@.service shoe-controller-board.service)
 
 live() { [ -z "$R" ] && [ -d /run/systemd/system ]; }
 [ -n "$R" ] || [ "$(id -u)" = 0 ] || die "installing into / needs root (or stage it: --root DIR)"
@@ -90,7 +90,7 @@ live() { [ -z "$R" ] && [ -d /run/systemd/system ]; }
 if [ $UNINSTALL = 1 ]; then
   if live; then
     mapfile -t running < <(systemctl list-units --all --plain --no-legend 'shoe-controller.service' \
-      'shoe-controller@*.service' | awk '{print $1}')
+      'shoe-controller@*.service' 'shoe-controller-board.service' | awk '{print $1}')
     mapfile -t enabled < <(cd /etc/systemd/system && find . -path './*.wants/shoe-controller*.service' \
       -printf '%f\n' 2>/dev/null | sort -u)
     [ ${#enabled[@]} -eq 0 ] || systemctl disable "${enabled[@]}"
@@ -109,8 +109,8 @@ if [ $UNINSTALL = 1 ]; then
   exit 0
 fi
 
-for f in systemd/shoe-controller.service systemd/shoe-controller@.service systemd/shoe-controller.sysusers \
-         systemd/99-shoe-controller.rules examples/config.yaml; do
+for f in systemd/shoe-controller.service systemd/shoe-controller@.service systemd/shoe-controller-board.service \
+         systemd/shoe-controller.sysusers systemd/99-shoe-controller.rules examples/config.yaml; do
   [ -f "$SRC/$f" ] || fail "$SRC/$f is missing: run this script from a source tree or an unpacked sdist"
 done
 command -v "$PYTHON" >/dev/null || fail "no interpreter '$PYTHON' (Python 3.11 or newer; --python)"

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
 from fuzz import _harness
 
 with _harness.instrumented():
     import jsonschema
 
-    from controller.commands_schema import CommandError, error_reply, parse_command
+    from controller.commands_schema import Command, CommandError, command_dict, error_reply, parse_command
     from controller.contract import event_schema
     from firmware_protocols.frames import Button, Card, CutCard, Frame, Hello, SequenceGap, Status
     from fuzz import corpus
@@ -129,7 +128,8 @@ TAIL = ("7H", "8D", "9C", "KS", "AH")
 SPACING = (1.0, 1.0, 61.0, 130.0)
 
 
-def check_parsed(payload: bytes, cmd: dict[str, Any]) -> None:
+def check_parsed(payload: bytes, parsed: Command) -> None:
+    cmd = command_dict(parsed)
     errors = sorted(_command_schema.iter_errors(cmd), key=str)
     if errors:
         raise CommandInvariantError(f"parsed {payload!r} to {cmd!r}, outside the command schema: {errors[0]}")

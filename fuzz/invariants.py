@@ -56,6 +56,7 @@ from unittest import mock
 import jsonschema
 
 from controller.cards import CARD_VALUE, parse_card
+from controller.commands_schema import EngineCommand, command_dict
 from controller.contract import event_schema
 from controller.engine import Engine
 from controller.events import Event, dumps
@@ -183,7 +184,9 @@ class EngineChecker:
         self.check(events)
         return events
 
-    def command(self, cmd: dict[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
+    def command(self, sent: EngineCommand | dict[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
+        # a parsed command, or a JSON object the engine parses itself
+        cmd = sent if isinstance(sent, dict) else command_dict(sent)
         entered = None
         if cmd.get("cmd") == "enter_card" and isinstance(cmd.get("card"), str):
             entered = parse_card(cmd["card"])
@@ -191,7 +194,7 @@ class EngineChecker:
         # What a command that cannot apply must amount to: the deadlines up
         # to t fire, as a tick at t fires them, and nothing else happens.
         expected_events, expected_state = self._tick_on_a_copy(t)
-        reply, events = self.engine.command(cmd, t)
+        reply, events = self.engine.command(sent, t)
         if set(reply) != {"id", "ok", "error"} or reply["id"] != cmd.get("id"):
             raise _fail("reply", f"reply {reply!r} to {cmd!r}: keys must be id, ok, error and id echoed")
         if reply["ok"] is not True:

@@ -350,3 +350,17 @@ def staged_install(tmp_path_factory: pytest.TempPathFactory) -> StagedInstall:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return StagedInstall(root=root, output=result.stdout)
+
+
+@pytest.fixture
+def pg_dsn() -> Iterator[str]:
+    """A DSN for a database of this test's own on the real PostgreSQL
+    (tests/support/postgres.py); fails with what to install or start when
+    the server is not there."""
+    from tests.support import postgres
+
+    problem = postgres.unavailable()
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
+    with postgres.temporary_database() as dsn:
+        yield dsn

@@ -142,10 +142,11 @@ def test_a_command_flood_is_bounded_and_cards_keep_flowing(
     """Issue 11 item 6: 2,000 commands (unsigned, to a controller with a
     key: each one refused) used to become 2,000 journalled inputs and
     alerts while no device read happened."""
-    # The shipped broker's queue per client (deploy/mosquitto): with
-    # mosquitto's default of 1,000, a loaded machine sometimes had the broker
-    # drop part of the flood before the controller saw it, and the count of
-    # what the controller read or dropped could not add up to 2,000.
+    # A queue per client large enough (deploy/mosquitto ships no count
+    # limit, only a byte bound): with mosquitto's default of 1,000, a loaded
+    # machine sometimes had the broker drop part of the flood before the
+    # controller saw it, and the count of what the controller read or
+    # dropped could not add up to 2,000.
     broker = mosquitto(config="listener @PORT@ 127.0.0.1\nallow_anonymous true\nmax_queued_messages 10000\n")
     daemon = run_daemon(broker, key=True)
     inbox = daemon._commands

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.commands_schema import COMMANDS, CommandError, error_reply, parse_command
+from controller.commands_schema import COMMANDS, CommandError, command_dict, error_reply, parse_command
 
 
 def cmd(**fields: Any) -> bytes:
@@ -31,7 +31,8 @@ def cmd(**fields: Any) -> bytes:
 def test_each_spec_command_parses_to_a_normalised_dict(payload: bytes, expected: dict[str, Any]) -> None:
     parsed = parse_command(payload)
     sent = json.loads(payload)
-    assert parsed == {"id": sent["id"], "cmd": sent["cmd"], **expected}
+    assert sent["cmd"] == parsed.NAME and parsed.id == sent["id"]
+    assert command_dict(parsed) == {"id": sent["id"], "cmd": sent["cmd"], **expected}
 
 
 @pytest.mark.parametrize(
@@ -71,14 +72,14 @@ def test_each_field_is_taken_at_its_bound_and_refused_past_it() -> None:
         p = json.dumps(base).encode()
         return p[:-1] + b" " * (size - len(p)) + b"}"
 
-    assert len(payload_of(4096)) == 4096 and parse_command(payload_of(4096))["coup"] == 1
+    assert len(payload_of(4096)) == 4096 and command_dict(parse_command(payload_of(4096)))["coup"] == 1
     with pytest.raises(CommandError, match="larger than 4096 bytes"):
         parse_command(payload_of(4097))
     good = {"id": "i" * 128, "coup": 1000, "reason": "r" * 500, "table": "T" * 32, "ts": 99_999_999_999.9}
-    assert parse_command(cmd(**{**base, **good}))["coup"] == 1000
-    assert parse_command(cmd(**{**base, "ts": 0}))["ts"] == 0
-    assert parse_command(cmd(**{**base, "id": 2**63 - 1}))["id"] == 2**63 - 1
-    assert parse_command(cmd(**{**base, "id": -(2**63)}))["id"] == -(2**63)
+    assert command_dict(parse_command(cmd(**{**base, **good})))["coup"] == 1000
+    assert command_dict(parse_command(cmd(**{**base, "ts": 0})))["ts"] == 0
+    assert parse_command(cmd(**{**base, "id": 2**63 - 1})).id == 2**63 - 1
+    assert parse_command(cmd(**{**base, "id": -(2**63)})).id == -(2**63)
     for field, bad, message in [
         ("id", "i" * 129, "'id' must be 1 to 128"),
         ("id", 2**63, "must fit in 64 bits"),
@@ -134,7 +135,7 @@ json_values = st.recursive(
 )
 def test_any_json_object_gives_a_command_or_a_command_error(fields: dict[str, Any]) -> None:
     try:
-        parsed = parse_command(json.dumps(fields).encode())
+        parsed = command_dict(parse_command(json.dumps(fields).encode()))
     except CommandError:
         return
     assert set(parsed) == {"id", "cmd", *COMMANDS[parsed["cmd"]]}

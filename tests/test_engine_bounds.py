@@ -23,6 +23,7 @@ import yaml
 
 from controller import checkpoint
 from controller.cards import RANK_BURN
+from controller.commands_schema import Accept
 from controller.config import load_config
 from controller.daemon import Daemon
 from controller.engine import MAX_HELD, MAX_LISTED_EXTRAS, ORDER, Coup, Engine, loss, tableau
@@ -77,8 +78,10 @@ def lost(e: Engine, frames: list[Frame]) -> list[Event]:
     return out
 
 
-def accept(e: Engine, coup: Any) -> tuple[dict[str, Any], list[Event]]:
-    return e.command({"id": "a", "cmd": "accept", "coup": coup}, T0 + 10)
+def accept(e: Engine, coup: int) -> tuple[dict[str, Any], list[Event]]:
+    # typed, so that the engine's own bound is what is tested (the command
+    # parser refuses a coup above 1000 before it reaches the engine)
+    return e.command(Accept(id="a", coup=coup), T0 + 10)
 
 
 def lost_whole(events: list[Event]) -> list[int]:
@@ -224,7 +227,8 @@ def test_a_journalled_implausible_accept_is_refused_when_the_daemon_rebuilds(tmp
         daemon = Daemon(cfg)
         daemon._rebuild(journal)
         assert daemon.last_reply is not None and daemon.last_reply["ok"] is False
-        assert "coup 20000 is not plausible" in str(daemon.last_reply["error"])
+        # read back through the command parser: refused by its bound on 'coup'
+        assert "'coup' must be an integer from 1 to 1000" in str(daemon.last_reply["error"])
         events = [json.loads(p.json) for p in journal.events_since(0)]
     assert len(events) < 60
     assert lost_whole(events) == []

@@ -42,7 +42,7 @@ from hypothesis import HealthCheck, event, example, given, reject, settings
 from hypothesis import strategies as st
 
 from controller.cards import ALL_CARDS, CARD_VALUE
-from controller.commands_schema import CommandError, parse_command
+from controller.commands_schema import CommandError, command_dict, parse_command
 from controller.config import load_config
 from controller.engine import AWAITING, Engine
 from controller.errors import ConfigError, UsageError
@@ -236,9 +236,9 @@ def test_a_command_payload_parses_to_a_schema_valid_command_or_a_command_error(p
         cmd = parse_command(payload)
     except CommandError:
         return
-    assert _command_schema.is_valid(cmd)
+    assert _command_schema.is_valid(command_dict(cmd))
     sent = json.loads(payload)
-    assert (cmd["id"], cmd["cmd"]) == (sent["id"], sent["cmd"])
+    assert (cmd.id, cmd.NAME) == (sent["id"], sent["cmd"])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
@@ -261,7 +261,7 @@ def test_commands_applied_mid_shoe_never_break_the_engine(
         except CommandError:
             continue
         reply, _ = checker.command(cmd, t)
-        assert reply["id"] == cmd["id"]
+        assert reply["id"] == cmd.id
     for code in TAIL:
         t += 1.0
         seq += 1

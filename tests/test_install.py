@@ -107,10 +107,11 @@ def venv(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Venv:
     path = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
     # This project's pip installs into the new venv (pip --python): the wheel,
-    # not editable, and its dependencies from the index (pip's cache applies).
+    # not editable, and its dependencies from the index (pip's cache applies),
+    # with the archive extra (psycopg) so that every module imports.
     result = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(path / "bin" / "python"), "install",
-         "--disable-pip-version-check", "-q", str(dist.wheel)],
+         "--disable-pip-version-check", "-q", f"{dist.wheel}[archive]"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
@@ -357,6 +358,7 @@ def test_install_sh_lays_out_the_tree(staged_install: StagedInstall) -> None:
     expected = {  # installed file: its source, all mode 0644
         "usr/local/lib/systemd/system/shoe-controller.service": "systemd/shoe-controller.service",
         "usr/local/lib/systemd/system/shoe-controller@.service": "systemd/shoe-controller@.service",
+        "usr/local/lib/systemd/system/shoe-controller-board.service": "systemd/shoe-controller-board.service",
         "usr/local/lib/sysusers.d/shoe-controller.conf": "systemd/shoe-controller.sysusers",
         "etc/udev/rules.d/99-shoe-controller.rules": "systemd/99-shoe-controller.rules",
     }
@@ -377,7 +379,11 @@ def test_install_sh_lays_out_the_tree(staged_install: StagedInstall) -> None:
     assert others == {*expected, "etc/shoe-controller/T01.yaml", "etc/shoe-controller/T02.yaml",
                       "usr/local/bin/shoe-controller"}  # fmt: skip
     assert sorted(p.name for p in (root / "opt").iterdir()) == ["shoe-controller"]  # no .new / .old left
-    assert {p.name for p in unitdir.iterdir()} == {"shoe-controller.service", "shoe-controller@.service"}
+    assert {p.name for p in unitdir.iterdir()} == {
+        "shoe-controller.service",
+        "shoe-controller@.service",
+        "shoe-controller-board.service",
+    }
 
 
 def test_the_staged_venv_is_correct_for_its_final_path(staged_install: StagedInstall) -> None:

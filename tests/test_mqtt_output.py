@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from controller.commands_schema import Command, command_dict
 from controller.config import MqttConfig
 from controller.journal import Journal
 from controller.outputs.mqtt import MqttOutput, event_topic
@@ -343,9 +344,9 @@ def test_a_valid_command_reaches_the_handler_and_its_reply_goes_to_cmd_reply(
     received: list[dict[str, Any]] = []
     holder: list[MqttOutput] = []
 
-    def handler(cmd: dict[str, Any]) -> None:
-        received.append(cmd)
-        holder[0].reply({"id": cmd["id"], "ok": True, "error": None})
+    def handler(cmd: Command) -> None:
+        received.append(command_dict(cmd))
+        holder[0].reply({"id": cmd.id, "ok": True, "error": None})
 
     holder.append(start_output(broker, on_command=handler))
     supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
@@ -374,7 +375,7 @@ def test_a_malformed_command_gets_an_error_reply_and_changes_nothing(
     error: str,
 ) -> None:
     broker = mosquitto()
-    received: list[dict[str, Any]] = []
+    received: list[Command] = []
     out = start_output(broker, on_command=received.append)
     assert eventually(lambda: out.ready)
     supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
@@ -399,7 +400,7 @@ def test_a_command_retained_before_the_controller_connects_is_refused(
     broker = mosquitto()
     supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
     supervisor.publish(f"{PREFIX}/cmd", json.dumps({"id": "old", "cmd": "new_shoe"}), retain=True)
-    received: list[dict[str, Any]] = []
+    received: list[Command] = []
     start_output(broker, on_command=received.append, protocol=protocol)
     assert supervisor.wait_for(lambda ms: len(ms) >= 1)
     (reply,) = replies(supervisor)
@@ -414,7 +415,7 @@ def test_a_command_retained_while_the_controller_is_connected_is_refused_with_th
     unless it subscribed "retain as published" (MQTT 5), as the output does
     with the default config."""
     broker = mosquitto()
-    received: list[dict[str, Any]] = []
+    received: list[Command] = []
     out = start_output(broker, on_command=received.append)  # no protocol: the default
     assert out._cfg.protocol == "5"
     assert eventually(lambda: out.ready)
@@ -424,7 +425,7 @@ def test_a_command_retained_while_the_controller_is_connected_is_refused_with_th
     assert supervisor.wait_for(lambda ms: len(ms) >= 1)
     assert eventually(lambda: len(received) == 1)
     assert replies(supervisor) == [{"id": "live", "ok": False, "error": RETAINED}]
-    assert [c["id"] for c in received] == ["plain"], "only the unretained one reaches the handler"
+    assert [c.id for c in received] == ["plain"], "only the unretained one reaches the handler"
 
 
 def test_with_mqtt_3_1_1_a_command_retained_while_connected_reaches_the_handler_once(
@@ -436,19 +437,19 @@ def test_with_mqtt_3_1_1_a_command_retained_while_connected_reaches_the_handler_
     the flag and is refused. (The daemon's fresh-ts and once-only checks stop
     a copy from acting again: tests/test_command_bounds.py.)"""
     broker = mosquitto()
-    received: list[dict[str, Any]] = []
+    received: list[Command] = []
     out = start_output(broker, on_command=received.append, protocol="3.1.1")
     assert eventually(lambda: out.ready)
     supervisor = subscriber(broker, [f"{PREFIX}/cmd/reply"])
     supervisor.publish(f"{PREFIX}/cmd", json.dumps({"id": "live", "cmd": "new_shoe"}), retain=True)
     assert eventually(lambda: len(received) == 1)
-    assert [c["id"] for c in received] == ["live"]
+    assert [c.id for c in received] == ["live"]
     out.stop(timeout=2)
     again = start_output(broker, on_command=received.append, protocol="3.1.1")
     assert eventually(lambda: again.ready)
     assert supervisor.wait_for(lambda ms: len(ms) >= 1)
     assert replies(supervisor) == [{"id": "live", "ok": False, "error": RETAINED}]
-    assert [c["id"] for c in received] == ["live"]
+    assert [c.id for c in received] == ["live"]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -462,7 +463,7 @@ def test_a_command_sent_while_the_controller_is_away_is_not_delivered_when_it_re
     0): the broker queues nothing for the controller while it is away, so an
     old command is never acted on when it comes back."""
     broker = mosquitto()
-    received: list[dict[str, Any]] = []
+    received: list[Command] = []
     first = start_output(broker, on_command=received.append, protocol=protocol)
     assert eventually(lambda: first.ready)
     first.stop(timeout=2)
@@ -472,7 +473,7 @@ def test_a_command_sent_while_the_controller_is_away_is_not_delivered_when_it_re
     assert eventually(lambda: second.ready)
     supervisor.publish(f"{PREFIX}/cmd", json.dumps({"id": "after", "cmd": "new_shoe"}))
     assert eventually(lambda: len(received) >= 1)
-    assert [c["id"] for c in received] == ["after"]
+    assert [c.id for c in received] == ["after"]
 
 
 def test_messages_over_the_admit_limit_are_dropped_unread(
@@ -482,7 +483,7 @@ def test_messages_over_the_admit_limit_are_dropped_unread(
     well-formed or not, before it is parsed; one it refuses gets no reply."""
     broker = mosquitto()
     tokens = [True, True, False, False, True]
-    received: list[dict[str, Any]] = []
+    received: list[Command] = []
     config = MqttConfig.model_validate({"host": broker.host, "port": broker.port})
     out = MqttOutput(
         config,
@@ -499,7 +500,7 @@ def test_messages_over_the_admit_limit_are_dropped_unread(
         for payload in (b'{"id": 1, "cmd": "new_shoe"}', b"{junk", b'{"id": 3, "cmd": "new_shoe"}', b"{junk"):
             supervisor.publish(f"{PREFIX}/cmd", payload)
         supervisor.publish(f"{PREFIX}/cmd", b'{"id": 5, "cmd": "end_shoe"}')
-        assert eventually(lambda: [c["id"] for c in received] == [1, 5])
+        assert eventually(lambda: [c.id for c in received] == [1, 5])
         assert supervisor.wait_for(lambda ms: len(ms) >= 1)
         assert [r["id"] for r in replies(supervisor)] == [None], "only the admitted bad one is answered"
         assert tokens == []
@@ -683,7 +684,7 @@ def test_the_controller_delivers_and_takes_commands_through_the_shipped_config(
     watcher = subscriber(
         acl_broker, [f"{PREFIX}/#"], username="supervisor", password="pw-supervisor", ca_file=ca
     )
-    received: list[dict[str, Any]] = []
+    received: list[Command] = []
     journal.append_events(cards(1, 3))
     out = start_output(
         acl_broker,
@@ -698,7 +699,7 @@ def test_the_controller_delivers_and_takes_commands_through_the_shipped_config(
     assert eventually(lambda: out.ready)
     watcher.publish(f"{PREFIX}/cmd", '{"id":"s2","cmd":"end_shoe"}')
     assert watcher.wait_for(lambda ms: len(received) == 1)
-    assert received == [{"id": "s2", "cmd": "end_shoe"}]
+    assert [command_dict(c) for c in received] == [{"id": "s2", "cmd": "end_shoe"}]
 
 
 # --- delivery means PUBACK ---------------------------------------------------------

@@ -298,3 +298,15 @@ def test_last_shoe_coups_drops_voided_and_other_shoes() -> None:
     assert shoe == "S2"
     assert [c["winner"] for c in coups] == ["tie", "banker"]  # in coup order
     assert last_shoe_coups([]) == (None, [])
+
+
+def test_an_opening_tie_takes_the_big_roads_first_cell_only_when_asked() -> None:
+    # the roads event (SPEC section 3) keeps B/P cells: nothing until a decisive coup
+    assert build_roads(["T", "T"])["big_road"] == []
+    shown = build_roads([RoadCoup("T", player_pair=True), "T"], opening_tie=True)
+    assert shown["big_road"] == [[{"w": "T", "ties": 2, "pp": True, "bp": False}]]
+    # the first decisive coup takes the cell, ties counted on it, as without the option
+    assert build_roads(["T", "T", "B"], opening_tie=True) == build_roads(["T", "T", "B"])
+    assert build_roads(["T", "B"], opening_tie=True)["big_road"] == [
+        [{"w": "B", "ties": 1, "pp": False, "bp": False}]
+    ]

@@ -195,3 +195,57 @@ def test_the_daemon_keeps_the_units_notify_and_watchdog_contract(tmp_path: Path)
                 proc.wait()
             assert proc.stderr is not None
             proc.stderr.close()
+
+
+# --- the roadmap display's unit (shoe-controller board) ---------------------------
+
+BOARD_UNIT = "shoe-controller-board.service"
+
+
+def board_copy(tmp_path: Path) -> Path:
+    text = (REPO / "systemd" / BOARD_UNIT).read_text()
+    assert f"ExecStart={EXEC} board " in text
+    path = tmp_path / BOARD_UNIT
+    path.write_text(text.replace(EXEC, shutil.which("true") or "/bin/true"))
+    return path
+
+
+def test_board_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    tool = analyze()
+    path = board_copy(tmp_path)
+    result = verify(tool, path)
+    ours = [line for line in (result.stdout + result.stderr).splitlines() if path.name in line]
+    assert result.returncode == 0 and not ours, result.stdout + result.stderr
+
+
+def test_board_unit_exposure_is_at_most_2(tmp_path: Path) -> None:
+    tool = analyze()
+    if "--offline" not in subprocess.run([tool, "security", "--help"], capture_output=True, text=True).stdout:
+        pytest.skip("this systemd-analyze has no security --offline")
+    path = board_copy(tmp_path)
+    result = subprocess.run([tool, "security", "--offline=true", str(path)], capture_output=True, text=True)
+    match = re.search(r"Overall exposure level for \S+: (\d+(?:\.\d+)?)", result.stdout)
+    assert match, result.stdout + result.stderr
+    assert float(match.group(1)) <= MAX_EXPOSURE, result.stdout
+
+
+def test_board_unit_is_a_read_only_service_without_devices_or_state() -> None:
+    d = directives(BOARD_UNIT)
+    assert d["ExecStart"] == [f"{EXEC} board --config %E/shoe-controller/board.yaml"]
+    assert d["Type"] == ["exec"] and d["Restart"] == ["on-failure"]
+    assert d["User"] == ["shoe-controller"] and d["Group"] == ["shoe-controller"]
+    # no shoe, no state of its own: nothing to write, no device to open
+    assert "DeviceAllow" not in d and d["PrivateDevices"] == ["yes"] and d["DevicePolicy"] == ["closed"]
+    assert "StateDirectory" not in d and "SupplementaryGroups" not in d
+    assert d["ProtectSystem"] == ["strict"] and d["NoNewPrivileges"] == ["yes"]
+    assert d["CapabilityBoundingSet"] == [""] and d["PrivateUsers"] == ["yes"]
+    assert d["RestrictAddressFamilies"] == ["AF_UNIX AF_INET AF_INET6"]
+
+
+def test_board_unit_verify_would_catch_a_missing_program(tmp_path: Path) -> None:
+    tool = analyze()
+    text = (REPO / "systemd" / BOARD_UNIT).read_text()
+    path = tmp_path / BOARD_UNIT
+    path.write_text(text.replace(EXEC, str(tmp_path / "missing" / "shoe-controller")))
+    result = verify(tool, path)
+    assert result.returncode != 0 and "is not executable" in result.stdout + result.stderr

@@ -106,7 +106,40 @@ def summary(cfg: Config) -> list[str]:
     return lines
 
 
+def _board(path: str) -> list[str] | None:
+    """A roadmap display's config (``tables:``, no ``table:``) is checked as
+    one: its summary lines; None for any other config."""
+    import yaml
+
+    from controller.config import _read
+
+    try:
+        data = yaml.safe_load(_read(path))
+    except (yaml.YAMLError, ConfigError, ValueError, RecursionError):
+        return None  # reported by the table's config check below
+    if not isinstance(data, dict) or "tables" not in data or "table" in data:
+        return None
+    from controller.board.config import load_board_config
+
+    cfg = load_board_config(path)
+    m = cfg.mqtt
+    tables = ", ".join(t.table + (f" (history from {t.journal})" if t.journal else "") for t in cfg.tables)
+    scheme = "mqtts" if m.tls else "mqtt"
+    return [
+        f"roadmap display (shoe-controller board) on http://{cfg.listen}/",
+        f"tables: {tables}",
+        f"broker: {scheme}://{m.host}:{m.port}/{m.topic_prefix} (MQTT {m.protocol}), read-only",
+        f"odds panel {'on' if cfg.odds else 'off'}; at most {cfg.limits.max_clients} browsers",
+    ]
+
+
 def run(args: argparse.Namespace) -> int:
+    board = _board(args.file)
+    if board is not None:
+        print(f"ok: {args.file}")
+        for line in board:
+            print(f"  {line}")
+        return 0
     client = load_client_config(args.file)
     if client.device is None:
         if client.outputs.mqtt is None:

@@ -34,10 +34,11 @@ ends what is held for that coup and the next coup is dealt normally.
 
 from __future__ import annotations
 
+from controller.commands_schema import CommandError
 from controller.engine.dealing import MAX_LISTED_EXTRAS
 from controller.engine.facade import Engine
 from controller.engine.loss import _MAX_ENDS, MAX_HELD, MIN_COUP_CARDS, _ends_possible
-from controller.engine.state import AWAITING, ORDER, UNKNOWN, CommandError, Coup, Shoe, _Commit
+from controller.engine.state import AWAITING, ORDER, UNKNOWN, Coup, Shoe, _Commit
 
 __all__ = [
     "AWAITING",

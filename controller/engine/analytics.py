@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from controller.event_types import OddsUpdate
+
 if TYPE_CHECKING:
     from controller.engine.facade import Engine
 
@@ -40,9 +42,8 @@ def publish_odds(eng: Engine, t: float) -> None:
             for name, b in res.bets.items()
         }
         eng._emit(
-            "odds.update",
             t,
-            {"coup": coup_no, "cards_left": s.comp.cards_left, "view": view, "bets": bets},
+            OddsUpdate(coup=coup_no, cards_left=s.comp.cards_left, view=view, bets=bets),  # type: ignore[arg-type]
         )
         if view == "counter":
             check_advantage(eng, t, coup_no, bets)

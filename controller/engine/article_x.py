@@ -13,10 +13,11 @@ held dealt on); and what happens once a misdeal is resolved
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from controller.engine import analytics, boundary, loss, shoe, tableau
 from controller.engine.state import AWAITING, Coup, Work, release
+from controller.event_types import CoupVoid, Misdeal, MisdealAction
 from controller.events import format_ts
 from firmware_protocols.frames import Card, Frame
 
@@ -54,8 +55,8 @@ class Remedy(StrEnum):
     ACCEPT = "accept"  # the supervisor accepts the coup as dealt
 
 
-VOID = "void"
-CORRECTED = "corrected"
+VOID: Final = "void"
+CORRECTED: Final = "corrected"
 
 
 class Policy(NamedTuple):
@@ -147,7 +148,7 @@ def _allowed(code: str, action: str) -> None:
         raise PolicyError(f"misdeal {code}: {action!r} is not in Article X's table")
 
 
-def misdeal(eng: Engine, t: float, coup: Coup, code: str, detail: str, action: str) -> None:
+def misdeal(eng: Engine, t: float, coup: Coup, code: str, detail: str, action: MisdealAction) -> None:
     """Reports a misdeal of ``coup``: awaiting a supervisor (open, with its
     deadline), void (the caller voids the coup: see ``void_misdeal``) or
     corrected at once, as the code's row of :data:`POLICY` allows."""
@@ -162,9 +163,8 @@ def misdeal(eng: Engine, t: float, coup: Coup, code: str, detail: str, action: s
         coup.open[code] = dl
         deadline = format_ts(dl)
     eng._emit(
-        "misdeal",
         t,
-        {"coup": coup.number, "code": code, "detail": detail, "action": action, "deadline": deadline},
+        Misdeal(coup=coup.number, code=code, detail=detail, action=action, deadline=deadline),
     )
 
 
@@ -183,9 +183,8 @@ def correct(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> None:
     if code not in coup.corrections:
         coup.corrections.append(code)
     eng._emit(
-        "misdeal",
         t,
-        {"coup": coup.number, "code": code, "detail": detail, "action": "corrected", "deadline": None},
+        Misdeal(coup=coup.number, code=code, detail=detail, action="corrected", deadline=None),
     )
 
 
@@ -216,9 +215,8 @@ def void(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
     if coup.extras_unlisted:
         detail += f" ({coup.extras_unlisted} more extra cards, shown by their card events, not listed)"
     eng._emit(
-        "coup.void",
         t,
-        {"coup": coup.number, "code": code, "article": "X", "detail": detail, "cards": coup.as_dealt()},
+        CoupVoid(coup=coup.number, code=code, article="X", detail=detail, cards=coup.as_dealt()),  # type: ignore[arg-type]
     )
     s = eng.shoe
     assert s is not None
@@ -279,8 +277,7 @@ def expire(eng: Engine, now: float) -> Work:
             dl, code = min(due)
             detail = f"not corrected within {eng.deadline_s:g} s"
             eng._emit(
-                "misdeal",
                 dl,
-                {"coup": coup.number, "code": code, "detail": detail, "action": "void", "deadline": None},
+                Misdeal(coup=coup.number, code=code, detail=detail, action="void", deadline=None),
             )
             yield from void(eng, dl, coup, code, detail)

@@ -19,6 +19,7 @@ from controller.cards import CARD_VALUE
 from controller.engine import analytics, article_x, dealing, loss, shoe, tableau
 from controller.engine.machine import BURN
 from controller.engine.state import AWAITING, UNKNOWN, Coup, Shoe, Work, release
+from controller.event_types import CoupResult, Hand, RoadsEvent
 from controller.events import net
 from controller.rules import outcome_of, tags_of
 from firmware_protocols.frames import (
@@ -252,26 +253,25 @@ def settle(eng: Engine, coup: Coup, t: float) -> Work:
             st["tags"][tag] = st["tags"].get(tag, 0) + 1
         s.results.append({"winner": outcome["winner"], "player_pair": ppair, "banker_pair": bpair})
     eng._emit(
-        "coup.result",
         t,
-        {
-            "coup": coup.number,
-            "demo": coup.demo,
-            "player": {"cards": player, "total": outcome["player_total"]},
-            "banker": {"cards": banker, "total": outcome["banker_total"]},
-            "winner": outcome["winner"],
-            "natural": natural,
-            "player_pair": ppair,
-            "banker_pair": bpair,
-            "tags": tags,
-            "settlement": settlement,
-            "corrections": list(coup.corrections),
-        },
+        CoupResult(
+            coup=coup.number,
+            demo=coup.demo,
+            player=Hand(cards=player, total=outcome["player_total"]),  # type: ignore[typeddict-item]
+            banker=Hand(cards=banker, total=outcome["banker_total"]),  # type: ignore[typeddict-item]
+            winner=outcome["winner"],
+            natural=natural,
+            player_pair=ppair,
+            banker_pair=bpair,
+            tags=tags,  # type: ignore[arg-type]
+            settlement=settlement,
+            corrections=list(coup.corrections),
+        ),
     )
     if not coup.demo and eng.roads:
         from controller.roads import build_roads
 
-        eng._emit("roads", t, dict(build_roads(s.results)))
+        eng._emit(t, RoadsEvent(**build_roads(s.results)))
     analytics.publish_odds(eng, t)
 
 

@@ -10,18 +10,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from controller.cards import CARD_VALUE, RANK_BURN, CardError, parse_card
+from controller.commands_schema import CommandError
 from controller.engine import article_x, loss, machine, shoe
 from controller.engine.loss import _UNKNOWN_LOSS
 from controller.engine.machine import BURN_UNKNOWN
-from controller.engine.state import CommandError, Coup, Shoe, Work
+from controller.engine.state import Coup, Shoe, Work
+from controller.event_types import CardEvent
 
 if TYPE_CHECKING:
     from controller.engine.facade import Engine
 
 
-def coup_arg(eng: Engine, cmd: dict[str, Any]) -> Coup:
+def coup_arg(eng: Engine, n: int) -> Coup:
     s = eng.shoe
-    n = cmd.get("coup")
     if not isinstance(n, int) or isinstance(n, bool):
         raise CommandError("'coup' must be an integer")
     if s is None:
@@ -93,16 +94,15 @@ def enter_card(eng: Engine, coup: Coup, card: Any, t: float) -> Work:
 
 def emit_entered(eng: Engine, t: float, coup: Coup, position: str, code: str) -> None:
     eng._emit(
-        "card",
         t,
-        {
-            "coup": coup.number if position != "burn" else None,
-            "position": position,
-            "card": code,
-            "value": CARD_VALUE[code],
-            "face_up": False,
-            "entered": True,
-        },
+        CardEvent(
+            coup=coup.number if position != "burn" else None,
+            position=position,  # type: ignore[arg-type]
+            card=code,
+            value=CARD_VALUE[code],
+            face_up=False,
+            entered=True,
+        ),
     )
 
 

@@ -15,6 +15,7 @@ from controller.cards import CARD_VALUE
 from controller.engine import analytics, article_x, boundary, loss, shoe, tableau
 from controller.engine.machine import BURN, ENDED
 from controller.engine.state import AWAITING, BURN_HANDS, UNKNOWN, Coup, Shoe, Steps, Work
+from controller.event_types import CardEvent
 from firmware_protocols.frames import Card
 
 if TYPE_CHECKING:
@@ -115,15 +116,14 @@ def take(eng: Engine, s: Shoe, f: Card, coup: Coup | None) -> tuple[str, str] | 
 
 def card_event(eng: Engine, f: Card, coup: int | None, position: str) -> None:
     eng._emit(
-        "card",
         f.t,
-        {
-            "coup": coup,
-            "position": position,
-            "card": f.card,
-            "value": CARD_VALUE[f.card] if f.card is not None else None,
-            "face_up": f.face_up,
-        },
+        CardEvent(
+            coup=coup,
+            position=position,  # type: ignore[arg-type]
+            card=f.card,
+            value=CARD_VALUE[f.card] if f.card is not None else None,
+            face_up=f.face_up,
+        ),
     )
 
 

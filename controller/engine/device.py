@@ -7,11 +7,12 @@ disconnect mid-coup awaits the device resuming with an unbroken sequence
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from controller.engine import article_x, dealing, loss, shoe, tableau
 from controller.engine.machine import DEAL
 from controller.engine.state import FAULT_CODES, Coup, Work
+from controller.event_types import UNSET, DeviceStatus
 from firmware_protocols.frames import (
     Card,
     Hello,
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 def on_hello(eng: Engine, f: Hello) -> None:
     eng.device = {"model": f.model, "firmware": f.firmware, "serial": f.serial}
-    eng._emit("device.status", f.t, {"state": "online", "code": "HELLO", "device": dict(eng.device)})
+    eng._emit(f.t, DeviceStatus(state="online", code="HELLO", device=eng.device.copy()))
     if eng._fault_coup is not None:
         # the sequence restarted: frames may have been lost unseen, so
         # neither the next frame nor STAT OK says it resumed unbroken
@@ -46,10 +47,10 @@ def coup_in_play(eng: Engine) -> Coup | None:
 def on_status(eng: Engine, f: Status) -> Work:
     code = f.code
     state = "fault" if code in FAULT_CODES or code == "LID_OPEN" else "online"
-    payload: dict[str, Any] = {"state": state, "code": code, "device": dict(eng.device)}
+    payload = DeviceStatus(state=state, code=code, device=eng.device.copy())  # type: ignore[arg-type]
     if f.text:
-        payload["detail"] = f.text
-    eng._emit("device.status", f.t, payload)
+        payload.detail = f.text
+    eng._emit(f.t, payload)
     coup = coup_in_play(eng)
     if f.card_unread and eng.shoe is not None:
         # A shoe that reports an unread card only as an error (Angel Eye
@@ -92,14 +93,13 @@ def device_back(eng: Engine, t: float) -> Work:
 
 def on_link(eng: Engine, f: Link) -> None:
     eng._emit(
-        "device.status",
         f.t,
-        {
-            "state": "online" if f.up else "offline",
-            "code": "CONNECTED" if f.up else "DISCONNECTED",
-            "device": dict(eng.device),
-            **({"detail": f.detail} if f.detail else {}),
-        },
+        DeviceStatus(
+            state="online" if f.up else "offline",
+            code="CONNECTED" if f.up else "DISCONNECTED",
+            device=eng.device.copy(),
+            detail=f.detail if f.detail else UNSET,
+        ),
     )
     if not f.up:
         coup = coup_in_play(eng)

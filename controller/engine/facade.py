@@ -13,13 +13,27 @@ the sibling modules (see ``controller.engine``'s docstring for the map).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from controller.commands_schema import (
+    Accept,
+    Alert,
+    CommandError,
+    EndShoe,
+    EngineCommand,
+    EnterCard,
+    NewShoe,
+    Refused,
+    Reject,
+    Void,
+    command_from_dict,
+)
 from controller.engine import article_x, boundary, commands, dealing, device, loss, machine, shoe
 from controller.engine.machine import ENDED, CoupState
-from controller.engine.state import CommandError, Coup, Shoe, Work, _Commit, _copy_stats
-from controller.events import SCHEMA_VERSION, Event, format_ts
+from controller.engine.state import Coup, Shoe, Work, _Commit, _copy_stats
+from controller.event_types import DeviceInfo, Payload, SecurityAlert
+from controller.events import SCHEMA_VERSION, Event, format_ts, payload_dict
 from controller.rules import Profile
 from firmware_protocols.frames import (
     Ack,
@@ -92,7 +106,7 @@ class Engine:
         self.button = self.rules["coup_boundary"] == "button"
         self.seq = 0
         self.shoe: Shoe | None = None
-        self.device: dict[str, str] = {"model": "", "firmware": "", "serial": ""}
+        self.device: DeviceInfo = {"model": "", "firmware": "", "serial": ""}
         self._commit: _Commit | None = None
         self._fault_coup: int | None = None  # coup with an open DEVICE_FAULT
         self._fault_waiting: str | None = None  # "ok" (STAT OK clears) | "frame" (next unbroken frame)
@@ -203,72 +217,81 @@ class Engine:
             self._running = False
         return out
 
-    def command(self, cmd: dict[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
-        """Apply a supervisor command (SPEC section 5). Returns the reply and
-        the events; a command that cannot apply changes nothing."""
+    def command(self, cmd: EngineCommand | Mapping[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
+        """Apply a supervisor command (SPEC section 5), or one of the
+        daemon's own, as parsed by ``controller.commands_schema`` (a JSON
+        object is parsed by it first). Returns the reply and the events; a
+        command that cannot apply changes nothing."""
         self._enter()
         try:
             return self._command(cmd, t)
         finally:
             self._running = False
 
-    def _command(self, cmd: dict[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
+    def _command(
+        self, cmd: EngineCommand | Mapping[str, Any], t: float
+    ) -> tuple[dict[str, Any], list[Event]]:
         out: list[Event] = []
         self._out = out
         self._drain(article_x.expire(self, t))
-        reply: dict[str, Any] = {"id": cmd.get("id"), "ok": True, "error": None}
+        if isinstance(cmd, Mapping):
+            raw = cmd
+            try:
+                cmd = command_from_dict(raw)
+            except CommandError as exc:
+                machine.check(self)
+                return {"id": raw.get("id"), "ok": False, "error": str(exc)}, out
+        reply: dict[str, Any] = {"id": getattr(cmd, "id", None), "ok": True, "error": None}
         before = len(out)  # what the deadlines emitted stands whatever the command does
         try:
-            name = cmd.get("cmd")
-            if name == "void":
-                self._drain(
-                    commands.void(self, commands.coup_arg(self, cmd), str(cmd.get("reason") or ""), t)
-                )
-            elif name == "enter_card":
-                self._drain(commands.enter_card(self, commands.coup_arg(self, cmd), cmd.get("card"), t))
-            elif name == "accept":
-                s = self.shoe
-                n = cmd.get("coup")
-                if s is not None and s.numbering_lost is not None and isinstance(n, int) and n not in s.coups:
-                    commands.renumber(self, s, n, t)
-                else:
-                    self._drain(commands.accept(self, commands.coup_arg(self, cmd), t))
-            elif name == "new_shoe":
-                self._drain(shoe.new_shoe(self, t))
-            elif name == "end_shoe":
-                self._drain(commands.end_shoe(self, t))
-            elif name == "_reject":
-                # the daemon refused it (origin check): journalled like any
-                # command so a rebuild reproduces the alert
-                error = str(cmd.get("error") or "command refused")
-                coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
-                self._alert(t, "COMMAND_REJECTED", f"command {cmd.get('id')!r}: {error}", coup)
-                return {"id": cmd.get("id"), "ok": False, "error": error}, out
-            elif name == "_alert":
-                # raised by the daemon itself (its journal lost history, an
-                # output failing), journalled like any command so a rebuild
-                # reproduces it; ``seq_above`` starts a new epoch of event
-                # seqs above every id already issued
-                floor = cmd.get("seq_above")
-                if isinstance(floor, int) and floor > self.seq:
-                    self.seq = floor
-                self._alert(t, str(cmd.get("code")), str(cmd.get("detail") or ""), None)
-                return {"id": cmd.get("id"), "ok": True, "error": None}, out
-            elif name == "_refused":
-                # the daemon's one alert per window for the commands it
-                # refused after the first and those over its bounds
-                refused, dropped = int(cmd.get("refused") or 0), int(cmd.get("dropped") or 0)
-                coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
-                detail = (
-                    f"{refused} more command(s) refused and {dropped} dropped unread in the last"
-                    f" {cmd.get('window_s')} s (limits: {cmd.get('limits')})"
-                )
-                self._alert(t, "COMMAND_REJECTED", detail, coup)
-                return {"id": None, "ok": False, "error": detail}, out
-            else:
-                raise CommandError(f"unknown command {name!r}")
+            match cmd:
+                case Void():
+                    self._drain(commands.void(self, commands.coup_arg(self, cmd.coup), cmd.reason, t))
+                case EnterCard():
+                    self._drain(commands.enter_card(self, commands.coup_arg(self, cmd.coup), cmd.card, t))
+                case Accept():
+                    s = self.shoe
+                    n = cmd.coup
+                    if s is not None and s.numbering_lost is not None and n not in s.coups:
+                        commands.renumber(self, s, n, t)
+                    else:
+                        self._drain(commands.accept(self, commands.coup_arg(self, cmd.coup), t))
+                case NewShoe():
+                    self._drain(shoe.new_shoe(self, t))
+                case EndShoe():
+                    self._drain(commands.end_shoe(self, t))
+                case Reject():
+                    # the daemon refused it (origin check): journalled like any
+                    # command so a rebuild reproduces the alert
+                    error = cmd.error or "command refused"
+                    coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
+                    self._alert(t, "COMMAND_REJECTED", f"command {cmd.id!r}: {error}", coup)
+                    return {"id": cmd.id, "ok": False, "error": error}, out
+                case Alert():
+                    # raised by the daemon itself (its journal lost history, an
+                    # output failing), journalled like any command so a rebuild
+                    # reproduces it; ``seq_above`` starts a new epoch of event
+                    # seqs above every id already issued
+                    floor = cmd.seq_above
+                    if isinstance(floor, int) and floor > self.seq:
+                        self.seq = floor
+                    self._alert(t, cmd.code, cmd.detail, None)
+                    return {"id": cmd.id, "ok": True, "error": None}, out
+                case Refused():
+                    # the daemon's one alert per window for the commands it
+                    # refused after the first and those over its bounds
+                    refused, dropped = cmd.refused, cmd.dropped
+                    coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
+                    detail = (
+                        f"{refused} more command(s) refused and {dropped} dropped unread in the last"
+                        f" {cmd.window_s} s (limits: {cmd.limits})"
+                    )
+                    self._alert(t, "COMMAND_REJECTED", detail, coup)
+                    return {"id": None, "ok": False, "error": detail}, out
+                case _:
+                    raise CommandError(f"unknown command {cmd!r}")
         except CommandError as exc:
-            reply = {"id": cmd.get("id"), "ok": False, "error": str(exc)}
+            reply = {"id": getattr(cmd, "id", None), "ok": False, "error": str(exc)}
             del out[before:]
         machine.check(self)
         return reply, out
@@ -305,20 +328,20 @@ class Engine:
             ],
         }
 
-    def _emit(self, type_: str, t: float, payload: dict[str, Any]) -> None:
+    def _emit(self, t: float, payload: Payload) -> None:
         self.seq += 1
         shoe = self.shoe.id if self.shoe is not None else None
         ev: Event = {
             "v": SCHEMA_VERSION,
-            "type": type_,
+            "type": payload.TYPE,
             "event_id": f"{self.table}/{shoe or '-'}/{self.seq}",
             "table": self.table,
             "shoe": shoe,
             "seq": self.seq,
             "ts": format_ts(t),
         }
-        ev.update(payload)
+        ev.update(payload_dict(payload))
         self._out.append(ev)
 
     def _alert(self, t: float, code: str, detail: str, coup: int | None) -> None:
-        self._emit("security.alert", t, {"code": code, "detail": detail, "coup": coup})
+        self._emit(t, SecurityAlert(code=code, detail=detail, coup=coup))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from controller.engine import article_x, boundary, dealing, machine, tableau
 from controller.engine.machine import BURN, BURN_UNKNOWN
 from controller.engine.state import AWAITING, Coup, Shoe, Steps, Work, release
+from controller.event_types import ShoeBurn
 from firmware_protocols.frames import (
     Button,
     Card,
@@ -153,7 +154,7 @@ def discard_held(
         # count; it ends here, and the shoe is dealt on from here
         eng._alert(coup.t_start, "BURN_MISMATCH", "frames lost during the burn", coup.number)
         machine.set_phase(s, "frames lost during the burn")
-        eng._emit("shoe.burn", coup.t_start, {"first_card": s.first_card, "burned": s.burned})
+        eng._emit(coup.t_start, ShoeBurn(first_card=s.first_card, burned=s.burned))
     own = len(coup.cards) + len(coup.extras)
     m = sum(isinstance(f, Card) for f in head)
     phantom = False

@@ -15,6 +15,7 @@ from controller.cards import RANK_BURN, ShoeComposition
 from controller.engine import analytics, article_x, boundary, dealing, machine, tableau
 from controller.engine.loss import _frames_lost
 from controller.engine.state import AWAITING, BURN_HANDS, Shoe, Work, _Commit, _copy_stats, release
+from controller.event_types import ShoeBurn, ShoeCutCard, ShoeEnded, ShoeStarted, Tally
 from controller.events import shoe_id_for
 from firmware_protocols.frames import (
     Card,
@@ -80,9 +81,8 @@ def announce(eng: Engine, s: Shoe) -> None:
         s.commit = commit.sha256
         s.order = commit.order if commit.valid and commit.received >= commit.ncards else None
     eng._emit(
-        "shoe.started",
         s.t_start,
-        {"decks": eng.decks, "profile": eng.profile.name, "shuffle_commit": s.commit},
+        ShoeStarted(decks=eng.decks, profile=eng.profile.name, shuffle_commit=s.commit),
     )
 
 
@@ -132,18 +132,17 @@ def end_shoe(eng: Engine, t: float, reason: str) -> Work:
     s.ended_emitted = True
     eng._loss_at_end = (eng._lost_frames, eng._lost_unknown)
     eng._emit(
-        "shoe.ended",
         t,
-        {
-            "coups": s.coups_count,
+        ShoeEnded(
+            coups=s.coups_count,
             # false: frames lost may have held whole coups, so ``coups``
             # counts those seen (the numbering was never given back)
-            "coups_exact": s.numbering_lost is None,
-            "cards_dealt": s.comp.dealt,
-            "tally": dict(s.tally),
-            "reason": reason,
-            "stats": _copy_stats(s.stats),
-        },
+            coups_exact=s.numbering_lost is None,
+            cards_dealt=s.comp.dealt,
+            tally=Tally(player=s.tally["player"], banker=s.tally["banker"], tie=s.tally["tie"]),
+            reason=reason,
+            stats=_copy_stats(s.stats),
+        ),
     )
 
 
@@ -193,7 +192,7 @@ def burn_card(eng: Engine, s: Shoe, f: Card) -> Work:
 
 def finish_burn(eng: Engine, s: Shoe, t: float) -> None:
     machine.set_phase(s, "burn complete")
-    eng._emit("shoe.burn", t, {"first_card": s.first_card, "burned": s.burned})
+    eng._emit(t, ShoeBurn(first_card=s.first_card, burned=s.burned))
     analytics.publish_odds(eng, t)
 
 
@@ -223,7 +222,7 @@ def on_cut(eng: Engine, f: CutCard) -> None:
             f"cut card with {s.comp.cards_left} cards left; the rule is at least {eng.rules['cut_card_min']}",
             coup_no,
         )
-    eng._emit("shoe.cut_card", f.t, {"coup": coup_no, "last_coup": s.last_coup})
+    eng._emit(f.t, ShoeCutCard(coup=coup_no, last_coup=s.last_coup))
 
 
 def on_commit(eng: Engine, f: ShuffleCommit) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, Final, TypeAlias, TypeVar
 
 from controller.cards import ShoeComposition
 from controller.engine.machine import BURN
@@ -18,7 +18,7 @@ from firmware_protocols.frames import Card, DeviceResult, Frame
 
 ORDER = ("P1", "B1", "P2", "B2")
 UNKNOWN = "?"  # the next position cannot be decided yet
-AWAITING = "awaiting_supervisor"
+AWAITING: Final = "awaiting_supervisor"
 
 _T = TypeVar("_T")
 
@@ -49,10 +49,6 @@ def _copy_stats(stats: dict[str, Any]) -> dict[str, Any]:
         "tags": dict(sorted(stats["tags"].items())),
         "misdeals": dict(sorted(stats["misdeals"].items())),
     }
-
-
-class CommandError(ValueError):
-    """A supervisor command that cannot be applied; nothing changed."""
 
 
 @dataclass

@@ -64,14 +64,14 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from controller.commands_schema import CommandError, error_reply, id_of, parse_command
+from controller.commands_schema import Command, CommandError, error_reply, id_of, parse_command
 from controller.config import MqttConfig
 from controller.journal import Journal, JournalError
 from controller.mqtt_client import connect_options, make_client
 
 log = logging.getLogger(__name__)
 
-CommandHandler = Callable[[dict[str, Any]], None]
+CommandHandler = Callable[[Command], None]
 
 #: Reconnect backoff (seconds): 1, then 2, 2, 2...; paho starts again from
 #: the first after every successful CONNACK. A broker back after a short
@@ -345,7 +345,7 @@ class MqttOutput:
             self.reply(error_reply(exc, payload))
             return
         if self._on_command is None:
-            self.reply({"id": cmd["id"], "ok": False, "error": "this controller takes no commands"})
+            self.reply({"id": cmd.id, "ok": False, "error": "this controller takes no commands"})
             return
         self._on_command(cmd)
 

@@ -1,0 +1,54 @@
+"""The archiver's optional Prometheus endpoint (``metrics: host:port``):
+messages by outcome (archived, duplicates, conflicts, rejects, ignored),
+the batch queue, the broker and database links, and the time of the last
+commit. Alert on ``shoe_archive_messages_total{outcome="conflicts"}``
+rising (an integrity alert) and on the last commit growing old while
+tables deal."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter as Counts
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+from controller.archive.store import COUNTERS
+from controller.errors import RuntimeFailure
+
+
+class ArchiveMetrics:
+    def __init__(self, addr: tuple[str, int]) -> None:
+        self.registry = reg = CollectorRegistry()
+        self.messages = Counter(
+            "shoe_archive_messages",
+            "MQTT messages committed by the archiver, by outcome",
+            ["outcome"],
+            registry=reg,
+        )
+        for name in COUNTERS:
+            if name != "received":
+                self.messages.labels(name)  # present at 0 from the start
+        self.queued = Gauge("shoe_archive_queued", "Messages received, not yet committed", registry=reg)
+        self.broker = Gauge(
+            "shoe_archive_broker_connected", "1 while the MQTT connection is up", registry=reg
+        )
+        self.database = Gauge(
+            "shoe_archive_database_connected", "1 while PostgreSQL is connected", registry=reg
+        )
+        self.last_commit = Gauge(
+            "shoe_archive_last_commit_timestamp_seconds",
+            "Unix time of the last committed batch",
+            registry=reg,
+        )
+        try:
+            start_http_server(addr[1], addr=addr[0], registry=reg)
+        except OSError as exc:
+            raise RuntimeFailure(
+                f"metrics: cannot listen on {addr[0]}:{addr[1]}: {exc.strerror or exc}"
+            ) from None
+
+    def committed(self, counts: Counts[str]) -> None:
+        for name, n in counts.items():
+            if name != "received" and n:
+                self.messages.labels(name).inc(n)
+        self.last_commit.set(time.time())

@@ -1,0 +1,323 @@
+"""From an MQTT message to an archivable event, or a reason it is not one.
+
+Pure (no I/O): ``classify`` decides whether a topic carries events at all
+(SPEC section 5: the retained ``status``, ``shoe/state`` and ``odds``
+copies and the command topics do not), and ``parse`` checks a payload
+against the event contract (SPEC section 3) with stated bounds:
+
+* at most ``max_payload_bytes`` (checked before anything is decoded);
+* UTF-8 JSON, an object, no NaN/Infinity, no NUL in a string (PostgreSQL's
+  ``jsonb`` cannot hold one), nesting bounded by Python's recursion limit;
+* the envelope: ``v`` 1, ``type`` a dotted lowercase name of at most 64
+  characters, ``table`` a table id, ``shoe`` at most 64 characters or null,
+  ``seq`` 0..2^63-1, ``ts`` RFC 3339 UTC, ``event_id`` exactly
+  ``<table>/<shoe or ->/<seq>``; the topic must be the event's own
+  (``<prefix>/<table>/<type with / >``);
+* the payload fields the typed tables hold, with their types.
+
+An event that passes carries its canonical JSON (sorted keys, compact) and
+that text's SHA-256: equal content, equal digest, whatever the key order
+or spacing a producer used.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.config import table_problem
+
+#: Topic suffixes (after ``<prefix>/<table>/``) that carry no event.
+NON_EVENT_SUFFIXES: frozenset[str] = frozenset({"status", "shoe/state", "odds", "cmd", "cmd/reply"})
+
+_TYPE_RE = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*")
+_TS_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
+MAX_TYPE_CHARS = 64
+MAX_SHOE_CHARS = 64
+MAX_SEQ = 2**63 - 1
+MAX_TEXT_CHARS = 4096  # a detail, code or card field in a typed column
+WINNERS = frozenset({"player", "banker", "tie"})
+ACTIONS = frozenset({"corrected", "awaiting_supervisor", "void"})
+DEVICE_STATES = frozenset({"online", "offline", "fault"})
+#: The engine's wording for an effect of a supervisor's command (controller/engine/).
+_SUPERVISOR_RE = re.compile(r"\bby supervisor\b|\bthe supervisor numbers\b")
+
+
+class Invalid(ValueError):
+    """The payload is not a valid event; the message says why (one line)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    topic: str
+    event_id: str
+    type: str
+    table: str
+    shoe: str | None
+    seq: int
+    ts: dt.datetime
+    body: dict[str, Any]
+    canonical: str
+    digest: bytes
+    #: The row for the typed table of this type (None: raw event only).
+    typed: tuple[str, dict[str, Any]] | None = field(default=None, compare=False)
+
+    @property
+    def month(self) -> dt.date:
+        return dt.date(self.ts.year, self.ts.month, 1)
+
+
+def classify(topic: str, prefix: str) -> str | None:
+    """The table a topic's events belong to, or None for a topic that
+    carries no events (retained snapshots, commands, anything else)."""
+    head = prefix + "/"
+    if not topic.startswith(head):
+        return None
+    rest = topic[len(head) :]
+    table, sep, suffix = rest.partition("/")
+    if not sep or not suffix or suffix in NON_EVENT_SUFFIXES:
+        return None
+    return table
+
+
+def _reject_constant(name: str) -> Any:
+    raise Invalid(f"not JSON: {name} is not a number")
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def parse(topic: str, payload: bytes, *, prefix: str, max_bytes: int) -> Event:
+    """The event in ``payload`` published on ``topic``; raises ``Invalid``."""
+    if len(payload) > max_bytes:
+        raise Invalid(f"oversized: {len(payload)} bytes, the bound is {max_bytes}")
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Invalid(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    try:
+        obj = json.loads(text, parse_constant=_reject_constant)
+    except Invalid:
+        raise
+    except RecursionError:
+        raise Invalid("not JSON: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, and ints too long to convert
+        raise Invalid(f"not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise Invalid(f"not an event: a JSON {type(obj).__name__}, not an object")
+    try:
+        canonical = canonical_json(obj)
+    except RecursionError:
+        raise Invalid("not JSON: nested too deeply") from None
+    if "\\u0000" in canonical:
+        raise Invalid("a string holds a NUL character (not storable as jsonb)")
+    ev = _envelope(obj)
+    expected = f"{prefix}/{ev['table']}/{ev['type'].replace('.', '/')}"
+    if topic != expected:
+        what = f"a {ev['type']} event of {ev['table']}"
+        raise Invalid(f"published on {topic}, but {what} belongs on {expected}")
+    typed = _typed(ev["type"], obj)
+    return Event(
+        topic=topic,
+        event_id=ev["event_id"],
+        type=ev["type"],
+        table=ev["table"],
+        shoe=ev["shoe"],
+        seq=ev["seq"],
+        ts=ev["ts"],
+        body=obj,
+        canonical=canonical,
+        digest=hashlib.sha256(canonical.encode()).digest(),
+        typed=typed,
+    )
+
+
+def _int(obj: dict[str, Any], key: str, lo: int = 0, hi: int = MAX_SEQ, *, null: bool = False) -> Any:
+    value = obj.get(key)
+    if value is None and null:
+        return None
+    if type(value) is not int or not lo <= value <= hi:
+        raise Invalid(f"{key}: must be an integer {lo}..{hi}{' or null' if null else ''}, not {value!r:.40}")
+    return value
+
+
+def _str(obj: dict[str, Any], key: str, hi: int = MAX_TEXT_CHARS, *, null: bool = False, lo: int = 0) -> Any:
+    value = obj.get(key)
+    if value is None and null:
+        return None
+    if not isinstance(value, str) or not lo <= len(value) <= hi:
+        raise Invalid(f"{key}: must be a string of {lo}..{hi} characters, not {value!r:.40}")
+    return value
+
+
+def _bool(obj: dict[str, Any], key: str) -> bool:
+    value = obj.get(key)
+    if not isinstance(value, bool):
+        raise Invalid(f"{key}: must be true or false, not {value!r:.40}")
+    return value
+
+
+def _choice(obj: dict[str, Any], key: str, allowed: frozenset[str]) -> str:
+    value = obj.get(key)
+    if value not in allowed:
+        raise Invalid(f"{key}: must be one of {', '.join(sorted(allowed))}, not {value!r:.40}")
+    return str(value)
+
+
+def _strs(obj: dict[str, Any], key: str, *, null_items: bool = False) -> list[str | None]:
+    value = obj.get(key)
+    if not isinstance(value, list) or len(value) > 64:
+        raise Invalid(f"{key}: must be a list (at most 64 items), not {value!r:.40}")
+    for item in value:
+        if item is None and null_items:
+            continue
+        if not isinstance(item, str) or len(item) > 64:
+            raise Invalid(f"{key}: every item must be a string of at most 64 characters")
+    return list(value)
+
+
+def parse_ts(value: Any, key: str = "ts") -> dt.datetime:
+    if not isinstance(value, str) or not _TS_RE.fullmatch(value):
+        raise Invalid(f"{key}: must be RFC 3339 UTC such as 2026-11-22T06:56:11.125Z, not {value!r:.40}")
+    try:
+        return dt.datetime.fromisoformat(value[:-1] + "+00:00")
+    except ValueError:
+        raise Invalid(f"{key}: not a real time: {value!r}") from None
+
+
+def _envelope(obj: dict[str, Any]) -> dict[str, Any]:
+    if obj.get("v") != 1 or type(obj.get("v")) is not int:
+        raise Invalid(f"v: must be 1, not {obj.get('v')!r:.40}")
+    etype = _str(obj, "type", MAX_TYPE_CHARS, lo=1)
+    if not _TYPE_RE.fullmatch(etype):
+        raise Invalid(f"type: not an event type: {etype!r}")
+    table = obj.get("table")
+    problem = table_problem(table) if isinstance(table, str) else "must be a string"
+    if problem:
+        raise Invalid(f"table: {problem}")
+    shoe = _str(obj, "shoe", MAX_SHOE_CHARS, null=True, lo=1)
+    seq = _int(obj, "seq")
+    ts = parse_ts(obj.get("ts"))
+    event_id = _str(obj, "event_id", 256, lo=1)
+    if event_id != f"{table}/{shoe or '-'}/{seq}":
+        raise Invalid(f"event_id: {event_id!r:.80} is not <table>/<shoe>/<seq> of this event")
+    return {"type": etype, "table": table, "shoe": shoe, "seq": seq, "ts": ts, "event_id": event_id}
+
+
+def _hand(obj: dict[str, Any], key: str) -> tuple[list[str | None], int]:
+    hand = obj.get(key)
+    if not isinstance(hand, dict):
+        raise Invalid(f"{key}: must be an object with cards and total")
+    try:
+        return _strs(hand, "cards", null_items=True), _int(hand, "total", 0, 9)
+    except Invalid as exc:
+        raise Invalid(f"{key}.{exc}") from None
+
+
+def _settlement(obj: dict[str, Any]) -> str | None:
+    value = obj.get("settlement")
+    if value is None:  # a demo coup is not settled
+        return None
+    if not isinstance(value, dict) or len(value) > 64:
+        raise Invalid("settlement: must be an object of bet: net per unit")
+    for bet, net in value.items():
+        if len(bet) > 64 or type(net) not in (int, float) or not -1000 <= net <= 1000:
+            raise Invalid(f"settlement.{bet:.64}: must be a number -1000..1000, not {net!r:.40}")
+    return canonical_json(value)
+
+
+def _typed(etype: str, obj: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    if etype == "coup.result":
+        pcards, ptotal = _hand(obj, "player")
+        bcards, btotal = _hand(obj, "banker")
+        return "coups", {
+            "coup": _int(obj, "coup", 0, 2**31 - 1),
+            "demo": _bool(obj, "demo"),
+            "void": False,
+            "void_code": None,
+            "player_cards": pcards,
+            "banker_cards": bcards,
+            "player_total": ptotal,
+            "banker_total": btotal,
+            "winner": _choice(obj, "winner", WINNERS),
+            "natural": _bool(obj, "natural"),
+            "player_pair": _bool(obj, "player_pair"),
+            "banker_pair": _bool(obj, "banker_pair"),
+            "tags": _strs(obj, "tags"),
+            "settlement": _settlement(obj),
+            "corrections": _strs(obj, "corrections"),
+        }
+    if etype == "coup.void":
+        return "coups", {
+            "coup": _int(obj, "coup", 0, 2**31 - 1),
+            "demo": bool(obj.get("demo", False)),
+            "void": True,
+            "void_code": _str(obj, "code", 64, lo=1),
+            "player_cards": None,
+            "banker_cards": None,
+            "player_total": None,
+            "banker_total": None,
+            "winner": None,
+            "natural": None,
+            "player_pair": None,
+            "banker_pair": None,
+            "tags": [],
+            "settlement": None,
+            "corrections": [],
+        }
+    if etype == "misdeal":
+        detail = _str(obj, "detail")
+        action = _choice(obj, "action", ACTIONS)
+        deadline = obj.get("deadline")
+        return "misdeals", {
+            "coup": _int(obj, "coup", 0, 2**31 - 1, null=True),
+            "code": _str(obj, "code", 64, lo=1),
+            "detail": detail,
+            "action": action,
+            "deadline": None if deadline is None else parse_ts(deadline, "deadline"),
+            "supervisor": action != "awaiting_supervisor" and bool(_SUPERVISOR_RE.search(detail)),
+        }
+    if etype == "security.alert":
+        detail = _str(obj, "detail")
+        return "security_alerts", {
+            "coup": _int(obj, "coup", 0, 2**31 - 1, null=True),
+            "code": _str(obj, "code", 64, lo=1),
+            "detail": detail,
+            "supervisor": bool(_SUPERVISOR_RE.search(detail)),
+        }
+    if etype == "device.status":
+        device = obj.get("device")
+        if device is not None and not isinstance(device, dict):
+            raise Invalid("device: must be an object or null")
+        return "device_status", {
+            "state": _choice(obj, "state", DEVICE_STATES),
+            "code": _str(obj, "code", 64, null=True),
+            "device": None if device is None else canonical_json(device),
+        }
+    if etype == "shoe.started":
+        return "shoes.started", {
+            "decks": _int(obj, "decks", 1, 12),
+            "profile": _str(obj, "profile", 4096, lo=1),
+            "shuffle_commit": _str(obj, "shuffle_commit", 128, null=True),
+        }
+    if etype == "shoe.ended":
+        tally = obj.get("tally")
+        if not isinstance(tally, dict):
+            raise Invalid("tally: must be an object with player, banker and tie")
+        try:
+            counts = {k: _int(tally, k, 0, 2**31 - 1) for k in ("player", "banker", "tie")}
+        except Invalid as exc:
+            raise Invalid(f"tally.{exc}") from None
+        return "shoes.ended", {
+            "coups": _int(obj, "coups", 0, 2**31 - 1),
+            "cards_dealt": _int(obj, "cards_dealt", 0, 2**31 - 1),
+            "tally_player": counts["player"],
+            "tally_banker": counts["banker"],
+            "tally_tie": counts["tie"],
+        }
+    return None

@@ -1,0 +1,370 @@
+"""One batch of MQTT messages into PostgreSQL, in one transaction.
+
+``Store.write`` is the whole of the archive's integrity rule:
+
+* a message on a topic that carries no event is counted as ``ignored``;
+* a payload that is not a valid event (``parse``), or whose ``ts`` lies
+  outside the archive's window (older than retention, or beyond the
+  partitions made ahead) is kept aside in ``rejects`` (its first
+  ``max_payload_bytes``) and counted;
+* an event is claimed in ``event_ids`` (``INSERT .. ON CONFLICT DO
+  NOTHING``, in event-id order so two archivers never deadlock): a new id
+  is written to ``events`` and its typed table (COPY); an id already there
+  with the same digest is a ``duplicate`` and changes nothing; an id there
+  with a different digest is a ``conflict``: both payloads go to
+  ``conflicts``, the stored rows are untouched, and the caller raises the
+  alarm (log line; the durable counter is written here);
+* the counters (``archive_counters``) are updated in the same transaction,
+  so after ``kill -9`` they still count exactly what was committed.
+
+The caller acknowledges the batch's messages only after ``write``
+returns, i.e. after COMMIT. A connection failure (``psycopg.OperationalError``
+or ``InterfaceError``) propagates: nothing was committed and the caller
+retries on a new connection. Any other database error (a row PostgreSQL
+refuses) is never allowed to wedge the stream: the batch is rolled back and
+written message by message, and a message refused on its own is kept aside
+in ``rejects`` with the database's reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import structlog
+
+from controller.archive import partitions
+from controller.archive.db import Conn
+from controller.archive.parse import Event, Invalid, classify, parse
+
+log = structlog.get_logger("archive")
+
+COUNTERS: tuple[str, ...] = ("received", "archived", "duplicates", "conflicts", "rejects", "ignored")
+
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    "coups": (
+        "coup", "demo", "void", "void_code", "player_cards", "banker_cards", "player_total", "banker_total",
+        "winner", "natural", "player_pair", "banker_pair", "tags", "settlement", "corrections",
+    ),
+    "misdeals": ("coup", "code", "detail", "action", "deadline", "supervisor"),
+    "security_alerts": ("coup", "code", "detail", "supervisor"),
+    "device_status": ("state", "code", "device"),
+}  # fmt: skip
+
+_SHOE_STARTED = """
+INSERT INTO shoes (table_id, shoe, started_at, started_event_id, decks, profile, shuffle_commit)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (table_id, shoe) DO UPDATE SET started_at = EXCLUDED.started_at,
+    started_event_id = EXCLUDED.started_event_id, decks = EXCLUDED.decks,
+    profile = EXCLUDED.profile, shuffle_commit = EXCLUDED.shuffle_commit
+"""
+_SHOE_ENDED = """
+INSERT INTO shoes (table_id, shoe, ended_at, ended_event_id, coups, cards_dealt,
+                   tally_player, tally_banker, tally_tie)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (table_id, shoe) DO UPDATE SET ended_at = EXCLUDED.ended_at,
+    ended_event_id = EXCLUDED.ended_event_id, coups = EXCLUDED.coups,
+    cards_dealt = EXCLUDED.cards_dealt, tally_player = EXCLUDED.tally_player,
+    tally_banker = EXCLUDED.tally_banker, tally_tie = EXCLUDED.tally_tie
+"""
+
+
+@dataclass
+class Conflict:
+    event_id: str
+    topic: str
+    stored_digest: bytes
+    new_digest: bytes
+    new_canonical: str
+
+
+@dataclass
+class BatchResult:
+    counts: Counter[str] = field(default_factory=Counter)
+    conflicts: list[Conflict] = field(default_factory=list)
+    reject_reasons: list[str] = field(default_factory=list)
+
+    def add(self, other: BatchResult) -> None:
+        self.counts.update(other.counts)
+        self.conflicts.extend(other.conflicts)
+        self.reject_reasons.extend(other.reject_reasons)
+
+
+@dataclass
+class _Reject:
+    topic: str
+    reason: str
+    payload: bytes
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """A failure of the connection or the server (retry on a new
+    connection), as opposed to a row the database refuses."""
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+
+
+class Store:
+    def __init__(
+        self,
+        *,
+        archiver: str,
+        prefix: str,
+        max_payload_bytes: int,
+        retention_months: int,
+        partitions_ahead: int,
+        now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self.archiver = archiver
+        self.prefix = prefix
+        self.max_payload_bytes = max_payload_bytes
+        self.retention_months = retention_months
+        self.partitions_ahead = partitions_ahead
+        self.now = now
+        #: Months whose partitions are known to exist (per connection life:
+        #: cleared on reconnect, since retention may have dropped some).
+        self.months: set[dt.date] = set()
+
+    # --- the batch ------------------------------------------------------------
+
+    def write(self, conn: Conn, messages: Sequence[tuple[str, bytes]]) -> BatchResult:
+        """Write ``messages`` (topic, payload) in one transaction; see the
+        module docstring. ``conn`` is not in autocommit mode."""
+        try:
+            return self._write(conn, messages)
+        except psycopg.Error as exc:
+            if is_connection_error(exc):
+                raise
+            _rollback(conn)
+            if len(messages) == 1:
+                topic, payload = messages[0]
+                reason = f"database refused it: {_one_line(exc)}"
+                log.error("archive.refused", topic=topic, reason=reason)
+                return self._write_rejects(conn, [_Reject(topic, reason, payload)])
+            log.warning("archive.batch_refused", size=len(messages), error=_one_line(exc), then="one by one")
+            result = BatchResult()
+            for message in messages:
+                result.add(self.write(conn, [message]))
+            return result
+
+    def _write(self, conn: Conn, messages: Sequence[tuple[str, bytes]]) -> BatchResult:
+        result = BatchResult()
+        result.counts["received"] += len(messages)
+        events: list[Event] = []
+        rejects: list[_Reject] = []
+        low, high = partitions.window(self.now(), self.retention_months, self.partitions_ahead)
+        for topic, payload in messages:
+            if classify(topic, self.prefix) is None:
+                result.counts["ignored"] += 1
+                continue
+            try:
+                ev = parse(topic, payload, prefix=self.prefix, max_bytes=self.max_payload_bytes)
+            except Invalid as exc:
+                rejects.append(_Reject(topic, str(exc), payload))
+                continue
+            if not low <= ev.ts < high:
+                span = f"[{low.date()}, {high.date()})"
+                reason = f"ts {ev.ts.isoformat()} is outside the archive's window {span} (retention, ahead)"
+                rejects.append(_Reject(topic, reason, payload))
+                continue
+            events.append(ev)
+
+        # Within the batch: the first copy of an id is the candidate.
+        first: dict[str, Event] = {}
+        later: list[Event] = []
+        for ev in events:
+            if ev.event_id in first:
+                later.append(ev)
+            else:
+                first[ev.event_id] = ev
+        self._ensure_partitions(conn, {ev.month for ev in first.values()})
+
+        with conn.transaction():
+            cur = conn.cursor()
+            ids = sorted(first)
+            cur.execute(
+                "INSERT INTO event_ids (event_id, ts, table_id, digest) "
+                "SELECT * FROM unnest(%s::text[], %s::timestamptz[], %s::text[], %s::bytea[]) ORDER BY 1 "
+                "ON CONFLICT (event_id) DO NOTHING RETURNING event_id",
+                (
+                    ids,
+                    [first[i].ts for i in ids],
+                    [first[i].table for i in ids],
+                    [first[i].digest for i in ids],
+                ),
+            )
+            new = {str(r[0]) for r in cur.fetchall()}
+            stored: dict[str, tuple[bytes, dt.datetime]] = {}
+            old = [i for i in ids if i not in new]
+            if old:
+                cur.execute("SELECT event_id, digest, ts FROM event_ids WHERE event_id = ANY(%s)", (old,))
+                stored = {str(r[0]): (bytes(r[1]), r[2]) for r in cur.fetchall()}
+            for ev in later:  # a later copy in this batch: compare with the first
+                if ev.event_id in new:
+                    stored[ev.event_id] = (first[ev.event_id].digest, first[ev.event_id].ts)
+            for ev in [first[i] for i in old] + later:
+                digest, ts = stored[ev.event_id]
+                if digest == ev.digest:
+                    result.counts["duplicates"] += 1
+                else:
+                    self._conflict(cur, ev, digest, ts, first, new, result)
+            fresh = [first[i] for i in ids if i in new]
+            self._insert_events(cur, fresh)
+            result.counts["archived"] += len(fresh)
+            result.counts["rejects"] += len(rejects)
+            self._insert_rejects(cur, rejects, result)
+            self._count(cur, result.counts)
+        return result
+
+    def _conflict(
+        self,
+        cur: psycopg.Cursor[tuple[Any, ...]],
+        ev: Event,
+        stored_digest: bytes,
+        stored_ts: dt.datetime,
+        first: dict[str, Event],
+        new: set[str],
+        result: BatchResult,
+    ) -> None:
+        if ev.event_id in new:  # its first copy is in this very batch
+            stored_payload: str | None = first[ev.event_id].canonical
+        else:
+            cur.execute(
+                "SELECT payload::text FROM events WHERE event_id = %s AND ts = %s", (ev.event_id, stored_ts)
+            )
+            row = cur.fetchone()
+            stored_payload = None if row is None else str(row[0])
+        cur.execute(
+            "INSERT INTO conflicts (event_id, archiver, topic, stored_digest, new_digest, stored_payload, "
+            "new_payload) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb)",
+            (ev.event_id, self.archiver, ev.topic, stored_digest, ev.digest, stored_payload, ev.canonical),
+        )
+        result.counts["conflicts"] += 1
+        result.conflicts.append(Conflict(ev.event_id, ev.topic, stored_digest, ev.digest, ev.canonical))
+
+    def _insert_events(self, cur: psycopg.Cursor[tuple[Any, ...]], fresh: list[Event]) -> None:
+        if not fresh:
+            return
+        with cur.copy("COPY events (event_id, ts, table_id, shoe, seq, type, payload) FROM STDIN") as cp:
+            for ev in fresh:
+                cp.write_row((ev.event_id, ev.ts, ev.table, ev.shoe, ev.seq, ev.type, ev.canonical))
+        by_table: dict[str, list[Event]] = {}
+        for ev in fresh:
+            if ev.typed is not None:
+                by_table.setdefault(ev.typed[0], []).append(ev)
+        for table, evs in by_table.items():
+            if table in _COLUMNS:
+                cols = _COLUMNS[table]
+                names = ", ".join(f'"{c}"' for c in ("event_id", "ts", "table_id", "shoe", "seq", *cols))
+                with cur.copy(f"COPY {table} ({names}) FROM STDIN") as cp:
+                    for ev in evs:
+                        assert ev.typed is not None
+                        row = ev.typed[1]
+                        cp.write_row((ev.event_id, ev.ts, ev.table, ev.shoe, ev.seq, *(row[c] for c in cols)))
+            elif table == "shoes.started":
+                cur.executemany(
+                    _SHOE_STARTED,
+                    [
+                        (
+                            ev.table,
+                            ev.shoe,
+                            ev.ts,
+                            ev.event_id,
+                            *_values(ev, ("decks", "profile", "shuffle_commit")),
+                        )
+                        for ev in evs
+                        if ev.shoe is not None
+                    ],
+                )
+            elif table == "shoes.ended":
+                cols = ("coups", "cards_dealt", "tally_player", "tally_banker", "tally_tie")
+                cur.executemany(
+                    _SHOE_ENDED,
+                    [
+                        (ev.table, ev.shoe, ev.ts, ev.event_id, *_values(ev, cols))
+                        for ev in evs
+                        if ev.shoe is not None
+                    ],
+                )
+
+    def _insert_rejects(
+        self, cur: psycopg.Cursor[tuple[Any, ...]], rejects: list[_Reject], result: BatchResult
+    ) -> None:
+        if not rejects:
+            return
+        with cur.copy("COPY rejects (archiver, topic, reason, size, payload) FROM STDIN") as cp:
+            for r in rejects:
+                cp.write_row(
+                    (self.archiver, r.topic, r.reason, len(r.payload), r.payload[: self.max_payload_bytes])
+                )
+                result.reject_reasons.append(f"{r.topic}: {r.reason}")
+
+    def _write_rejects(self, conn: Conn, rejects: list[_Reject]) -> BatchResult:
+        result = BatchResult()
+        result.counts["received"] += len(rejects)
+        result.counts["rejects"] += len(rejects)
+        with conn.transaction():
+            cur = conn.cursor()
+            self._insert_rejects(cur, rejects, result)
+            self._count(cur, result.counts)
+        return result
+
+    def _count(self, cur: psycopg.Cursor[tuple[Any, ...]], counts: Counter[str]) -> None:
+        names = [n for n in COUNTERS if counts[n]]
+        if not names:
+            return
+        cur.execute(
+            "INSERT INTO archive_counters (archiver, name, value) "
+            "SELECT %s, * FROM unnest(%s::text[], %s::bigint[]) "
+            "ON CONFLICT (archiver, name) DO UPDATE SET value = archive_counters.value + EXCLUDED.value",
+            (self.archiver, names, [counts[n] for n in names]),
+        )
+
+    # --- partitions -----------------------------------------------------------
+
+    def _ensure_partitions(self, conn: Conn, months: set[dt.date]) -> None:
+        """Make the partitions an event needs before the batch's own
+        transaction (DDL there would hold the parent's lock until COMMIT)."""
+        missing = months - self.months
+        if not missing:
+            return
+        with conn.transaction():
+            partitions.ensure(conn, sorted(missing))
+        self.months |= missing
+
+    def maintain(self, conn: Conn) -> tuple[int, list[str]]:
+        """Partitions ahead, and retention: (partitions made, partitions dropped)."""
+        now = self.now()
+        made = partitions.ensure_ahead(conn, now, self.partitions_ahead)
+        dropped = partitions.drop_expired(conn, now, self.retention_months)
+        self.months.clear()
+        return made, dropped
+
+
+def _values(ev: Event, cols: Sequence[str]) -> list[Any]:
+    assert ev.typed is not None
+    return [ev.typed[1][c] for c in cols]
+
+
+def _rollback(conn: Conn) -> None:
+    with contextlib.suppress(psycopg.Error):
+        conn.rollback()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def counters(conn: Conn) -> dict[str, dict[str, int]]:
+    """The durable counters by archiver."""
+    out: dict[str, dict[str, int]] = {}
+    for archiver, name, value in conn.execute(
+        "SELECT archiver, name, value FROM archive_counters"
+    ).fetchall():
+        out.setdefault(str(archiver), {})[str(name)] = int(value)
+    return out

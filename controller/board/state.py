@@ -1,0 +1,610 @@
+"""The board's state model: one table's MQTT messages in, the page's view
+out. Pure: no I/O, no clock, no threads; the subscriber feeds it and the
+app reads :meth:`TableState.view`.
+
+What it is built from (SPEC section 5):
+
+* the retained ``status`` (``online`` / ``offline``, the daemon's Last
+  Will), ``shoe/state`` (the shoe so far: coup number, cards left, tally,
+  statistics, open misdeals), ``roads`` (the latest roads event: every
+  settled coup of the shoe) and ``odds``: enough to draw the shoe so far
+  the moment the board (re)connects, whatever it missed;
+* the events (``coup/result``, ``coup/void``, ``card``, ``misdeal``,
+  ``device/status``, ``shoe/started``, ``shoe/ended``): what happens next,
+  coup by coup, with the detail the retained topics lack (the last coup's
+  cards, the coup number behind each road cell, the misdeal awaiting a
+  supervisor).
+
+The shoe is the one with the latest id (ids are the UTC time of the shoe's
+first frame, ``20261122T065611Z``, so they sort by time): a retained message
+about an older shoe, arriving after the new shoe's first event, is ignored.
+
+Bounds: a message that is not what the SPEC says (not JSON, not an object,
+a field of the wrong type) raises :class:`BadMessage` and changes nothing;
+a shoe keeps at most :data:`MAX_COUPS` road entries, :data:`MAX_VOIDS` void
+coups and :data:`MAX_AWAITING` open misdeals.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.roads import ROWS, build_roads, derived_entry, layout
+
+#: Road entries kept per shoe (a 12-deck shoe has ~130 coups).
+MAX_COUPS = 400
+#: Void coups listed per shoe.
+MAX_VOIDS = 100
+#: Misdeals awaiting a supervisor shown at once.
+MAX_AWAITING = 32
+#: Cards of the coup being dealt shown (six positions, and a few extras).
+MAX_CARDS = 12
+#: Longest text taken from a message (a misdeal's detail, a device code).
+MAX_TEXT = 200
+
+HAND_POSITIONS = ("P1", "B1", "P2", "B2", "P3", "B3")
+#: Labels of the side bets a profile may offer (``settlement`` keys).
+SIDE_BET_LABELS = {"dragon7": "Dragon 7", "panda8": "Panda 8", "b27": "B-27"}
+#: The ``tags`` (SPEC section 3) that count a side bet's hits in the
+#: retained ``shoe/state`` statistics.
+SIDE_BET_TAGS = {"dragon7": ("dragon7",), "panda8": ("panda8",), "b27": ("banker2", "banker7")}
+#: Bets that are not side bets: the tally shows them.
+MAIN_BETS = frozenset({"player", "banker", "tie", "player_pair", "banker_pair"})
+_WINNER = {"banker": "B", "player": "P", "tie": "T"}
+
+
+class BadMessage(ValueError):
+    """A message that is not what SPEC section 3/5 says; it changed nothing."""
+
+
+def _obj(payload: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(payload)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise BadMessage(f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise BadMessage("not a JSON object")
+    return data
+
+
+def _int(d: Mapping[str, Any], key: str, *, optional: bool = False) -> int | None:
+    v = d.get(key)
+    if v is None and optional:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 1 << 31:
+        raise BadMessage(f"{key}: not a small non-negative integer")
+    return v
+
+
+def _text(d: Mapping[str, Any], key: str, default: str = "") -> str:
+    v = d.get(key, default)
+    if v is None:
+        return default
+    if not isinstance(v, str):
+        raise BadMessage(f"{key}: not a string")
+    return v[:MAX_TEXT]
+
+
+def _bool(d: Mapping[str, Any], key: str) -> bool:
+    v = d.get(key, False)
+    if not isinstance(v, bool):
+        raise BadMessage(f"{key}: not a boolean")
+    return v
+
+
+def _number(v: Any) -> float:
+    if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+        raise BadMessage("not a finite number")
+    return float(v)
+
+
+def _hand(d: Mapping[str, Any], key: str) -> dict[str, Any]:
+    hand = d.get(key)
+    if not isinstance(hand, dict):
+        raise BadMessage(f"{key}: not an object")
+    cards = hand.get("cards")
+    if not isinstance(cards, list) or len(cards) > 3 or not all(isinstance(c, str) for c in cards):
+        raise BadMessage(f"{key}.cards: not a list of up to three cards")
+    total = _int(hand, "total")
+    return {"cards": [c[:3] for c in cards], "total": total}
+
+
+@dataclass
+class Bead:
+    """One settled coup on the roads: winner ``B``/``P``/``T``, pairs, and
+    the coup's number when the board saw its ``coup.result`` (a coup known
+    only from a retained ``roads`` has none)."""
+
+    w: str
+    pp: bool
+    bp: bool
+    coup: int | None = None
+
+    def same(self, other: Bead) -> bool:
+        return (self.w, self.pp, self.bp) == (other.w, other.pp, other.bp)
+
+
+@dataclass
+class _Shoe:
+    """What the board knows of the shoe in play."""
+
+    id: str | None = None
+    phase: str | None = None  # burn | deal | ended
+    coup: int | None = None
+    cards_left: int | None = None
+    cards_dealt: int | None = None
+    decks: int | None = None
+    profile: str | None = None
+    ended: bool = False
+    end_reason: str = ""
+    beads: list[Bead] = field(default_factory=list)
+    #: facts of coups seen live: bead index -> (natural, side bets won)
+    live: dict[int, tuple[bool, tuple[str, ...]]] = field(default_factory=dict)
+    #: the retained snapshot's statistics and how many settled coups they cover
+    snap_stats: dict[str, Any] = field(default_factory=dict)
+    snap_settled: int = 0
+    last: dict[str, Any] | None = None
+    current: dict[str, Any] | None = None
+    voids: list[dict[str, Any]] = field(default_factory=list)
+    awaiting: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
+
+
+class TableState:
+    """One table as the board shows it. :meth:`apply` takes an MQTT message
+    (topic and payload) and says whether the view changed."""
+
+    def __init__(self, table: str, *, prefix: str = "baccarat", title: str | None = None, odds: bool = False):
+        self.table = table
+        self.title = title or table
+        self.odds_enabled = odds
+        self._base = f"{prefix}/{table}/"
+        self.status: str | None = None  # the daemon: online | offline (retained, Last Will)
+        self.device: dict[str, Any] | None = None
+        self.broker = False  # the board's own connection to the broker
+        self.shoe = _Shoe()
+        self.side_bets: list[str] = []  # the profile's side bets, as learnt from its messages
+        self.odds: dict[str, Any] | None = None
+        self.version = 0
+        self._resync = False
+
+    # --- input ------------------------------------------------------------------
+
+    def connected(self, up: bool) -> None:
+        """The board's connection to the broker came or went. On a
+        (re)connect the retained ``shoe/state`` that follows replaces the
+        open misdeals, which may have been resolved while it was away."""
+        self.broker = up
+        self._resync = up
+        self.version += 1
+
+    def apply(self, topic: str, payload: bytes) -> bool:
+        """Apply one message; True when the view changed. Raises
+        :class:`BadMessage` (nothing changed) on a malformed one."""
+        if not topic.startswith(self._base):
+            return False
+        kind = topic[len(self._base) :]
+        if kind == "status":
+            changed = self._status(payload)
+        else:
+            handler = _HANDLERS.get(kind)
+            if handler is None:
+                return False  # security/alert, cmd, cmd/reply, odds/update...: not shown
+            changed = handler(self, _obj(payload))
+        if changed:
+            self.version += 1
+        return changed
+
+    def _status(self, payload: bytes) -> bool:
+        text = payload.decode("ascii", errors="replace").strip().lower()
+        if text not in ("online", "offline"):
+            raise BadMessage("status: not online or offline")
+        changed = text != self.status
+        self.status = text
+        return changed
+
+    def _adopt(self, shoe: Any) -> bool:
+        """Whether a message about ``shoe`` concerns the shoe shown, starting
+        a new one when it is later than it."""
+        if not isinstance(shoe, str) or not shoe or len(shoe) > 64:
+            return False
+        if self.shoe.id is None:
+            self.shoe.id = shoe
+            return True
+        if shoe == self.shoe.id:
+            return True
+        if shoe > self.shoe.id:
+            self.shoe = _Shoe(id=shoe)
+            return True
+        return False  # an older shoe's retained message
+
+    def _snapshot(self, d: dict[str, Any]) -> bool:
+        if not self._adopt(d.get("shoe")):
+            return False
+        s = self.shoe
+        coup = _int(d, "coup", optional=True)
+        cards_left = _int(d, "cards_left", optional=True)
+        cards_dealt = _int(d, "cards_dealt", optional=True)
+        phase = _text(d, "state") or None
+        # The snapshot is sent at most once a second: it may lag the events
+        # already shown. Its counts are taken unless they would go back.
+        if s.coup is None or coup is None or coup >= s.coup:
+            s.coup, s.phase = coup, phase
+            if s.cards_left is None or cards_left is None or cards_left <= s.cards_left:
+                s.cards_left, s.cards_dealt = cards_left, cards_dealt
+        if phase == "ended":
+            s.ended = True
+            s.phase = "ended"
+        tally = d.get("tally")
+        stats = d.get("stats")
+        if isinstance(tally, dict) and isinstance(stats, dict):
+            s.snap_settled = sum(_int(tally, k) or 0 for k in ("player", "banker", "tie"))
+            s.snap_stats = {
+                "naturals": _int(stats, "naturals") or 0,
+                "tags": {
+                    str(k)[:32]: _int(stats["tags"], k) or 0
+                    for k in (stats.get("tags") or {})
+                    if isinstance(stats.get("tags"), dict)
+                },
+                "void_coups": _int(stats, "void_coups", optional=True) or 0,
+            }
+        opens = d.get("open_misdeals")
+        if isinstance(opens, list) and self._resync:
+            # after a (re)connect: the retained list is the truth, whatever
+            # was resolved while the board was away
+            self._resync = False
+            kept = {}
+            for o in opens[:MAX_AWAITING]:
+                if not isinstance(o, dict):
+                    raise BadMessage("open_misdeals: not objects")
+                key = (_int(o, "coup") or 0, _text(o, "code"))
+                kept[key] = s.awaiting.get(
+                    key, {"coup": key[0], "code": key[1], "detail": "", "deadline": None}
+                )
+            s.awaiting = kept
+        elif isinstance(opens, list):
+            for o in opens[:MAX_AWAITING]:
+                if isinstance(o, dict):
+                    key = (_int(o, "coup") or 0, _text(o, "code"))
+                    if key not in s.awaiting and len(s.awaiting) < MAX_AWAITING:
+                        s.awaiting[key] = {"coup": key[0], "code": key[1], "detail": "", "deadline": None}
+        return True
+
+    def _roads(self, d: dict[str, Any]) -> bool:
+        if not self._adopt(d.get("shoe")):
+            return False
+        plate = d.get("bead_plate")
+        if not isinstance(plate, list):
+            raise BadMessage("bead_plate: not a list")
+        seen: list[Bead] = []
+        for col in plate:
+            if not isinstance(col, list):
+                raise BadMessage("bead_plate: not a list of columns")
+            for cell in col:
+                if not isinstance(cell, dict) or cell.get("w") not in ("B", "P", "T"):
+                    raise BadMessage("bead_plate: a cell is not {w: B|P|T}")
+                seen.append(Bead(str(cell["w"]), _bool(cell, "pp"), _bool(cell, "bp")))
+                if len(seen) > MAX_COUPS:
+                    raise BadMessage(f"bead_plate: more than {MAX_COUPS} coups")
+        beads = self.shoe.beads
+        # Keep the coup numbers of the cells the board saw live where the
+        # sequence agrees; what it missed (an outage) comes in without.
+        merged = [beads[i] if i < len(beads) and beads[i].same(b) else b for i, b in enumerate(seen)]
+        if [(b.w, b.pp, b.bp, b.coup) for b in merged] == [(b.w, b.pp, b.bp, b.coup) for b in beads]:
+            return False
+        if len(merged) < len(beads) and all(b.same(m) for b, m in zip(beads, merged, strict=False)):
+            return False  # an older roads event than the results already seen
+        self.shoe.beads = merged
+        self.shoe.live = {i: v for i, v in self.shoe.live.items() if i < len(merged)}
+        return True
+
+    def _odds(self, d: dict[str, Any]) -> bool:
+        bets = d.get("bets")
+        if not isinstance(bets, dict) or len(bets) > 32:
+            raise BadMessage("bets: not an object of at most 32 bets")
+        self._learn_bets(bets)
+        if not self.odds_enabled or not self._adopt(d.get("shoe")):
+            return False
+        shown: dict[str, dict[str, float]] = {}
+        for name, b in bets.items():
+            if not isinstance(b, dict):
+                raise BadMessage("bets: not objects")
+            shown[str(name)[:32]] = {k: _number(b.get(k)) for k in ("win", "push", "lose", "ev")}
+        self.odds = {
+            "coup": _int(d, "coup", optional=True),
+            "cards_left": _int(d, "cards_left", optional=True),
+            "view": _text(d, "view"),
+            "bets": shown,
+        }
+        return True
+
+    def _learn_bets(self, bets: Mapping[str, Any]) -> None:
+        side = [str(k)[:32] for k in bets if k not in MAIN_BETS]
+        if side != self.side_bets:
+            self.side_bets = side[:8]
+
+    def _device(self, d: dict[str, Any]) -> bool:
+        state = _text(d, "state")
+        if state not in ("online", "offline", "fault"):
+            raise BadMessage("device.status: state is not online, offline or fault")
+        raw = d.get("device")
+        dev: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        self.device = {
+            "state": state,
+            "code": _text(d, "code"),
+            "detail": _text(d, "detail"),
+            "model": _text(dev, "model"),
+        }
+        return True
+
+    def _started(self, d: dict[str, Any]) -> bool:
+        if not self._adopt(d.get("shoe")):
+            return False
+        self.shoe.decks = _int(d, "decks", optional=True)
+        self.shoe.profile = _text(d, "profile") or None
+        self.shoe.phase = self.shoe.phase or "burn"
+        return True
+
+    def _ended(self, d: dict[str, Any]) -> bool:
+        if not self._adopt(d.get("shoe")):
+            return False
+        self.shoe.ended = True
+        self.shoe.phase = "ended"
+        self.shoe.end_reason = _text(d, "reason")
+        self.shoe.current = None
+        return True
+
+    def _cut(self, d: dict[str, Any]) -> bool:
+        return self._adopt(d.get("shoe"))
+
+    def _card(self, d: dict[str, Any]) -> bool:
+        if not self._adopt(d.get("shoe")):
+            return False
+        pos = _text(d, "position")
+        if pos not in HAND_POSITIONS:
+            return False  # burn and set-aside cards are not a hand's
+        coup = _int(d, "coup")
+        card = d.get("card")
+        if card is not None and not isinstance(card, str):
+            raise BadMessage("card: not a string or null")
+        s = self.shoe
+        if s.current is None or s.current["coup"] != coup:
+            if s.last is not None and s.last.get("coup") == coup:
+                return False  # a late copy of a settled coup's card
+            s.current = {"coup": coup, "cards": []}
+        if len(s.current["cards"]) < MAX_CARDS:
+            s.current["cards"].append({"position": pos, "card": card[:3] if card else None})
+        s.phase = "deal"
+        if coup is not None and (s.coup is None or coup > s.coup):
+            s.coup = coup  # the coup being dealt
+        return True
+
+    def _result(self, d: dict[str, Any]) -> bool:
+        if not self._adopt(d.get("shoe")):
+            return False
+        coup = _int(d, "coup")
+        assert coup is not None
+        winner = _WINNER.get(_text(d, "winner"))
+        if winner is None:
+            raise BadMessage("winner: not player, banker or tie")
+        player, banker = _hand(d, "player"), _hand(d, "banker")
+        pp, bp, natural, demo = (_bool(d, k) for k in ("player_pair", "banker_pair", "natural", "demo"))
+        tags = d.get("tags") or []
+        settlement = d.get("settlement")
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise BadMessage("tags: not a list of strings")
+        hits: tuple[str, ...] = ()
+        if isinstance(settlement, dict):
+            if len(settlement) > 32:
+                raise BadMessage("settlement: more than 32 bets")
+            self._learn_bets(settlement)
+            hits = tuple(str(k) for k, v in settlement.items() if k not in MAIN_BETS and _number(v) > 0)
+        s = self.shoe
+        s.last = {
+            "coup": coup,
+            "demo": demo,
+            "void": None,
+            "player": player,
+            "banker": banker,
+            "winner": winner,
+            "natural": natural,
+            "player_pair": pp,
+            "banker_pair": bp,
+            "tags": [t[:16] for t in tags[:8]],
+            "hits": [SIDE_BET_LABELS.get(h, h) for h in hits],
+        }
+        if s.current is not None and s.current["coup"] <= coup:
+            s.current = None
+        for key in [k for k in s.awaiting if k[0] == coup]:
+            del s.awaiting[key]
+        if s.coup is None or coup > s.coup:
+            s.coup = coup
+        if demo:
+            return True
+        if any(b.coup == coup for b in s.beads):
+            return True  # a copy (events may come twice: SPEC section 5)
+        bead = Bead(winner, pp, bp, coup)
+        last = s.beads[-1] if s.beads else None
+        if last is not None and last.coup is None and last.same(bead) and self._numbered_before(coup):
+            # the roads event came first: this is its last cell
+            s.beads[-1] = bead
+            s.live[len(s.beads) - 1] = (natural, hits)
+        elif len(s.beads) < MAX_COUPS:
+            s.beads.append(bead)
+            s.live[len(s.beads) - 1] = (natural, hits)
+        return True
+
+    def _numbered_before(self, coup: int) -> bool:
+        numbered = [b.coup for b in self.shoe.beads if b.coup is not None]
+        return not numbered or max(numbered) < coup
+
+    def _void(self, d: dict[str, Any]) -> bool:
+        if not self._adopt(d.get("shoe")):
+            return False
+        coup = _int(d, "coup")
+        code = _text(d, "code")
+        cards_in = d.get("cards") or []
+        if not isinstance(cards_in, list):
+            raise BadMessage("cards: not a list")
+        cards = [
+            {
+                "position": _text(c, "position"),
+                "card": c.get("card") if isinstance(c.get("card"), str) else None,
+            }
+            for c in cards_in[:MAX_CARDS]
+            if isinstance(c, dict)
+        ]
+        s = self.shoe
+        s.last = {
+            "coup": coup,
+            "demo": False,
+            "void": {"code": code, "detail": _text(d, "detail")},
+            "cards": cards,
+        }
+        if s.current is not None and s.current["coup"] == coup:
+            s.current = None
+        for key in [k for k in s.awaiting if k[0] == coup]:
+            del s.awaiting[key]
+        if not any(v["coup"] == coup for v in s.voids) and len(s.voids) < MAX_VOIDS:
+            s.voids.append({"coup": coup, "code": code})
+        # a coup voided after its result leaves the roads (as `roads` does)
+        for i, b in enumerate(s.beads):
+            if b.coup == coup:
+                del s.beads[i]
+                s.live = {(j if j < i else j - 1): v for j, v in s.live.items() if j != i}
+                break
+        return True
+
+    def _misdeal(self, d: dict[str, Any]) -> bool:
+        if not self._adopt(d.get("shoe")):
+            return False
+        coup = _int(d, "coup")
+        assert coup is not None
+        code = _text(d, "code")
+        action = _text(d, "action")
+        s = self.shoe
+        if action == "awaiting_supervisor":
+            if len(s.awaiting) >= MAX_AWAITING and (coup, code) not in s.awaiting:
+                return False
+            s.awaiting[(coup, code)] = {
+                "coup": coup,
+                "code": code,
+                "detail": _text(d, "detail"),
+                "deadline": _text(d, "deadline") or None,
+            }
+        elif action == "corrected":
+            s.awaiting.pop((coup, code), None)
+        elif action == "void":
+            for key in [k for k in s.awaiting if k[0] == coup]:
+                del s.awaiting[key]
+        else:
+            raise BadMessage("action: not corrected, awaiting_supervisor or void")
+        return True
+
+    # --- output -----------------------------------------------------------------
+
+    def tally(self) -> dict[str, int]:
+        s = self.shoe
+        beads = s.beads
+        naturals = s.snap_stats.get("naturals", 0) if s.snap_stats else 0
+        start = s.snap_settled if s.snap_stats else 0
+        naturals += sum(1 for i, (nat, _) in s.live.items() if i >= start and nat)
+        return {
+            "banker": sum(b.w == "B" for b in beads),
+            "player": sum(b.w == "P" for b in beads),
+            "tie": sum(b.w == "T" for b in beads),
+            "player_pair": sum(b.pp for b in beads),
+            "banker_pair": sum(b.bp for b in beads),
+            "natural": naturals,
+            "coups": len(beads),
+        }
+
+    def side_bet_hits(self) -> list[dict[str, Any]]:
+        s = self.shoe
+        tags = s.snap_stats.get("tags", {}) if s.snap_stats else {}
+        start = s.snap_settled if s.snap_stats else 0
+        out = []
+        for bet in self.side_bets:
+            hits = sum(tags.get(t, 0) for t in SIDE_BET_TAGS.get(bet, ()))
+            hits += sum(1 for i, (_, won) in s.live.items() if i >= start and bet in won)
+            out.append({"bet": bet, "label": SIDE_BET_LABELS.get(bet, bet), "hits": hits})
+        return out
+
+    def roads(self) -> dict[str, list[dict[str, Any]]]:
+        """The five roads as board cells ``{x, y, ...}`` (0-based; dragon
+        tails turned, as :func:`controller.roads.layout` places them), each
+        with the number of the coup that made it (null when unknown)."""
+        beads = self.shoe.beads
+        roads = build_roads(
+            [{"winner": b.w, "player_pair": b.pp, "banker_pair": b.bp} for b in beads], opening_tie=True
+        )
+        bead_cells = [
+            {"x": i // ROWS, "y": i % ROWS, "w": b.w, "pp": b.pp, "bp": b.bp, "coup": b.coup}
+            for i, b in enumerate(beads)
+        ]
+        decisive = [b for b in beads if b.w != "T"]
+        if not decisive and beads:
+            decisive = [beads[0]]  # the opening-tie cell is the first tie's
+        big_cells = []
+        makers: list[tuple[int, int, int | None]] = []  # (column n, row m, coup) of each big-road cell
+        for k, p in enumerate(layout(roads["big_road"])):
+            coup = decisive[k].coup if k < len(decisive) else None
+            big_cells.append({"x": p.x, "y": p.y, **p.cell, "coup": coup})
+        for n, col in enumerate(roads["big_road"], start=1):
+            for m, _ in enumerate(col, start=1):
+                makers.append((n, m, None))
+        makers = [(n, m, big_cells[i]["coup"]) for i, (n, m, _) in enumerate(makers)]
+        out: dict[str, list[dict[str, Any]]] = {"bead_plate": bead_cells, "big_road": big_cells}
+        for name, k in (("big_eye_boy", 1), ("small_road", 2), ("cockroach_pig", 3)):
+            coups = [c for n, m, c in makers if derived_entry(n, m, k)]
+            out[name] = [
+                {"x": p.x, "y": p.y, "c": p.cell, "coup": coups[i] if i < len(coups) else None}
+                for i, p in enumerate(layout(roads[name]))  # type: ignore[literal-required]
+            ]
+        return out
+
+    def view(self) -> dict[str, Any]:
+        """Everything the page shows, JSON-ready."""
+        s = self.shoe
+        return {
+            "table": self.table,
+            "title": self.title,
+            "version": self.version,
+            "broker": self.broker,
+            "status": self.status,
+            "device": self.device,
+            "shoe": s.id,
+            "profile": s.profile,
+            "phase": s.phase,
+            "coup": s.coup,
+            "cards_left": s.cards_left,
+            "cards_dealt": s.cards_dealt,
+            "ended": s.ended,
+            "end_reason": s.end_reason,
+            "tally": self.tally(),
+            "side_bets": self.side_bet_hits(),
+            "roads": self.roads(),
+            "last": s.last,
+            "current": s.current,
+            "awaiting": sorted(s.awaiting.values(), key=lambda a: (a["coup"], a["code"])),
+            "voids": list(s.voids),
+            "odds": self.odds if self.odds_enabled else None,
+        }
+
+
+_HANDLERS: dict[str, Any] = {
+    "shoe/state": TableState._snapshot,
+    "roads": TableState._roads,
+    "odds": TableState._odds,
+    "device/status": TableState._device,
+    "shoe/started": TableState._started,
+    "shoe/ended": TableState._ended,
+    "shoe/cut_card": TableState._cut,
+    "card": TableState._card,
+    "coup/result": TableState._result,
+    "coup/void": TableState._void,
+    "misdeal": TableState._misdeal,
+}

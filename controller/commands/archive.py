@@ -1,0 +1,119 @@
+"""``shoe-controller archive --config archive.yaml [--migrate | --stats | --backfill JOURNAL...]``:
+every table's events from the broker into PostgreSQL (controller/archive).
+
+``--migrate`` applies the pending schema migrations (under an advisory
+lock: safe beside running archivers), makes the partitions ahead and
+exits; the archiver itself never changes the schema, and refuses to start
+(exit 2) on a database whose schema is behind. ``--stats`` prints the
+durable counters and the number of integrity conflicts and rejects as one
+JSON object, and exits. ``--backfill`` writes tables' SQLite journals
+into the archive through the same idempotent store (controller/archive/backfill.py),
+prints the counts per journal and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from controller.archive.config import ArchiveConfig
+
+
+def run(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, on_signal)
+
+    import importlib.util
+
+    from controller.errors import UsageError
+
+    if importlib.util.find_spec("psycopg") is None:
+        raise UsageError("the archive needs psycopg 3: pip install 'shoe-controller[archive]'")
+
+    from controller import logs
+    from controller.archive.config import load_archive_config
+
+    logs.setup()
+    cfg = load_archive_config(args.config)
+    if args.migrate:
+        return _migrate(cfg.dsn, cfg.partitions_ahead)
+    if args.stats:
+        return _stats(cfg.dsn)
+    if args.backfill:
+        return _backfill(cfg, args.backfill)
+    from controller.archive.service import Archiver
+
+    return Archiver(cfg, stop).run()
+
+
+def _migrate(dsn: str, ahead: int) -> int:
+    import datetime as dt
+
+    from controller.archive import db, migrate, partitions
+
+    with db.connect(dsn, autocommit=True) as conn:
+        done = migrate.apply(conn)
+        made = partitions.ensure_ahead(conn, dt.datetime.now(dt.UTC), ahead)
+        versions = migrate.applied(conn)
+    applied = ", ".join(f"{m.version:04d}_{m.name}" for m in done) or "none (already current)"
+    print(f"schema version {max(versions)}; applied: {applied}; partitions made: {made}")
+    return 0
+
+
+def _backfill(cfg: ArchiveConfig, paths: list[str]) -> int:
+    from controller.archive import db, migrate
+    from controller.archive.backfill import backfill
+    from controller.archive.store import Store
+    from controller.errors import ConfigError
+
+    store = Store(
+        archiver=f"{cfg.client_id}/backfill",
+        prefix=cfg.broker.topic_prefix,
+        max_payload_bytes=cfg.max_payload_bytes,
+        retention_months=cfg.retention_months,
+        partitions_ahead=cfg.partitions_ahead,
+    )
+    with db.connect(cfg.dsn) as conn:
+        problem = migrate.check_current(conn)
+        conn.rollback()
+        if problem is not None:
+            raise ConfigError(problem)
+        counts = backfill(conn, store, paths)
+    print(json.dumps(counts, sort_keys=True))
+    conflicts = sum(c["conflicts"] for c in counts.values())
+    if conflicts:
+        print(
+            f"shoe-controller archive: {conflicts} integrity conflict(s): see the conflicts table",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _stats(dsn: str) -> int:
+    from controller.archive import db, migrate
+    from controller.archive.store import counters
+    from controller.errors import ConfigError
+
+    with db.connect(dsn) as conn:
+        problem = migrate.check_current(conn)
+        if problem is not None:
+            raise ConfigError(problem)
+        out = {
+            "counters": counters(conn),
+            "conflicts": conn.execute("SELECT count(*) FROM conflicts").fetchone()[0],  # type: ignore[index]
+            "rejects": conn.execute("SELECT count(*) FROM rejects").fetchone()[0],  # type: ignore[index]
+            "events": conn.execute("SELECT count(*) FROM event_ids").fetchone()[0],  # type: ignore[index]
+        }
+    print(json.dumps(out, sort_keys=True))
+    return 0

@@ -1,0 +1,51 @@
+"""``shoe-controller board [--config board.yaml]``: the live roadmap display
+(controller/board). Without ``--config``: table T01 from the broker on
+127.0.0.1:1883, served on 127.0.0.1:8080."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from controller.errors import RuntimeFailure, UsageError
+
+DEFAULT_CONFIG = "mqtt: {host: 127.0.0.1, port: 1883}\ntables: [{table: T01}]\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from controller import logs
+    from controller.board.config import load_board_config, parse_board_config
+    from controller.config import parse_host_port
+
+    cfg = load_board_config(args.config) if args.config else parse_board_config(DEFAULT_CONFIG, "<default>")
+    if args.listen:
+        try:
+            parse_host_port(args.listen)
+        except ValueError:
+            raise UsageError(
+                f"--listen: must be host:port (e.g. 127.0.0.1:8080), not {args.listen!r}"
+            ) from None
+        cfg = cfg.model_copy(update={"listen": args.listen})
+    if args.check:
+        tables = ", ".join(t.table for t in cfg.tables)
+        print(
+            f"{args.config or '<default>'}: ok (tables {tables}; listen {cfg.listen}; broker {cfg.mqtt.host})"
+        )
+        return 0
+    logs.setup()
+
+    from controller.board.app import bind, serve
+
+    try:
+        sock = bind(cfg.address)
+    except OSError as exc:
+        raise RuntimeFailure(f"cannot listen on {cfg.listen}: {exc.strerror or exc}") from None
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    tables = ", ".join(t.table for t in cfg.tables)
+
+    def announce() -> None:
+        print(f"board: tables {tables} on http://{shown}:{port}/", file=sys.stderr, flush=True)
+
+    serve(cfg, sock, announce=announce)
+    return 0

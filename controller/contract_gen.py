@@ -1,0 +1,129 @@
+"""Generates the JSON Schemas shipped in ``controller/schemas/`` from the
+typed definitions (``controller.event_types`` for the events,
+``controller.commands_schema`` for the supervisor command), so that the
+published contract has no hand-written duplicate.
+
+    python -m controller.contract_gen          # rewrite controller/schemas/*.json
+    python -m controller.contract_gen --check  # exit 1 if a file differs
+
+Each schema is self-contained (nested objects inlined, no ``$ref``), Draft
+2020-12, and closed: every object has ``additionalProperties: false``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from controller.event_types import EVENT_TYPES, Envelope, Payload
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+
+
+def _inline(node: Any, defs: dict[str, Any]) -> Any:
+    """``node`` with every ``{"$ref": "#/$defs/X"}`` replaced by X itself."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inline(defs[ref[len("#/$defs/") :]], defs)
+        return {k: _inline(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline(v, defs) for v in node]
+    return node
+
+
+def _closed(defs: dict[str, Any]) -> dict[str, Any]:
+    """Every named object closed (a TypedDict's schema leaves it open) and
+    without msgspec's ``title`` (the class name, not part of the contract)."""
+    out = {}
+    for name, schema in defs.items():
+        schema = {k: v for k, v in schema.items() if k != "title"}
+        if schema.get("type") == "object" and "properties" in schema:
+            schema.setdefault("additionalProperties", False)
+        out[name] = schema
+    return out
+
+
+def _fields(struct: type[msgspec.Struct]) -> list[tuple[str, Any, Any]]:
+    out: list[tuple[str, Any, Any]] = []
+    for f in msgspec.structs.fields(struct):
+        if f.required:
+            out.append((f.name, f.type, msgspec.NODEFAULT))
+        else:
+            out.append((f.name, f.type, f.default))
+    return out
+
+
+def event_struct(payload: type[Payload]) -> type[msgspec.Struct]:
+    """The whole event of one type as published: envelope, then payload."""
+    envelope = [
+        (name, Literal[payload.TYPE] if name == "type" else tp, default)
+        for name, tp, default in _fields(Envelope)
+    ]
+    return msgspec.defstruct(
+        payload.__name__,
+        envelope + _fields(payload),
+        kw_only=True,
+        forbid_unknown_fields=True,
+    )
+
+
+def _document(struct: Any, extra: dict[str, Any]) -> dict[str, Any]:
+    (ref,), defs = msgspec.json.schema_components([struct])
+    body = _inline(ref, _closed(defs))
+    return {"$schema": SCHEMA_DIALECT, **extra, **body}
+
+
+def event_schema(event_type: str) -> dict[str, Any]:
+    return _document(
+        event_struct(EVENT_TYPES[event_type]),
+        {
+            "$id": f"https://shoe-controller.invalid/schemas/{event_type}.json",
+            "title": f"shoe-controller event {event_type} (v1)",
+        },
+    )
+
+
+def command_schema() -> dict[str, Any]:
+    from controller.commands_schema import command_json_schema
+
+    return command_json_schema()
+
+
+def render(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+
+
+def generated() -> dict[str, str]:
+    """File name (under ``controller/schemas/``) -> its text."""
+    files = {f"{t}.json": render(event_schema(t)) for t in sorted(EVENT_TYPES)}
+    files["command.json"] = render(command_schema())
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m controller.contract_gen", description=__doc__)
+    ap.add_argument("--check", action="store_true", help="report files that differ; write nothing")
+    args = ap.parse_args(argv)
+    stale = []
+    for name, text in generated().items():
+        path = SCHEMA_DIR / name
+        if path.exists() and path.read_text("utf-8") == text:
+            continue
+        stale.append(name)
+        if not args.check:
+            path.write_text(text, "utf-8")
+    if args.check and stale:
+        print(f"stale schemas (run python -m controller.contract_gen): {', '.join(stale)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

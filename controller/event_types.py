@@ -1,0 +1,244 @@
+"""The events of SPEC section 3, one definition each: the envelope, and one
+``msgspec.Struct`` per event type holding its payload (``TYPE`` is its
+``type``). The JSON Schemas shipped in ``controller/schemas/`` are generated
+from these (``python -m controller.contract_gen``); mypy checks every field
+the engine fills.
+
+At run time an event stays the plain dict consumers read (``ev["type"]``):
+``controller.engine`` builds a payload Struct and ``Engine._emit`` turns it
+into the dict, envelope first (``v, type, event_id, table, shoe, seq, ts``)
+then the payload's fields in the order declared here; a field whose value
+is ``UNSET`` is left out (the optional ``detail``, ``entered``...). Nested
+objects are ``TypedDict``s: they are dicts already, so nothing converts them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal, TypedDict
+
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+__all__ = [
+    "EVENT_TYPES",
+    "UNSET",
+    "CardEvent",
+    "CoupResult",
+    "CoupVoid",
+    "DeviceStatus",
+    "Misdeal",
+    "MisdealAction",
+    "OddsUpdate",
+    "Payload",
+    "RoadsEvent",
+    "SecurityAlert",
+    "ShoeBurn",
+    "ShoeCutCard",
+    "ShoeEnded",
+    "ShoeStarted",
+    "UnsetType",
+]
+
+# ------------------------------------------------------------------ shapes
+
+TS_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
+TABLE_PATTERN = r"^[A-Za-z0-9_-]{1,32}$"
+
+Ts = Annotated[str, Meta(pattern=TS_PATTERN)]
+CardCode = Annotated[str, Meta(pattern=r"^[A23456789TJQK][SHDC]$")]
+CoupNo = Annotated[int, Meta(ge=1)]
+Count = Annotated[int, Meta(ge=0)]
+Position = Literal["P1", "B1", "P2", "B2", "P3", "B3", "burn", "extra"]
+DealtPosition = Literal["P1", "B1", "P2", "B2", "P3", "B3", "extra"]
+Winner = Literal["player", "banker", "tie"]
+Tag = Literal["banker2", "banker7", "dragon7", "panda8"]
+
+
+class Envelope(Struct, kw_only=True, forbid_unknown_fields=True):
+    """The fields every event opens with, in this order (SPEC section 3.1);
+    ``type`` is the payload's ``TYPE``. Defined here for the schema: the
+    engine writes them itself in ``_emit``."""
+
+    v: Literal[1]
+    type: str
+    event_id: Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,32}/[^/]+/[0-9]+$")]
+    table: Annotated[str, Meta(pattern=TABLE_PATTERN)]
+    shoe: Annotated[str, Meta(pattern=r"^[^/]+$")] | None
+    seq: Annotated[int, Meta(ge=1)]
+    ts: Ts
+
+
+class Payload(Struct, kw_only=True, forbid_unknown_fields=True):
+    """Base of every event's payload; ``TYPE`` is the event's ``type``."""
+
+    TYPE: ClassVar[str]
+
+
+# ------------------------------------------------------------ nested objects
+
+
+class DeviceInfo(TypedDict):
+    model: str
+    firmware: str
+    serial: str
+
+
+class Hand(TypedDict):
+    cards: Annotated[list[CardCode], Meta(min_length=2, max_length=3)]
+    total: Annotated[int, Meta(ge=0, le=9)]
+
+
+class Tally(TypedDict):
+    player: Count
+    banker: Count
+    tie: Count
+
+
+class DealtCard(TypedDict):
+    position: DealtPosition
+    card: CardCode | None
+
+
+class Bet(TypedDict):
+    win: float
+    push: float
+    lose: float
+    ev: float
+
+
+# ------------------------------------------------------------------ events
+
+
+class DeviceStatus(Payload, kw_only=True, forbid_unknown_fields=True):
+    TYPE: ClassVar[str] = "device.status"
+    state: Literal["online", "offline", "fault"]
+    code: str
+    device: DeviceInfo
+    detail: str | UnsetType = UNSET
+
+
+class ShoeStarted(Payload, kw_only=True, forbid_unknown_fields=True):
+    TYPE: ClassVar[str] = "shoe.started"
+    decks: Annotated[int, Meta(ge=1, le=12)]
+    profile: str
+    shuffle_commit: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")] | None
+
+
+class ShoeBurn(Payload, kw_only=True, forbid_unknown_fields=True):
+    TYPE: ClassVar[str] = "shoe.burn"
+    first_card: CardCode | None
+    burned: Count
+
+
+class ShoeCutCard(Payload, kw_only=True, forbid_unknown_fields=True):
+    TYPE: ClassVar[str] = "shoe.cut_card"
+    coup: CoupNo
+    last_coup: CoupNo
+
+
+class ShoeEnded(Payload, kw_only=True, forbid_unknown_fields=True):
+    TYPE: ClassVar[str] = "shoe.ended"
+    coups: Count
+    coups_exact: (
+        Annotated[
+            bool,
+            Meta(
+                description="false when frames lost on the line may have held whole coups and no "
+                "supervisor gave the numbering back: 'coups' then counts the coups seen"
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    cards_dealt: Count
+    tally: Tally
+    reason: str | UnsetType = UNSET
+    stats: dict[str, Any] | UnsetType = UNSET
+
+
+class CardEvent(Payload, kw_only=True, forbid_unknown_fields=True):
+    TYPE: ClassVar[str] = "card"
+    coup: CoupNo | None
+    position: Position
+    card: CardCode | None
+    value: Annotated[int, Meta(ge=0, le=9)] | None
+    face_up: bool
+    entered: bool | UnsetType = UNSET
+
+
+class CoupResult(Payload, kw_only=True, forbid_unknown_fields=True):
+    TYPE: ClassVar[str] = "coup.result"
+    coup: CoupNo
+    demo: bool
+    player: Hand
+    banker: Hand
+    winner: Winner
+    natural: bool
+    player_pair: bool
+    banker_pair: bool
+    tags: Annotated[list[Tag], Meta(extra_json_schema={"uniqueItems": True})]
+    settlement: dict[Annotated[str, Meta(pattern=r"^[a-z0-9_]{1,32}$")], Annotated[float, Meta(ge=-1)]] | None
+    corrections: list[str]
+
+
+class CoupVoid(Payload, kw_only=True, forbid_unknown_fields=True):
+    TYPE: ClassVar[str] = "coup.void"
+    coup: CoupNo
+    code: str
+    article: Literal["X"]
+    detail: str | UnsetType = UNSET
+    cards: list[DealtCard]
+
+
+MisdealAction = Literal["corrected", "awaiting_supervisor", "void"]
+
+
+class Misdeal(Payload, kw_only=True, forbid_unknown_fields=True):
+    TYPE: ClassVar[str] = "misdeal"
+    coup: CoupNo
+    code: str
+    detail: str
+    action: MisdealAction
+    deadline: Ts | None
+
+
+class SecurityAlert(Payload, kw_only=True, forbid_unknown_fields=True):
+    TYPE: ClassVar[str] = "security.alert"
+    code: str
+    detail: str
+    coup: CoupNo | None
+
+
+class OddsUpdate(Payload, kw_only=True, forbid_unknown_fields=True):
+    TYPE: ClassVar[str] = "odds.update"
+    coup: CoupNo
+    cards_left: Count
+    view: Literal["shoe", "counter"]
+    bets: dict[str, Bet]
+
+
+class RoadsEvent(Payload, kw_only=True, forbid_unknown_fields=True):
+    TYPE: ClassVar[str] = "roads"
+    bead_plate: list[list[dict[str, Any]]]
+    big_road: list[list[dict[str, Any]]]
+    big_eye_boy: list[list[str]]
+    small_road: list[list[str]]
+    cockroach_pig: list[list[str]]
+
+
+#: Every event type, by its ``type``.
+EVENT_TYPES: dict[str, type[Payload]] = {
+    p.TYPE: p
+    for p in (
+        DeviceStatus,
+        ShoeStarted,
+        ShoeBurn,
+        ShoeCutCard,
+        ShoeEnded,
+        CardEvent,
+        CoupResult,
+        CoupVoid,
+        Misdeal,
+        SecurityAlert,
+        OddsUpdate,
+        RoadsEvent,
+    )
+}

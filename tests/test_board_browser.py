@@ -1,0 +1,226 @@
+"""The roadmap display in a real browser (issue 13, item 2): a real
+Mosquitto, the daemon dealing its fake shoe, the board, and headless
+Chromium showing the page. The roads must grow coup by coup and show what
+the controller published (winner sequence, tally); stopping the daemon
+must show the table offline. A screenshot is saved in the test's
+directory (``make board-png`` makes docs/board.png of a whole shoe)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import BrokerFactory, Subscriber, eventually, mqtt_client
+from tests.support.board import Board, board_config, chromium, daemon_config, start_daemon, stop
+
+pytestmark = pytest.mark.mqtt
+
+LETTER = {"banker": "B", "player": "P", "tie": "T"}
+
+
+def results(sub: Subscriber) -> list[dict[str, Any]]:
+    """The settled, non-demo coups of the shoe in play, as published."""
+    out: list[dict[str, Any]] = []
+    shoe = None
+    for m in sub.on("baccarat/T01/coup/result"):
+        ev = json.loads(m.payload)
+        if ev["shoe"] != shoe:
+            shoe, out = ev["shoe"], []
+        if not ev["demo"] and all(r["coup"] != ev["coup"] for r in out):
+            out.append(ev)
+    return out
+
+
+def page_beads(driver: Any) -> list[tuple[int, int, str, str | None]]:
+    cells = driver.execute_script(
+        "return [...document.querySelectorAll('#bead-plate .cell')]"
+        ".map(c => [+c.dataset.x, +c.dataset.y, c.dataset.w, c.dataset.coup || null]);"
+    )
+    return sorted((int(x), int(y), str(w), coup) for x, y, w, coup in cells)
+
+
+def page_sequence(driver: Any) -> str:
+    return "".join(w for _, _, w, _ in page_beads(driver))
+
+
+def text(driver: Any, element_id: str) -> str:
+    return str(driver.execute_script(f"return document.getElementById('{element_id}').textContent;"))
+
+
+def visible(driver: Any, element_id: str) -> bool:
+    return bool(driver.execute_script(f"return !document.getElementById('{element_id}').hidden;"))
+
+
+def test_the_page_grows_coup_by_coup_matches_the_results_and_shows_the_table_offline(
+    tmp_path: Path, mosquitto: BrokerFactory, subscriber: Callable[..., Subscriber]
+) -> None:
+    broker = mosquitto()
+    sub = subscriber(broker, ["baccarat/T01/#"])
+    daemon = start_daemon(daemon_config(tmp_path, broker, cards_per_second=8, seed=3))
+    journal = str(tmp_path / "journal.sqlite3")
+    board = Board(
+        board_config(tmp_path, broker, [{"table": "T01", "journal": journal}]), tmp_path / "board.log"
+    )
+    history = importlib.util.find_spec("controller.history_web") is not None
+    try:
+        with chromium() as driver:
+            driver.get(board.url + "table/T01")
+            assert "T01" in driver.title
+            # Watch the page while the shoe is dealt: every state it shows
+            # is a prefix of what the controller published (never a coup
+            # it has not), and the roads grow: the count never falls and
+            # is seen at many values on the way, not all at once at the end.
+            want = 8
+            counts: list[int] = []
+
+            def published_now() -> str:
+                return "".join(LETTER[r["winner"]] for r in results(sub))
+
+            def watch() -> bool:
+                shown = page_sequence(driver)
+                # (the test's own subscriber may be a moment behind the board)
+                assert eventually(lambda: published_now().startswith(shown), 30), (shown, published_now())
+                if not counts or counts[-1] != len(shown):
+                    counts.append(len(shown))
+                return len(shown) >= want
+
+            assert eventually(watch, 120), f"the page stopped at {counts}:\n{board.log.read_text()}"
+            assert counts == sorted(counts), counts
+            assert len([c for c in counts if c > 0]) >= want // 2, counts
+
+            # the controller goes away: the table is shown offline (its Last
+            # Will or its own 'offline'), and the page stops moving
+            assert stop(daemon) == 0
+            assert eventually(lambda: visible(driver, "banner-offline"), 30), board.log.read_text()
+            assert text(driver, "banner-offline") == "TABLE OFFLINE"
+            assert "offline" in text(driver, "badge-controller")
+
+            # now still: the whole bead plate is the published sequence
+            res = results(sub)
+            published = "".join(LETTER[r["winner"]] for r in res)
+            assert eventually(lambda: page_sequence(driver) == published, 20), (
+                page_sequence(driver),
+                published,
+            )
+            beads = page_beads(driver)
+            # filled column by column, six to a column
+            assert [(x, y) for x, y, _, _ in beads] == [(i // 6, i % 6) for i in range(len(res))]
+            assert text(driver, "tally-banker") == str(sum(r["winner"] == "banker" for r in res))
+            assert text(driver, "tally-player") == str(sum(r["winner"] == "player" for r in res))
+            assert text(driver, "tally-tie") == str(sum(r["winner"] == "tie" for r in res))
+            assert text(driver, "tally-player-pair") == str(sum(r["player_pair"] for r in res))
+            assert text(driver, "tally-banker-pair") == str(sum(r["banker_pair"] for r in res))
+            last = res[-1]
+            assert text(driver, "last-coup") == str(last["coup"])
+            assert (
+                driver.execute_script("return document.getElementById('last-winner').dataset.w;")
+                == (LETTER[last["winner"]])
+            )
+            # the big road: one cell per decisive coup
+            big = driver.execute_script("return document.querySelectorAll('#big-road .cell').length;")
+            assert big == sum(r["winner"] != "tie" for r in res) or (big == 1 and published == "T" * len(res))
+            if history:
+                # one click from the road to the coup's timeline
+                link = driver.execute_script("return document.querySelector('#bead-plate a.cell').href;")
+                assert f"/history/T01/coup/{res[0]['shoe']}/" in link
+                driver.get(link)
+                assert "404" not in driver.title
+                driver.back()
+            # no script error, no failed request (the page loads nothing from elsewhere)
+            severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+            assert severe == [], severe
+            shot = tmp_path / "board.png"
+            driver.save_screenshot(str(shot))
+            assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            print(f"\npage bead counts seen while dealing: {counts}")
+            print(f"screenshot: {shot} ({len(res)} coups: {published})")
+    finally:
+        stop(daemon)
+        assert board.stop() == 0, board.log.read_text()
+
+
+def test_the_page_shows_an_opening_tie_a_misdeal_a_void_coup_a_faulty_shoe_and_the_shoe_ended(
+    tmp_path: Path, mosquitto: BrokerFactory
+) -> None:
+    """What a clean fake shoe rarely deals, published as the daemon would
+    (SPEC sections 3 and 5), and read off the page."""
+    broker = mosquitto()
+    board = Board(board_config(tmp_path, broker), tmp_path / "board.log")
+    pub = mqtt_client(broker)[0]
+    shoe = "20261123T050000Z"
+    seq = iter(range(1, 1000))
+
+    def send(kind: str, **payload: Any) -> None:
+        n = next(seq)
+        ev = {"v": 1, "type": kind, "event_id": f"T01/{shoe}/{n}", "table": "T01", "shoe": shoe, "seq": n,
+              "ts": "2026-11-23T05:00:00.000Z", **payload}  # fmt: skip
+        pub.publish(f"baccarat/T01/{kind.replace('.', '/')}", json.dumps(ev), qos=1).wait_for_publish(10)
+
+    def result(coup: int, winner: str) -> None:
+        send("coup.result", coup=coup, demo=False, player={"cards": ["9H", "KS"], "total": 9},
+             banker={"cards": ["9D", "KC"], "total": 9}, winner=winner, natural=True, player_pair=False,
+             banker_pair=False, tags=[], settlement={"player": 0, "banker": 0, "tie": 8},
+             corrections=[])  # fmt: skip
+
+    try:
+        with chromium() as driver:
+            driver.get(board.url + "table/T01")
+            pub.publish("baccarat/T01/status", "online", qos=1, retain=True).wait_for_publish(10)
+            send("shoe.started", decks=8, profile="punto_banco", shuffle_commit=None)
+            result(1, "tie")
+            # the opening tie is in the big road's first cell, not nowhere
+            assert eventually(
+                lambda: (
+                    driver.execute_script(
+                        "const c = document.querySelector('#big-road .cell');"
+                        "return c ? [c.dataset.w, c.dataset.ties, c.dataset.x, c.dataset.y] : null;"
+                    )
+                    == ["T", "1", "0", "0"]
+                ),
+                30,
+            ), board.log.read_text()
+            send("misdeal", coup=2, code="UNREAD_CARD", detail="card 3 unread", action="awaiting_supervisor",
+                 deadline="2099-01-01T00:00:00.000Z")  # fmt: skip
+            assert eventually(lambda: visible(driver, "banner-misdeal"), 30)
+            assert "coup 2: UNREAD_CARD" in text(driver, "banner-misdeal")
+            send("coup.void", coup=2, code="UNREAD_CARD", article="X",
+                 cards=[{"position": "P1", "card": "7H"}, {"position": "B1", "card": None}])  # fmt: skip
+            assert eventually(lambda: not visible(driver, "banner-misdeal"), 30)
+            assert eventually(lambda: "VOID" in text(driver, "last-body"), 30)
+            assert "UNREAD_CARD" in text(driver, "last-body") and text(driver, "tally-void") == "1"
+            assert page_sequence(driver) == "T"  # a void coup is never on the roads
+            send(
+                "device.status",
+                state="fault",
+                code="JAM",
+                device={"model": "S", "firmware": "1", "serial": "2"},
+            )
+            assert eventually(lambda: visible(driver, "banner-device"), 30)
+            assert text(driver, "banner-device") == "SHOE FAULT (JAM)"
+            send(
+                "device.status",
+                state="online",
+                code="OK",
+                device={"model": "S", "firmware": "1", "serial": "2"},
+            )
+            assert eventually(lambda: not visible(driver, "banner-device"), 30)
+            result(3, "banker")
+            assert eventually(lambda: page_sequence(driver) == "TB", 30)
+            big = driver.execute_script(
+                "return [...document.querySelectorAll('#big-road .cell')]"
+                ".map(c => [c.dataset.w, c.dataset.ties]);"
+            )
+            assert big == [["B", "1"]]  # the first decisive coup takes the cell, the tie counted on it
+            assert not visible(driver, "banner-ended")
+            send("shoe.ended", coups=3, cards_dealt=12, tally={"player": 0, "banker": 1, "tie": 1})
+            assert eventually(lambda: visible(driver, "banner-ended"), 30)
+            assert not visible(driver, "banner-offline")
+            driver.save_screenshot(str(tmp_path / "states.png"))
+    finally:
+        pub.disconnect()
+        assert board.stop() == 0, board.log.read_text()
