@@ -10,19 +10,24 @@ What the engine owns, module by module:
   ``command``, ``next_deadline``, ``snapshot``), the frame dispatch and the
   one place events are made;
 * ``state``: the shoe, its coups and the shuffler's commitment, as data;
+* ``machine``: a shoe's phases and a coup's states, each with its one
+  table of transitions (a move off the table raises);
 * ``shoe``: the shoe procedure: start, burn (the first card decides how
   many), cut card, last coup, end; the shuffler's secret order;
 * ``dealing``: each card taken from the shoe and placed by the tableau;
 * ``tableau``: the profile's third-card rule, as pure functions;
 * ``boundary``: where a coup ends (the dealer's RESULT, or the completed
   tableau; an early RESULT; extra cards) and its settlement;
-* ``article_x``: every deviation flagged at the frame that reveals it, with
-  the profile's correction applied or a supervisor's awaited until the
-  deadline, after which the coup is void; a void coup is never settled;
+* ``article_x``: the misdeal codes and their one policy table; every
+  deviation flagged at the frame that reveals it, with the profile's
+  correction applied or a supervisor's awaited until the deadline, after
+  which the coup is void; a void coup is never settled;
 * ``loss``: frames lost on the line: held frames, counting coup ends;
 * ``device``: device faults, restarts and the link;
 * ``commands``: supervisor commands as operations;
-* ``analytics``: odds for the next coup and ADVANTAGE alerts.
+* ``analytics``: odds for the next coup and ADVANTAGE alerts;
+* ``tables``: the transition and policy tables as Markdown
+  (``python -m controller.engine.tables``).
 
 Where the position of a card cannot be known (frames lost, or an unread
 card whose value decides the tableau), the engine does not guess: the

@@ -1,4 +1,4 @@
-"""The engine's two tables as Markdown: the state machines of a shoe and a
+"""The engine's tables as Markdown: the state machines of a shoe and a
 coup (``controller.engine.machine``) and Article X's policy
 (``controller.engine.article_x.POLICY``).
 
