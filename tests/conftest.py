@@ -209,14 +209,15 @@ def mqtt_client(
     password: str | None = None,
     ca_file: str | None = None,
     host: str | None = None,
+    protocol: int = mqtt.MQTTv311,
 ) -> tuple[mqtt.Client, ReasonCode | None]:
     """A connected, looping paho client; returns it with the CONNACK reason
     (a refused client is returned not connected)."""
     client = mqtt.Client(
         callback_api_version=CallbackAPIVersion.VERSION2,
         client_id=client_id,
-        clean_session=clean,
-        protocol=mqtt.MQTTv311,
+        clean_session=clean if protocol != mqtt.MQTTv5 else None,
+        protocol=protocol,
     )
     if username is not None:
         client.username_pw_set(username, password)
@@ -230,7 +231,10 @@ def mqtt_client(
         done.set()
 
     client.on_connect = on_connect
-    client.connect(host or broker.host, broker.port, keepalive=30)
+    if protocol == mqtt.MQTTv5:
+        client.connect(host or broker.host, broker.port, keepalive=30, clean_start=clean)
+    else:
+        client.connect(host or broker.host, broker.port, keepalive=30)
     client.loop_start()
     if not done.wait(10):
         client.loop_stop()
