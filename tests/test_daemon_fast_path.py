@@ -233,3 +233,31 @@ def test_the_daemon_with_odds_on_stores_what_replay_emits(tmp_path: Path) -> Non
     want = [dumps(e) for e in replay_events(CAPTURE, ReplayOptions(odds=True, roads=True))]
     assert out.getvalue().splitlines() == want
     assert sum(1 for e in want if '"odds.update"' in e) >= 8
+
+
+def test_a_commit_without_its_own_fsync_is_stored_and_leaves_the_high_water_mark_to_the_next(
+    tmp_path: Path,
+) -> None:
+    from controller.journal import HWM_SUFFIX
+    from tests.test_journal import event
+
+    path = tmp_path / "journal.sqlite3"
+    hwm = Path(str(path) + HWM_SUFFIX)
+    with Journal(path) as j:
+        j.claim("T01")
+        j.append_input(1.0, "rx", b"x", [event(1)])
+        assert json.loads(hwm.read_bytes())["committed"] == 1
+        assert j.append_events([event(2), event(3)], durable=False) == [event(2), event(3)]
+        j.mark_delivered("mqtt", 3, durable=False)
+        # stored and readable at once; the mark's "committed" is not moved by
+        # them (a power cut may take them: they must not look like lost history)
+        assert [p.seq for p in j.events_since(0)] == [1, 2, 3]
+        assert j.mark("mqtt") == 3
+        assert json.loads(hwm.read_bytes())["committed"] == 1
+        # the connection is back to fsyncing every commit
+        assert j._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        j.append_input(2.0, "rx", b"y", [event(4)])
+        assert json.loads(hwm.read_bytes())["committed"] == 4
+    with Journal(path) as j:
+        assert [p.seq for p in j.events_since(0)] == [1, 2, 3, 4]
+        assert j.mark("mqtt") == 3
