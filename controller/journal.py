@@ -184,6 +184,9 @@ class Journal:
     ) -> None:
         self.path = os.fspath(path)
         self._synchronous = synchronous
+        #: a commit without its own fsync (``durable=False``) since the last
+        #: durable one: ``close`` syncs the WAL before the mark says clean
+        self._unsynced = False
         self._lock = threading.RLock()
         self._hwm: _HighWaterMark | None = None
         # Seen before SQLite opens (and so creates) it: after an unclean
@@ -246,11 +249,15 @@ class Journal:
             # WAL with synchronous=NORMAL: written, not fsynced; the next
             # durable commit's fsync covers it (the WAL is appended in order)
             db.execute("PRAGMA synchronous = NORMAL")
+            self._unsynced = True
         try:
             db.execute("BEGIN IMMEDIATE")
+            changes = db.total_changes
             try:
                 yield db
                 db.execute("COMMIT")
+                if durable and db.total_changes > changes:
+                    self._unsynced = False  # its fsync covered the WAL before it
             except BaseException:
                 # Also after a failed COMMIT (disk full): leave no transaction open.
                 if db.in_transaction:
@@ -266,6 +273,15 @@ class Journal:
                 # a clean stop: the mark says exactly where the journal ends
                 # (if that fails the next start takes the stop as unclean: safe)
                 with contextlib.suppress(OSError, sqlite3.Error):
+                    if self._unsynced:
+                        # the commits without an fsync of their own must be
+                        # on disk before the mark vouches for them
+                        fd = os.open(self.path + "-wal", os.O_RDONLY)
+                        try:
+                            os.fsync(fd)
+                        finally:
+                            os.close(fd)
+                        self._unsynced = False
                     committed = max(self._hwm.committed, self._last_seq_now())
                     self._hwm.update(committed=committed, clean=True, sync=True)
                 self._hwm.close()

@@ -261,3 +261,24 @@ def test_a_commit_without_its_own_fsync_is_stored_and_leaves_the_high_water_mark
     with Journal(path) as j:
         assert [p.seq for p in j.events_since(0)] == [1, 2, 3, 4]
         assert j.mark("mqtt") == 3
+
+
+def test_a_clean_stop_after_a_commit_without_fsync_syncs_it_before_the_mark_vouches_for_it(
+    tmp_path: Path,
+) -> None:
+    from controller.journal import HWM_SUFFIX
+    from tests.test_journal import event
+
+    path = tmp_path / "journal.sqlite3"
+    with Journal(path) as j:
+        j.claim("T01")
+        j.append_input(1.0, "rx", b"x", [event(1)])
+        j.append_events([event(2)], durable=False)
+        assert j._unsynced
+        j.append_events([event(2)])  # already stored: writes nothing, syncs nothing
+        assert j._unsynced
+    mark = json.loads(Path(str(path) + HWM_SUFFIX).read_bytes())
+    assert (mark["committed"], mark["clean"]) == (2, True)
+    with Journal(path) as j:
+        assert j.claim("T01").lost is None
+        assert [p.seq for p in j.events_since(0)] == [1, 2]
