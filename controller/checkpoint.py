@@ -92,14 +92,16 @@ ENGINE_CONFIG = (
     "odds",
     "roads",
     "advantage_threshold",
+    "defer_analytics",
     "rules",
     "tab",
     "deadline_s",
     "button",
 )
 #: the odds tables (built per profile), the output list of the call in
-#: progress, the frame handlers (bound methods)
-ENGINE_SCRATCH = ("_calc", "_out", "_handlers")
+#: progress, the frame handlers (bound methods), the analytics queued for
+#: ``drain_analytics`` (empty between inputs: ``dump`` refuses otherwise)
+ENGINE_SCRATCH = ("_calc", "_out", "_handlers", "_deferred")
 
 SHOE_FIELDS = (
     "id",
@@ -274,6 +276,9 @@ def _canonical(body: Any) -> bytes:
 
 def dump(after: int, engine: Engine, decoder: Any) -> str:
     """The checkpoint of ``engine`` and ``decoder`` after journal input ``after``."""
+    if engine._deferred:
+        # queued analytics are not state: the checkpoint would lose them
+        raise ValueError("engine checkpoint with analytics not drained (call drain_analytics first)")
     w = _Writer()
     body = {
         "input": after,

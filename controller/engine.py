@@ -25,9 +25,10 @@ ends what is held for that coup and the next coup is dealt normally.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -325,6 +326,7 @@ class Engine:
         odds: bool = False,
         roads: bool = False,
         advantage_threshold: float = 0.0,
+        defer_analytics: bool = False,
     ) -> None:
         if not 1 <= decks <= 12:
             raise ValueError(f"decks must be 1..12, not {decks}")
@@ -334,6 +336,10 @@ class Engine:
         self.odds = odds
         self.roads = roads
         self.advantage_threshold = advantage_threshold
+        #: roads, odds and their ADVANTAGE alerts are queued by feed/tick/
+        #: command and emitted by ``drain_analytics`` (see there)
+        self.defer_analytics = defer_analytics
+        self._deferred: list[tuple[Shoe | None, Callable[[], None]]] = []
         self._calc: Any = None
         if odds:
             from controller.odds import OddsCalculator  # tables built once per profile
@@ -389,6 +395,7 @@ class Engine:
         """Apply one decoded frame; returns the events it caused, in order."""
         out: list[Event] = []
         self._out = out
+        self._run_deferred()
         self._expire(frame.t)
         if isinstance(frame, SequenceGap) and frame.exact and frame.missing > 0:
             self._lost_frames += frame.missing
@@ -418,8 +425,42 @@ class Engine:
         """Let time pass with no frame: fires correction deadlines."""
         out: list[Event] = []
         self._out = out
+        self._run_deferred()
         self._expire(now)
         return out
+
+    def drain_analytics(self) -> list[Event]:
+        """With ``defer_analytics``: the analytics the last ``feed``, ``tick``
+        or ``command`` queued (``roads``, ``odds.update`` and the ADVANTAGE
+        alerts they raise), computed now on the state captured when they
+        were queued, in the order queued; their seqs follow that call's
+        events. The daemon commits and publishes a call's events first, then
+        drains. Whoever does not drain gets them at the start of the next
+        call's events: the same order either way, so the event stream is a
+        function of the inputs alone (live, rebuilt or replayed)."""
+        out: list[Event] = []
+        self._out = out
+        self._run_deferred()
+        return out
+
+    def _later(self, work: Callable[[], None]) -> None:
+        """Analytics work: done now, or queued for ``drain_analytics``."""
+        if self.defer_analytics:
+            self._deferred.append((self.shoe, work))
+        else:
+            work()
+
+    def _run_deferred(self) -> None:
+        while self._deferred:
+            work, self._deferred = self._deferred, []
+            for shoe, fn in work:
+                # emitted under the shoe they were queued in (a NEWSHOE may
+                # have started another since)
+                current, self.shoe = self.shoe, shoe
+                try:
+                    fn()
+                finally:
+                    self.shoe = current
 
     def command(self, cmd: EngineCommand | Mapping[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
         """Apply a supervisor command (SPEC section 5), or one of the
@@ -428,6 +469,7 @@ class Engine:
         command that cannot apply changes nothing."""
         out: list[Event] = []
         self._out = out
+        self._run_deferred()
         self._expire(t)
         if isinstance(cmd, Mapping):
             raw = cmd
@@ -437,6 +479,7 @@ class Engine:
                 return {"id": raw.get("id"), "ok": False, "error": str(exc)}, out
         reply: dict[str, Any] = {"id": getattr(cmd, "id", None), "ok": True, "error": None}
         before = len(out)  # what the deadlines emitted stands whatever the command does
+        queued = len(self._deferred)
         try:
             match cmd:
                 case Void():
@@ -487,6 +530,7 @@ class Engine:
         except CommandError as exc:
             reply = {"id": getattr(cmd, "id", None), "ok": False, "error": str(exc)}
             del out[before:]
+            del self._deferred[queued:]
         return reply, out
 
     def next_deadline(self) -> float | None:
@@ -1280,10 +1324,14 @@ class Engine:
             ),
         )
         if not coup.demo and self.roads:
-            from controller.roads import build_roads
-
-            self._emit(t, RoadsEvent(**build_roads(s.results)))
+            self._later(functools.partial(self._emit_roads, t, s.results, len(s.results)))
         self._publish_odds(t)
+
+    def _emit_roads(self, t: float, results: list[dict[str, Any]], n: int) -> None:
+        """The scoreboard roads of a shoe's first ``n`` settled coups."""
+        from controller.roads import build_roads
+
+        self._emit(t, RoadsEvent(**build_roads(results[:n])))
 
     def _void(self, t: float, coup: Coup, code: str, detail: str) -> None:
         if coup.resolved:
@@ -1837,7 +1885,18 @@ class Engine:
         counter_counts = dict(shoe_counts)
         for card in s.burned_cards:
             counter_counts[card[0]] += 1
-        coup_no = s.next_coup
+        self._later(
+            functools.partial(self._emit_odds, t, s.next_coup, s.comp.cards_left, shoe_counts, counter_counts)
+        )
+
+    def _emit_odds(
+        self,
+        t: float,
+        coup_no: int,
+        cards_left: int,
+        shoe_counts: dict[str, int],
+        counter_counts: dict[str, int],
+    ) -> None:
         for view, counts in (("shoe", shoe_counts), ("counter", counter_counts)):
             res = self._calc.compute(counts)
             bets = {
@@ -1851,7 +1910,7 @@ class Engine:
             }
             self._emit(
                 t,
-                OddsUpdate(coup=coup_no, cards_left=s.comp.cards_left, view=view, bets=bets),  # type: ignore[arg-type]
+                OddsUpdate(coup=coup_no, cards_left=cards_left, view=view, bets=bets),  # type: ignore[arg-type]
             )
             if view == "counter":
                 self._check_advantage(t, coup_no, bets)
