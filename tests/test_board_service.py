@@ -418,6 +418,25 @@ def test_only_the_allowed_host_names_are_answered() -> None:
         assert asgi(app, "/", hosts=(host,))[0] == status, host
 
 
+@pytest.mark.mqtt
+def test_a_board_on_every_address_says_which_names_it_answers(
+    tmp_path: Path, mosquitto: BrokerFactory
+) -> None:
+    from tests.conftest import free_port
+
+    port = free_port()
+    board = Board(board_config(tmp_path, mosquitto(), listen=f"0.0.0.0:{port}"), tmp_path / "board.log")
+    try:
+        assert board.get("/api/table/T01")[0] == 200  # Host 0.0.0.0:port, the listen address
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/api/table/T01", headers={"Host": f"10.9.8.7:{port}"})
+        assert conn.getresponse().status == 400  # a LAN name not listed
+        conn.close()
+    finally:
+        assert board.stop() == 0
+    assert "list the names other screens use in allowed_hosts" in board.log.read_text()
+
+
 def test_check_config_knows_a_board_config(tmp_path: Path) -> None:
     def check(path: Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
