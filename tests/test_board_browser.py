@@ -226,6 +226,15 @@ def test_the_page_shows_an_opening_tie_a_misdeal_a_void_coup_a_faulty_shoe_and_t
         assert board.stop() == 0, board.log.read_text()
 
 
+def odds_cells(driver: Any) -> dict[str, list[str]]:
+    """The odds panel: bet -> [win, EV] of the shoe's view, then the counter's."""
+    rows = driver.execute_script(
+        "return [...document.querySelectorAll('#odds-body tr')]"
+        ".map(r => [r.dataset.bet, [...r.querySelectorAll('td')].map(c => c.textContent)]);"
+    )
+    return {str(bet): [str(c) for c in cells] for bet, cells in rows}
+
+
 def test_a_board_started_mid_shoe_shows_what_is_retained_and_marks_the_rest_unknown(
     tmp_path: Path, mosquitto: BrokerFactory
 ) -> None:
@@ -276,15 +285,23 @@ def test_a_board_started_mid_shoe_shows_what_is_retained_and_marks_the_rest_unkn
             assert visible(driver, "dealing") and text(driver, "dealing-coup") == "4"
             assert visible(driver, "dealing-missed") and text(driver, "dealing-cards") == ""
             assert visible(driver, "odds")
-            assert text(driver, "odds-shoe-body") == "not received yet"
-            assert "Banker" in text(driver, "odds-counter-body") and "coup 4" in text(
-                driver, "odds-counter-note"
-            )
+            # the counter's view (the retained odds) and the shoe's, not received yet
+            assert odds_cells(driver) == {"player": ["\u2013", "\u2013", "44.0%", "-1.20%"],
+                                          "banker": ["\u2013", "\u2013", "46.0%", "-1.06%"]}  # fmt: skip
+            assert text(driver, "odds-shoe-note") == "not received yet"
+            assert text(driver, "odds-counter-note") == "coup 4, 391 cards"
             driver.save_screenshot(str(tmp_path / "mid-shoe-start.png"))
 
-            send("odds/update", event("odds.update", coup=4, cards_left=391, view="shoe", bets=bets))
-            assert eventually(lambda: "Player" in text(driver, "odds-shoe-body"), 30)
-            assert "Banker" in text(driver, "odds-counter-body")  # both views shown
+            shoe_bets = {"player": {"win": 0.445, "push": 0.1, "lose": 0.455, "ev": -0.01},
+                         "banker": {"win": 0.455, "push": 0.1, "lose": 0.445, "ev": 0.0021}}  # fmt: skip
+            send("odds/update", event("odds.update", coup=4, cards_left=391, view="shoe", bets=shoe_bets))
+            # both views, each in its own columns
+            want = {
+                "player": ["44.5%", "-1.00%", "44.0%", "-1.20%"],
+                "banker": ["45.5%", "+0.21%", "46.0%", "-1.06%"],
+            }
+            assert eventually(lambda: odds_cells(driver) == want, 30), odds_cells(driver)
+            assert text(driver, "odds-shoe-note") == "coup 4, 391 cards"
             send("device/status", event("device.status", state="online", code="OK",
                                         device={"model": "S", "firmware": "1", "serial": "2"}))  # fmt: skip
             assert eventually(lambda: text(driver, "badge-device") == "shoe online", 30)

@@ -229,33 +229,37 @@
     }
   }
 
-  // Both views of the odds (SPEC section 3): every card read, and what a
-  // player can count; each as the latest odds.update of that view.
+  // Both views of the odds (SPEC section 3), side by side: every card read
+  // (shoe) and what a player can count (counter), each the latest
+  // odds.update of its view; a view not received yet is said so.
+  const VIEWS = ["shoe", "counter"];
+
   function drawOdds(v) {
     show("odds", !!v.odds);
     if (!v.odds) return;
-    for (const name of ["shoe", "counter"]) drawOddsView(name, v.odds[name]);
-  }
-
-  function drawOddsView(name, odds) {
-    const body = $("odds-" + name + "-body");
-    body.replaceChildren();
-    $("odds-" + name + "-note").textContent = !odds ? "" :
-      "(coup " + odds.coup + (odds.cards_left !== null ? ", " + odds.cards_left + " cards" : "") + ")";
-    if (!odds) {
-      const tr = el("tr");
-      const td = el("td", "muted", "not received yet");
-      td.colSpan = 3;
-      tr.appendChild(td);
-      body.appendChild(tr);
-      return;
+    const names = [];
+    for (const name of VIEWS) {
+      const o = v.odds[name];
+      $("odds-" + name + "-note").textContent = !o ? "not received yet" :
+        "coup " + o.coup + (o.cards_left !== null ? ", " + o.cards_left + " cards" : "");
+      for (const bet of Object.keys(o ? o.bets : {})) if (!names.includes(bet)) names.push(bet);
     }
-    for (const [name, b] of Object.entries(odds.bets)) {
+    const body = $("odds-body");
+    body.replaceChildren();
+    for (const bet of names) {
       const tr = el("tr");
-      tr.appendChild(el("th", null, BETS[name] || name));
-      tr.appendChild(el("td", null, (100 * b.win).toFixed(2) + "%"));
-      const ev = el("td", b.ev > 0 ? "plus" : null, (b.ev >= 0 ? "+" : "") + (100 * b.ev).toFixed(2) + "%");
-      tr.appendChild(ev);
+      tr.dataset.bet = bet;
+      tr.appendChild(el("th", null, BETS[bet] || bet));
+      for (const name of VIEWS) {
+        const b = v.odds[name] ? v.odds[name].bets[bet] : undefined;
+        if (!b) {
+          tr.appendChild(el("td", "none v-" + name, "\u2013"));
+          tr.appendChild(el("td", "none v-" + name, "\u2013"));
+          continue;
+        }
+        tr.appendChild(el("td", "v-" + name, (100 * b.win).toFixed(1) + "%"));
+        tr.appendChild(el("td", "v-" + name + (b.ev > 0 ? " plus" : ""), (b.ev >= 0 ? "+" : "") + (100 * b.ev).toFixed(2) + "%"));
+      }
       body.appendChild(tr);
     }
   }
