@@ -596,3 +596,17 @@ def test_the_odds_panel_keeps_the_latest_of_each_view() -> None:
         state.apply(topic_of("odds.update"), json.dumps({**shoe, "view": "dealer"}).encode())
     state.apply(topic_of("shoe.started"), _ev("shoe.started", shoe="20991231T000000Z", decks=8, profile="p"))
     assert state.view()["odds"] == {"shoe": None, "counter": None}
+
+
+def test_a_coup_seen_from_its_first_card_is_not_marked_as_missing_cards() -> None:
+    """No retained snapshot yet (a new broker): the first one comes after the
+    first cards, on the same connection: nothing was missed."""
+    state = TableState(T)
+    state.connected(True)
+    state.apply(topic_of("card"), _ev("card", coup=1, position="P1", card="9S", value=9, face_up=False))
+    state.apply(f"baccarat/{T}/shoe/state", _snapshot(1, 0, 0))
+    assert state.view()["current"] == {
+        "coup": 1,
+        "cards": [{"position": "P1", "card": "9S"}],
+        "missed": False,
+    }

@@ -183,6 +183,9 @@ class _Shoe:
     #: not seen settle; the snapshot counted voids it had not seen
     missed_settled: bool = False
     missed_voids: bool = False
+    #: the board's connection (``TableState.epoch``) in which it saw the
+    #: coup being dealt start
+    current_epoch: int = 0
     #: the latest odds of each view (``shoe``, ``counter``)
     odds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -207,6 +210,8 @@ class TableState:
         #: (retained, or the daemon's first after a broker outage) says
         #: which coups settled while the board was away
         self._fresh_roads = False
+        #: counts the board's connections to the broker
+        self.epoch = 0
 
     # --- input ------------------------------------------------------------------
 
@@ -217,6 +222,7 @@ class TableState:
         self.broker = up
         self._resync = up
         self._fresh_roads = up
+        self.epoch += up
         if up and self.device is not None and self.device["known"]:
             # not retained: what the shoe did while the board was away is
             # not known until the daemon reports it again
@@ -287,7 +293,7 @@ class TableState:
         cut_last = _int(d, "last_coup", optional=True)
         if cut_last is not None:
             s.cut_last = cut_last
-        fresh = self._resync  # the first snapshot since the (re)connect
+        fresh, self._resync = self._resync, False  # the first snapshot since the (re)connect
         tally = d.get("tally")
         stats = d.get("stats")
         if isinstance(tally, dict) and isinstance(stats, dict):
@@ -307,10 +313,9 @@ class TableState:
                 "void_coups": _int(stats, "void_coups", optional=True) or 0,
             }
         opens = d.get("open_misdeals")
-        if isinstance(opens, list) and self._resync:
+        if isinstance(opens, list) and fresh:
             # after a (re)connect: the retained list is the truth, whatever
             # was resolved while the board was away
-            self._resync = False
             kept = {}
             for o in opens[:MAX_AWAITING]:
                 if not isinstance(o, dict):
@@ -320,14 +325,15 @@ class TableState:
                     key, {"coup": key[0], "code": key[1], "detail": "", "deadline": None}
                 )
             s.awaiting = kept
-            self._catch_up_last()
-            self._catch_up_current()
         elif isinstance(opens, list):
             for o in opens[:MAX_AWAITING]:
                 if isinstance(o, dict):
                     key = (_int(o, "coup") or 0, _text(o, "code"))
                     if key not in s.awaiting and len(s.awaiting) < MAX_AWAITING:
                         s.awaiting[key] = {"coup": key[0], "code": key[1], "detail": "", "deadline": None}
+        if fresh:
+            self._catch_up_last()
+            self._catch_up_current()
         return True
 
     def _roads(self, d: dict[str, Any]) -> bool:
@@ -487,7 +493,8 @@ class TableState:
         if s.ended or s.phase != "deal" or n is None or every_coup_resolved or n in self._resolved_seen():
             s.current = None
         elif s.current is not None and s.current["coup"] == n:
-            s.current["missed"] = True
+            # seen from its first card on unless the board lost the broker since
+            s.current["missed"] = s.current["missed"] or s.current_epoch != self.epoch
         else:
             s.current = {"coup": n, "cards": [], "missed": True}
 
@@ -506,6 +513,7 @@ class TableState:
             if s.last is not None and s.last.get("coup") == coup:
                 return False  # a late copy of a settled coup's card
             s.current = {"coup": coup, "cards": [], "missed": False}
+            s.current_epoch = self.epoch
         if len(s.current["cards"]) < MAX_CARDS:
             s.current["cards"].append({"position": pos, "card": card[:3] if card else None})
         s.phase = "deal"
