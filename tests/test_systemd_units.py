@@ -237,6 +237,9 @@ def test_board_unit_is_a_read_only_service_without_devices_or_state() -> None:
     # no shoe, no state of its own: nothing to write, no device to open
     assert "DeviceAllow" not in d and d["PrivateDevices"] == ["yes"] and d["DevicePolicy"] == ["closed"]
     assert "StateDirectory" not in d and "SupplementaryGroups" not in d
+    # the journals are read where the daemons keep them, read-only (history
+    # needs no write access: tests/test_history.py, on a read-only mount)
+    assert not {"ReadWritePaths", "InaccessiblePaths", "TemporaryFileSystem"} & set(d)
     assert d["ProtectSystem"] == ["strict"] and d["NoNewPrivileges"] == ["yes"]
     assert d["CapabilityBoundingSet"] == [""] and d["PrivateUsers"] == ["yes"]
     assert d["RestrictAddressFamilies"] == ["AF_UNIX AF_INET AF_INET6"]
