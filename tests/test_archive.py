@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -422,7 +423,56 @@ def test_cli_without_postgres_says_so_in_one_line(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert out.stderr.startswith("shoe-controller archive: cannot connect to PostgreSQL")
     assert len(out.stderr.strip().splitlines()) == 1
-    assert "apt-get install postgresql" in (postgres.unavailable(f"host=127.0.0.1 port={free_port()}") or "")
+    # what make test says then, on this machine (PostgreSQL installed, so: start it)
+    said = postgres.unavailable(f"host=127.0.0.1 port={free_port()}") or ""
+    assert said.startswith("PostgreSQL is not reachable (") and "Connection refused" in said
+    versions = postgres.installed_versions()
+    start = f"'sudo pg_ctlcluster {versions[0]} main start'" if versions else ""
+    advice = start or "'sudo apt-get install postgresql'"
+    assert advice in said
+
+
+def test_what_make_test_says_when_postgres_is_missing_stopped_or_refusing(tmp_path: Path) -> None:
+    """The advice for each case, exact for Debian: not installed (apt-get),
+    installed but stopped (pg_ctlcluster <its version> main start, or the
+    service), answering but refusing (trust in pg_hba.conf)."""
+    lib = tmp_path / "lib"
+    for ver, server in (("13", True), ("15", True), ("16", False), ("common", False)):
+        (lib / ver / "bin").mkdir(parents=True)
+        if server:
+            (lib / ver / "bin" / "postgres").write_text("")
+    assert postgres.installed_versions(str(lib)) == ["15", "13"]  # a version without a server is not one
+    assert postgres.installed_versions(str(tmp_path / "none")) == []
+    refused = 'connection failed: connection to server at "127.0.0.1", port 5432 failed: Connection refused'
+    missing = postgres.how_to(refused, [])
+    assert "'sudo apt-get install postgresql'" in missing and "pg_ctlcluster" in missing
+    stopped = postgres.how_to(refused, ["15", "13"])
+    assert "PostgreSQL 15 is installed" in stopped and "'sudo pg_ctlcluster 15 main start'" in stopped
+    assert "'sudo service postgresql start'" in stopped and "apt-get" not in stopped
+    auth = postgres.how_to('failed: FATAL:  password authentication failed for user "postgres"', ["15"])
+    assert "/etc/postgresql/15/main/pg_hba.conf" in auth and "127.0.0.1/32 trust" in auth
+
+
+def test_make_deps_postgres_fails_with_the_advice_and_passes_here() -> None:
+    """make test's gate: exit non-zero with one line on stderr naming what to
+    do when the server is not there; pass on this machine, where it is."""
+    from tests.conftest import free_port
+
+    repo = Path(__file__).resolve().parent.parent
+    nowhere = f"host=127.0.0.1 port={free_port()} user=postgres dbname=postgres"
+    env = {**os.environ, "ARCHIVE_TEST_PG": nowhere}
+    bad = subprocess.run(["make", "-s", "deps-postgres"], cwd=repo, env=env, capture_output=True, text=True)
+    assert bad.returncode != 0
+    (line,) = [s for s in bad.stderr.splitlines() if s.startswith("make test:")]
+    assert "PostgreSQL is not reachable" in line and ("pg_ctlcluster" in line or "apt-get" in line)
+    good = subprocess.run(
+        ["make", "-s", "deps-postgres"],
+        cwd=repo,
+        env={k: v for k, v in os.environ.items() if k != "ARCHIVE_TEST_PG"},
+        capture_output=True,
+        text=True,
+    )
+    assert good.returncode == 0, good.stderr
 
 
 def test_cli_backfill_a_journal_twice(tmp_path: Path, pg_dsn: str) -> None:
