@@ -98,10 +98,12 @@ fuzz: $(STAMP)
 # in /opt/shoe-controller built from this tree, the systemd units, sysusers
 # and udev files, a config in /etc/shoe-controller (never overwritten).
 # DESTDIR=/some/dir stages it there instead; TABLE=T01 writes
-# /etc/shoe-controller/T01.yaml for shoe-controller@T01.
+# /etc/shoe-controller/T01.yaml for shoe-controller@T01; ARCHIVE=1 writes
+# /etc/shoe-controller/archive-1.yaml for the floor archiver shoe-controller-archive@1.
 .PHONY: install uninstall dist
 install:
-	deploy/install.sh $(if $(DESTDIR),--root "$(DESTDIR)") $(if $(TABLE),--table "$(TABLE)")
+	deploy/install.sh $(if $(DESTDIR),--root "$(DESTDIR)") $(if $(TABLE),--table "$(TABLE)") \
+	  $(if $(ARCHIVE),--archive "$(ARCHIVE)")
 
 uninstall:
 	deploy/install.sh --uninstall $(if $(DESTDIR),--root "$(DESTDIR)")
