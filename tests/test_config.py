@@ -384,3 +384,29 @@ def test_a_table_config_with_an_archive_key_is_still_a_table_config(
     assert main(["check-config", str(path)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert "dsn: unknown key" in line
+
+
+def test_check_config_warns_when_libpq_would_ignore_the_archives_password_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """libpq skips a passfile group or others may read, or that is missing,
+    and the archiver then fails to log in: check-config says so (exit 0, one
+    warning line), and is quiet about a good one (mode 600)."""
+    pgpass = tmp_path / "archive.pgpass"
+    pgpass.write_text("db1:5432:floor:archive:secret\n")
+    path = tmp_path / "archive.yaml"
+    path.write_text(ARCHIVE.replace("user=archive", f"user=archive passfile={pgpass}"))
+    for mode, needle in ((0o640, "mode 0640): libpq ignores it"), (0o604, "mode 0604)"), (0o600, None)):
+        pgpass.chmod(mode)
+        assert main(["check-config", str(path)]) == 0
+        out, err = capsys.readouterr()
+        assert out.startswith("ok: ")
+        if needle is None:
+            assert err == ""
+        else:
+            (line,) = err.splitlines()
+            assert line.startswith(f"warning: dsn: passfile {pgpass} is open") and needle in line
+    pgpass.unlink()
+    assert main(["check-config", str(path)]) == 0
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "No such file or directory" in line and "libpq will send no password" in line

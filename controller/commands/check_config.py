@@ -176,7 +176,32 @@ def _archive(path: str) -> list[str] | None:
     ]
     if cfg.metrics:
         lines.append(f"metrics on http://{cfg.metrics}/metrics")
+    passfile = params.get("passfile")
+    warning = _passfile_warning(None if passfile is None else str(passfile))
+    if warning:
+        # valid, but the database will not get its password: one line, still exit 0
+        print(f"warning: dsn: {warning}", file=sys.stderr)
     return lines
+
+
+def _passfile_warning(path: str | None) -> str | None:
+    """libpq silently ignores a password file that group or others may
+    read (and one it cannot find): say so before the archiver fails to log in."""
+    import os
+    import stat
+
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"passfile {path}: {exc.strerror or exc} (libpq will send no password)"
+    if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        return (
+            f"passfile {path} is open to group or others (mode {stat.S_IMODE(st.st_mode):04o}): libpq "
+            "ignores it; chmod 600 it, owned by the archiver's user"
+        )
+    return None
 
 
 def _top(path: str) -> dict[str, object]:
