@@ -332,7 +332,8 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 class StagedInstall:
     """``deploy/install.sh`` run into a temporary root (``root``), as
     ``make install DESTDIR=...`` would: the wheel built from this checkout,
-    configs for tables T01 and T02."""
+    configs for tables T01 and T02, and the floor archiver 1 (archive-1.yaml,
+    with the archive extra)."""
 
     root: Path
     output: str
@@ -346,8 +347,9 @@ class StagedInstall:
 def staged_install(tmp_path_factory: pytest.TempPathFactory) -> StagedInstall:
     root = tmp_path_factory.mktemp("root")
     script = Path(__file__).resolve().parent.parent / "deploy" / "install.sh"
+    sites = ["--table", "T01", "--table", "T02", "--archive", "1"]
     result = subprocess.run(
-        [str(script), "--root", str(root), "--python", sys.executable, "--table", "T01", "--table", "T02"],
+        [str(script), "--root", str(root), "--python", sys.executable, *sites],
         capture_output=True,
         text=True,
         timeout=600,
