@@ -76,9 +76,11 @@ test: $(STAMP) deps-system deps-postgres lint
 	$(BIN)/python -m pytest -q
 
 # The archive tests use the PostgreSQL on 127.0.0.1:5432 (trust auth; each
-# run makes and drops its own database). Not installed or started for you.
+# run makes and drops its own database). Not installed or started for you:
+# this says what to do on this machine (tests/support/postgres.py: install
+# with apt-get, start with pg_ctlcluster <version> main start, or allow trust).
 deps-postgres: $(STAMP)
-	@$(BIN)/python -c 'import sys; from tests.support.postgres import unavailable; m = unavailable(); m and print("make test:", m); sys.exit(bool(m))'
+	@$(BIN)/python -c 'import sys; from tests.support.postgres import unavailable; m = unavailable(); m and print("make test:", m, file=sys.stderr); sys.exit(bool(m))'
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
@@ -96,10 +98,12 @@ fuzz: $(STAMP)
 # in /opt/shoe-controller built from this tree, the systemd units, sysusers
 # and udev files, a config in /etc/shoe-controller (never overwritten).
 # DESTDIR=/some/dir stages it there instead; TABLE=T01 writes
-# /etc/shoe-controller/T01.yaml for shoe-controller@T01.
+# /etc/shoe-controller/T01.yaml for shoe-controller@T01; ARCHIVE=1 writes
+# /etc/shoe-controller/archive-1.yaml for the floor archiver shoe-controller-archive@1.
 .PHONY: install uninstall dist
 install:
-	deploy/install.sh $(if $(DESTDIR),--root "$(DESTDIR)") $(if $(TABLE),--table "$(TABLE)")
+	deploy/install.sh $(if $(DESTDIR),--root "$(DESTDIR)") $(if $(TABLE),--table "$(TABLE)") \
+	  $(if $(ARCHIVE),--archive "$(ARCHIVE)")
 
 uninstall:
 	deploy/install.sh --uninstall $(if $(DESTDIR),--root "$(DESTDIR)")

@@ -92,14 +92,18 @@ ENGINE_CONFIG = (
     "odds",
     "roads",
     "advantage_threshold",
+    "defer_analytics",
     "rules",
     "tab",
     "deadline_s",
     "button",
 )
 #: the odds tables (built per profile), the output list of the call in
-#: progress, the frame handlers (bound methods)
-ENGINE_SCRATCH = ("_calc", "_out", "_handlers", "_running", "_coup_states")
+#: progress, the frame handlers (bound methods), whether a call is in
+#: progress, each coup's state after the last call (``machine.check``), the
+#: analytics queued for ``drain_analytics`` (empty between inputs: ``dump``
+#: refuses otherwise)
+ENGINE_SCRATCH = ("_calc", "_out", "_handlers", "_running", "_coup_states", "_deferred")
 
 SHOE_FIELDS = (
     "id",
@@ -274,6 +278,9 @@ def _canonical(body: Any) -> bytes:
 
 def dump(after: int, engine: Engine, decoder: Any) -> str:
     """The checkpoint of ``engine`` and ``decoder`` after journal input ``after``."""
+    if engine._deferred:
+        # queued analytics are not state: the checkpoint would lose them
+        raise ValueError("engine checkpoint with analytics not drained (call drain_analytics first)")
     w = _Writer()
     body = {
         "input": after,

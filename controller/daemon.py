@@ -10,7 +10,15 @@ published twice under a new id:
    committed to the journal in one transaction, one fsync: both or neither
    (a crash before the commit loses the read as if on the line, and the
    engine rebuilt from the journal never saw it);
-3. outputs deliver from the journal after their own marks.
+3. outputs deliver from the journal after their own marks;
+4. then the analytics that input queued (``roads``, ``odds.update`` and
+   their ADVANTAGE alerts: ``Engine.drain_analytics``) are computed,
+   committed and delivered, and the retained ``shoe/state`` follows; all
+   before the next input is applied. A card's events never wait for the
+   previous coup's analytics, and the analytics' seqs follow the input's
+   events, the same order a rebuild or a replay produces. Should the process
+   die between the two commits, the rebuild re-feeds the input (it is in the
+   journal) and stores the analytics it lost under the same seqs and ids.
 
 After a crash the daemon loads the latest engine checkpoint
 (``controller.checkpoint``: versioned JSON; one it cannot use is ignored and
@@ -190,6 +198,7 @@ class Daemon:
             odds=c.odds,
             roads=True,
             advantage_threshold=c.advantage_threshold,
+            defer_analytics=True,
         )
 
     def _protocol(self) -> str:
@@ -276,6 +285,7 @@ class Daemon:
         replayed = stored = 0
         for rec in journal.inputs_since(after):
             events = self._apply_input(rec.t, rec.kind, rec.data)
+            events += self.engine.drain_analytics()
             replayed += 1
             if events and not state_only:
                 stored += len(journal.append_events(events))
@@ -561,9 +571,22 @@ class Daemon:
         events = self._apply_input(t, kind, data, parsed)
         journal.append_input(t, kind, data, events)
         if events:
-            self._count(events)
-            if self.mqtt is not None:
-                self.mqtt.notify()
+            self._deliver(events)
+        # Then the analytics this input queued (odds, roads): computed, stored
+        # and published only now, so that the events above went out first. A
+        # crash before this commit loses nothing: the input is stored, and
+        # the rebuild re-feeds it and stores these under the same seqs.
+        engine = self.engine
+        assert engine is not None
+        analytics = engine.drain_analytics()
+        if analytics:
+            self._between_commits()
+            # no fsync of their own: the input they come from is stored, so
+            # a power cut that loses them is made good by the rebuild, under
+            # the same ids; the next input's commit makes them durable
+            journal.append_events(analytics, durable=False)
+            self._deliver(analytics)
+            events = events + analytics
         self._inputs_since_checkpoint += 1
         # a checkpoint bounds the inputs a rebuild replays; one per shoe and
         # every few hundred inputs keeps that short without serialising the engine and
@@ -572,6 +595,18 @@ class Daemon:
             e["type"] == "shoe.ended" for e in events
         ):
             self._checkpoint(journal)
+
+    def _between_commits(self) -> None:
+        """A fault hook for tests: runs after an input's own events are
+        committed and delivered, before its analytics are stored."""
+
+    def _deliver(self, events: list[Event]) -> None:
+        """Events just committed: counted, and handed to the outputs now."""
+        self._count(events)
+        if self.mqtt is not None:
+            self.mqtt.notify()
+        for out in self.outputs:
+            out.pump()
 
     def _count(self, events: list[Event]) -> None:
         st = self.stats

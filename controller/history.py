@@ -283,6 +283,13 @@ class Reader:
                     finally:
                         db.execute("COMMIT")
             except sqlite3.Error as exc:
+                if _shm_missing(self.path, exc):
+                    raise HistoryError(
+                        f"{where}: its -wal is there without its -shm, which a read-only reader cannot"
+                        " create (a read-only file system, as under the board's unit): let the daemon"
+                        " open it once (it recovers the WAL), or read a copy of the journal, -wal"
+                        " included, in a writable directory"
+                    ) from None
                 raise HistoryError(f"{where}: {_explain(exc)}") from None
             if not immutable:
                 return result
@@ -626,6 +633,16 @@ class Reader:
 
 
 # --- helpers (pure) ------------------------------------------------------------
+
+
+def _shm_missing(path: Path, exc: sqlite3.Error) -> bool:
+    """A WAL journal whose ``-shm`` is gone (copied without it, deleted),
+    opened ``mode=ro`` where the reader cannot create the ``-shm``."""
+    return (
+        "unable to open" in str(exc).lower()
+        and Path(f"{path}-wal").exists()
+        and not Path(f"{path}-shm").exists()
+    )
 
 
 def _explain(exc: sqlite3.Error) -> str:

@@ -183,6 +183,10 @@ class Journal:
         self, path: str | os.PathLike[str], *, synchronous: Literal["FULL", "NORMAL"] = "FULL"
     ) -> None:
         self.path = os.fspath(path)
+        self._synchronous = synchronous
+        #: a commit without its own fsync (``durable=False``) since the last
+        #: durable one: ``close`` syncs the WAL before the mark says clean
+        self._unsynced = False
         self._lock = threading.RLock()
         self._hwm: _HighWaterMark | None = None
         # Seen before SQLite opens (and so creates) it: after an unclean
@@ -236,19 +240,32 @@ class Journal:
             raise JournalError(f"journal {self.path}: {action} failed: {_explain(exc)}") from exc
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
         # BEGIN IMMEDIATE takes the write lock up front, so a concurrent
         # writer waits (busy_timeout) instead of failing half-way.
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
+        relaxed = not durable and self._synchronous != "NORMAL"
+        if relaxed:
+            # WAL with synchronous=NORMAL: written, not fsynced; the next
+            # durable commit's fsync covers it (the WAL is appended in order)
+            db.execute("PRAGMA synchronous = NORMAL")
+            self._unsynced = True
         try:
-            yield db
-            db.execute("COMMIT")
-        except BaseException:
-            # Also after a failed COMMIT (disk full): leave no transaction open.
-            if db.in_transaction:
-                db.rollback()
-            raise
+            db.execute("BEGIN IMMEDIATE")
+            changes = db.total_changes
+            try:
+                yield db
+                db.execute("COMMIT")
+                if durable and db.total_changes > changes:
+                    self._unsynced = False  # its fsync covered the WAL before it
+            except BaseException:
+                # Also after a failed COMMIT (disk full): leave no transaction open.
+                if db.in_transaction:
+                    db.rollback()
+                raise
+        finally:
+            if relaxed:
+                db.execute(f"PRAGMA synchronous = {self._synchronous}")
 
     def close(self) -> None:
         with self._lock:
@@ -256,6 +273,15 @@ class Journal:
                 # a clean stop: the mark says exactly where the journal ends
                 # (if that fails the next start takes the stop as unclean: safe)
                 with contextlib.suppress(OSError, sqlite3.Error):
+                    if self._unsynced:
+                        # the commits without an fsync of their own must be
+                        # on disk before the mark vouches for them
+                        fd = os.open(self.path + "-wal", os.O_RDONLY)
+                        try:
+                            os.fsync(fd)
+                        finally:
+                            os.close(fd)
+                        self._unsynced = False
                     committed = max(self._hwm.committed, self._last_seq_now())
                     self._hwm.update(committed=committed, clean=True, sync=True)
                 self._hwm.close()
@@ -315,9 +341,17 @@ class Journal:
     # --- events ---------------------------------------------------------
 
     def append_events(
-        self, events: Sequence[dict[str, Any]], *, now: float | None = None
+        self, events: Sequence[dict[str, Any]], *, now: float | None = None, durable: bool = True
     ) -> list[dict[str, Any]]:
         """Store events in one transaction and return those that are new.
+
+        ``durable=False``: committed without an fsync of its own (a process
+        that dies keeps it; a power cut may lose it until the next durable
+        commit, which covers it), for events the journal's inputs reproduce
+        under the same ids: the analytics of an input already stored. The
+        high-water mark's ``committed`` is not moved for them (a power cut
+        must not make them look like lost history); the next durable commit
+        moves it past them.
 
         An event already stored with the same id, seq and content is skipped
         (a rebuild re-creates the past); so is one whose seq was pruned by
@@ -329,9 +363,10 @@ class Journal:
         created = time.time() if now is None else now
         with self._lock:
             self._reserve(events)
-            with self._guard("recording events"), self._transaction() as db:
+            with self._guard("recording events"), self._transaction(durable=durable) as db:
                 new = self._store_events(db, events, created)
-            self._committed(new)
+            if durable:
+                self._committed(new)
             return new
 
     def _store_events(
@@ -544,10 +579,17 @@ class Journal:
             ).fetchall()
         return [PendingEvent(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
 
-    def mark_delivered(self, output: str, seq: int) -> None:
+    def mark_delivered(self, output: str, seq: int, *, durable: bool = True) -> None:
         """Everything up to ``seq`` reached ``output``. The mark never moves
-        back (an old acknowledgement arriving late changes nothing)."""
-        with self._lock, self._guard("recording a delivery"), self._transaction() as db:
+        back (an old acknowledgement arriving late changes nothing).
+        ``durable=False``: no fsync of its own (see ``append_events``), for
+        an output that delivers at least once: a mark lost to a power cut
+        only sends again what it covered."""
+        with (
+            self._lock,
+            self._guard("recording a delivery"),
+            self._transaction(durable=durable) as db,
+        ):
             db.execute(
                 "INSERT INTO marks (output, seq) VALUES (?, ?)"
                 " ON CONFLICT (output) DO UPDATE SET seq = max(seq, excluded.seq)",

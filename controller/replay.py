@@ -153,7 +153,13 @@ def replay_events(
         decoder = make_decoder(st["protocol"])
     except ValueError as exc:
         raise UsageError(f"{path}: {exc}") from None
-    engine = Engine(st["table"], profile, st["decks"], odds=opts.odds, roads=opts.roads)
+    # analytics deferred and drained after each frame, as the daemon does:
+    # the same events in the same order as live
+    analytics = opts.odds or opts.roads
+    engine = Engine(
+        st["table"], profile, st["decks"], odds=opts.odds, roads=opts.roads, defer_analytics=analytics
+    )
+    drain = engine.drain_analytics
     stats = stats if stats is not None else ReplayStats()
     feed = engine.feed
     for rec in read_shoelog(path):
@@ -169,4 +175,6 @@ def replay_events(
         stats.frames += len(frames)
         for frame in frames:
             yield from feed(frame)
+            if analytics:
+                yield from drain()
     stats.dropped.update({k: v for k, v in decoder.stats.items() if k != "frames" and v})

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Install shoe-controller on a table box (README.md, "Installing on a table box").
 #
-#   sudo deploy/install.sh [--table T01]...        install or upgrade
+#   sudo deploy/install.sh [--table T01]... [--archive 1]...   install or upgrade
 #   sudo deploy/install.sh --uninstall             remove the program (keeps configs and journals)
 #
 # What lands where (ROOT is / unless --root or DESTDIR says otherwise):
 #   /opt/shoe-controller/                           a virtualenv holding the wheel and its dependencies
 #   /usr/local/bin/shoe-controller                  symlink to the venv's command
-#   /usr/local/lib/systemd/system/shoe-controller{,@,-board}.service   replaced on every upgrade;
-#                                                   local changes go in drop-ins (systemctl edit)
+#   /usr/local/lib/systemd/system/shoe-controller{,@,-board,-archive@}.service   replaced on every
+#                                                   upgrade; local changes go in drop-ins (systemctl edit)
 #   /usr/local/lib/sysusers.d/shoe-controller.conf  the service user and group
 #   /etc/udev/rules.d/99-shoe-controller.rules      never overwritten (it holds your shoes' ids)
 #   /etc/shoe-controller/config.yaml (or <table>.yaml per --table)   never overwritten
+#   /etc/shoe-controller/archive-<name>.yaml per --archive           never overwritten
 #
 # Options:
 #   --wheel FILE   install this wheel (default: build one from the source tree this script is in)
@@ -21,6 +22,9 @@
 #   --python PY    the interpreter the venv is built on (default python3; 3.11 or newer)
 #   --table T      write /etc/shoe-controller/T.yaml for shoe-controller@T (repeatable);
 #                  without it: /etc/shoe-controller/config.yaml for shoe-controller.service
+#   --archive NAME write /etc/shoe-controller/archive-NAME.yaml (client_id archive-NAME) for the
+#                  floor archiver shoe-controller-archive@NAME (repeatable), and install the
+#                  archive extra (psycopg). An upgrade keeps the extra while any archive-*.yaml exists.
 #   --uninstall    remove the venv, the symlink, the units and the sysusers file
 #
 # Virtualenvs are not relocatable (their scripts' #! lines and pyvenv.cfg hold
@@ -46,6 +50,7 @@ PYTHON=python3
 WHEEL=
 UNINSTALL=0
 TABLES=()
+ARCHIVES=()
 
 while [ $# -gt 0 ]; do
   case $1 in
@@ -59,6 +64,8 @@ while [ $# -gt 0 ]; do
     --python=*) PYTHON=${1#*=}; shift ;;
     --table) [ $# -ge 2 ] || die "--table needs a table id"; TABLES+=("$2"); shift 2 ;;
     --table=*) TABLES+=("${1#*=}"); shift ;;
+    --archive) [ $# -ge 2 ] || die "--archive needs an archiver name"; ARCHIVES+=("$2"); shift 2 ;;
+    --archive=*) ARCHIVES+=("${1#*=}"); shift ;;
     --uninstall) UNINSTALL=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -76,13 +83,18 @@ for t in "${TABLES[@]}"; do
   # The config's own rule for table ids (controller/config.py): the MQTT topic level.
   [[ $t =~ ^[A-Za-z0-9_-]{1,32}$ ]] || die "--table '$t': 1-32 of A-Z a-z 0-9 _ -"
 done
+for a in "${ARCHIVES[@]}"; do
+  # A unit instance name and part of the MQTT client id (archive-NAME).
+  [[ $a =~ ^[A-Za-z0-9_-]{1,32}$ ]] || die "--archive '$a': 1-32 of A-Z a-z 0-9 _ -"
+done
 
 UNITDIR=/usr/local/lib/systemd/system
 SYSUSERS=/usr/local/lib/sysusers.d/shoe-controller.conf
 UDEV=/etc/udev/rules.d/99-shoe-controller.rules
 CONFDIR=/etc/shoe-controller
 BINLINK=/usr/local/bin/shoe-controller
-UNITS=(shoe-controller.service shoe-controller@.service shoe-controller-board.service)
+UNITS=(shoe-controller.service shoe-controller@.service shoe-controller-board.service
+       shoe-controller-archive@.service)
 
 live() { [ -z "$R" ] && [ -d /run/systemd/system ]; }
 [ -n "$R" ] || [ "$(id -u)" = 0 ] || die "installing into / needs root (or stage it: --root DIR)"
@@ -90,7 +102,8 @@ live() { [ -z "$R" ] && [ -d /run/systemd/system ]; }
 if [ $UNINSTALL = 1 ]; then
   if live; then
     mapfile -t running < <(systemctl list-units --all --plain --no-legend 'shoe-controller.service' \
-      'shoe-controller@*.service' 'shoe-controller-board.service' | awk '{print $1}')
+      'shoe-controller@*.service' 'shoe-controller-board.service' 'shoe-controller-archive@*.service' |
+      awk '{print $1}')
     mapfile -t enabled < <(cd /etc/systemd/system && find . -path './*.wants/shoe-controller*.service' \
       -printf '%f\n' 2>/dev/null | sort -u)
     [ ${#enabled[@]} -eq 0 ] || systemctl disable "${enabled[@]}"
@@ -109,8 +122,8 @@ if [ $UNINSTALL = 1 ]; then
   exit 0
 fi
 
-for f in systemd/shoe-controller.service systemd/shoe-controller@.service systemd/shoe-controller-board.service \
-         systemd/shoe-controller.sysusers systemd/99-shoe-controller.rules examples/config.yaml; do
+for f in "${UNITS[@]/#/systemd/}" systemd/shoe-controller.sysusers systemd/99-shoe-controller.rules \
+         examples/config.yaml examples/archive.yaml; do
   [ -f "$SRC/$f" ] || fail "$SRC/$f is missing: run this script from a source tree or an unpacked sdist"
 done
 command -v "$PYTHON" >/dev/null || fail "no interpreter '$PYTHON' (Python 3.11 or newer; --python)"
@@ -145,7 +158,12 @@ if [ -z "$WHEEL" ]; then
   "$NEW/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps -w "$TMP/dist" "$TMP/src"
   WHEEL=$(ls "$TMP"/dist/*.whl)
 fi
-PIP_ROOT_USER_ACTION=ignore "$NEW/bin/python" -m pip install -q --disable-pip-version-check --no-compile "$WHEEL"
+# The archive extra (psycopg, with its own libpq) only where an archiver runs:
+# asked for now, or configured by an earlier install (an upgrade keeps it).
+EXTRA=
+if [ ${#ARCHIVES[@]} -gt 0 ] || compgen -G "$R$CONFDIR/archive-*.yaml" >/dev/null; then EXTRA="[archive]"; fi
+PIP_ROOT_USER_ACTION=ignore "$NEW/bin/python" -m pip install -q --disable-pip-version-check --no-compile \
+  "$WHEEL$EXTRA"
 
 # 2. Point it at its final path.
 mapfile -t texts < <(grep -rlF --binary-files=without-match "$NEW" "$NEW/bin" "$NEW/pyvenv.cfg" || true)
@@ -166,6 +184,12 @@ for link in "$R"/etc/systemd/system/*.wants/shoe-controller@*.service; do
   instance=${link##*/shoe-controller@}
   instance=${instance%.service}
   [ ! -e "$R$CONFDIR/$instance.yaml" ] || checks+=("$R$CONFDIR/$instance.yaml")
+done
+for link in "$R"/etc/systemd/system/*.wants/shoe-controller-archive@*.service; do
+  [ -e "$link" ] || [ -L "$link" ] || continue
+  instance=${link##*/shoe-controller-archive@}
+  instance=${instance%.service}
+  [ ! -e "$R$CONFDIR/archive-$instance.yaml" ] || checks+=("$R$CONFDIR/archive-$instance.yaml")
 done
 for cfg in "${checks[@]}"; do
   "$NEW/bin/python" -m controller.cli check-config "$cfg" >/dev/null ||
@@ -215,6 +239,19 @@ for name in "${names[@]}"; do
   "$R$PREFIX/bin/python" -m controller.cli check-config "$R$cfg" >/dev/null
   written+=("$cfg")
 done
+for name in "${ARCHIVES[@]}"; do
+  cfg=$CONFDIR/archive-$name.yaml
+  if [ -e "$R$cfg" ]; then
+    echo "kept $cfg"
+    continue
+  fi
+  sed -e "s|^  client_id: archive-1 |  client_id: archive-$name |" "$SRC/examples/archive.yaml" >"$TMP/archive-$name.yaml"
+  grep -q "^  client_id: archive-$name " "$TMP/archive-$name.yaml" ||
+    fail "examples/archive.yaml: no client_id line to set"
+  install -m 0644 "$TMP/archive-$name.yaml" "$R$cfg"
+  "$R$PREFIX/bin/python" -m controller.cli check-config "$R$cfg" >/dev/null
+  written+=("$cfg")
+done
 
 version=$("$R$PREFIX/bin/python" -c 'import controller; print(controller.__version__)')
 echo "installed shoe-controller $version in ${R:-}$PREFIX"
@@ -227,7 +264,12 @@ if [ -n "$R" ]; then
   echo "staged under $R: nothing started, no user created"
   exit 0
 fi
-for cfg in "${written[@]}"; do echo "wrote $cfg: set device.port (and outputs) for this table"; done
+for cfg in "${written[@]}"; do
+  case $cfg in
+    */archive-*.yaml) echo "wrote $cfg: set broker and dsn (secrets in files: see the unit)" ;;
+    *) echo "wrote $cfg: set device.port (and outputs) for this table" ;;
+  esac
+done
 if [ ${#TABLES[@]} -eq 0 ]; then
   unit=shoe-controller.service
   cfgs=$CONFDIR/config.yaml
@@ -242,3 +284,10 @@ next:
   journalctl -u $unit -f
 an upgrade takes effect at the next restart (between shoes): systemctl restart 'shoe-controller*'
 EOF
+for name in "${ARCHIVES[@]}"; do
+  cat <<EOF
+the floor archiver $name (it applies the schema's migrations as it starts):
+  shoe-controller check-config $CONFDIR/archive-$name.yaml
+  systemctl enable --now shoe-controller-archive@$name.service
+EOF
+done

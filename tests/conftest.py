@@ -209,14 +209,15 @@ def mqtt_client(
     password: str | None = None,
     ca_file: str | None = None,
     host: str | None = None,
+    protocol: int = mqtt.MQTTv311,
 ) -> tuple[mqtt.Client, ReasonCode | None]:
     """A connected, looping paho client; returns it with the CONNACK reason
     (a refused client is returned not connected)."""
     client = mqtt.Client(
         callback_api_version=CallbackAPIVersion.VERSION2,
         client_id=client_id,
-        clean_session=clean,
-        protocol=mqtt.MQTTv311,
+        clean_session=clean if protocol != mqtt.MQTTv5 else None,
+        protocol=protocol,
     )
     if username is not None:
         client.username_pw_set(username, password)
@@ -230,7 +231,10 @@ def mqtt_client(
         done.set()
 
     client.on_connect = on_connect
-    client.connect(host or broker.host, broker.port, keepalive=30)
+    if protocol == mqtt.MQTTv5:
+        client.connect(host or broker.host, broker.port, keepalive=30, clean_start=clean)
+    else:
+        client.connect(host or broker.host, broker.port, keepalive=30)
     client.loop_start()
     if not done.wait(10):
         client.loop_stop()
@@ -328,7 +332,8 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 class StagedInstall:
     """``deploy/install.sh`` run into a temporary root (``root``), as
     ``make install DESTDIR=...`` would: the wheel built from this checkout,
-    configs for tables T01 and T02."""
+    configs for tables T01 and T02, and the floor archiver 1 (archive-1.yaml,
+    with the archive extra)."""
 
     root: Path
     output: str
@@ -342,8 +347,9 @@ class StagedInstall:
 def staged_install(tmp_path_factory: pytest.TempPathFactory) -> StagedInstall:
     root = tmp_path_factory.mktemp("root")
     script = Path(__file__).resolve().parent.parent / "deploy" / "install.sh"
+    sites = ["--table", "T01", "--table", "T02", "--archive", "1"]
     result = subprocess.run(
-        [str(script), "--root", str(root), "--python", sys.executable, "--table", "T01", "--table", "T02"],
+        [str(script), "--root", str(root), "--python", sys.executable, *sites],
         capture_output=True,
         text=True,
         timeout=600,

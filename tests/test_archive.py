@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import yaml
 
 from controller.archive import db, migrate, partitions
 from controller.archive.parse import Invalid, classify, parse
-from controller.archive.store import Store, counters
+from controller.archive.store import BatchMark, BatchResult, Store, counters
 from controller.events import dumps, format_ts
 from tests.support import postgres
 
@@ -235,6 +237,125 @@ def test_a_row_the_database_refuses_is_kept_aside_and_the_rest_archived(conn: An
     assert reason.startswith("database refused it:") and "poison" in reason
 
 
+# --- a COMMIT whose reply was lost: the retry counts nothing twice ---------------------
+
+
+def _lost_reply_after(s: Store, parts: set[int]) -> list[int]:
+    """Make ``s`` lose the reply of the COMMITs of these parts: the
+    transaction commits, then the caller sees a connection error, as when
+    the network drops at that moment. Returns the parts attempted."""
+    attempted: list[int] = []
+    real = s._write
+
+    def write(conn: Any, messages: Any, part: Any = None) -> BatchResult:
+        out = real(conn, messages, part)
+        attempted.append(part[1])
+        if part[1] in parts:
+            parts.discard(part[1])
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return out
+
+    s._write = write  # type: ignore[method-assign]
+    return attempted
+
+
+def test_a_batch_retried_after_its_commit_reply_was_lost_is_counted_once(conn: Any) -> None:
+    s = store()
+    batch = [msg(card(1)), msg(card(2)), ("baccarat/T01/status", b"{}"), ("baccarat/T01/card", b"junk")]
+    mark = BatchMark()
+    _lost_reply_after(s, {0})
+    with pytest.raises(psycopg.OperationalError):
+        s.write(conn, batch, mark)
+    exact = {"received": 4, "archived": 2, "ignored": 1, "rejects": 1}
+    assert counters(conn)["test"] == exact  # committed, though the caller could not know
+    again = s.write(conn, batch, BatchMark(mark.batch, retry=True))
+    assert again.already_committed and sum(again.counts.values()) == 0
+    assert counters(conn)["test"] == exact
+    assert count(conn, "rejects") == 1 and count(conn, "events") == 2
+    # Not vacuous: without the mark, the same messages count again (as
+    # received, duplicates, ignored) and the junk is kept aside twice.
+    other = s.write(conn, batch, BatchMark(retry=True))
+    assert not other.already_committed and other.counts["duplicates"] == 2
+    assert counters(conn)["test"]["received"] == 8 and count(conn, "rejects") == 2
+
+
+def test_a_first_attempt_is_never_taken_for_a_retry(conn: Any) -> None:
+    """A new batch writes even when its id were (impossibly) marked: only a
+    retry looks; and each committed batch moves the archiver's one mark."""
+    s = store()
+    first, second = BatchMark(), BatchMark()
+    s.write(conn, [msg(card(1))], first)
+    s.write(conn, [msg(card(2))], second)
+    assert conn.execute("SELECT archiver, batch, part FROM archive_batch_marks").fetchall() == [
+        ("test", second.batch, 0)
+    ]
+    assert s.write(conn, [msg(card(3))], first).counts["archived"] == 1  # retry=False: written
+    assert counters(conn)["test"] == {"received": 3, "archived": 3}
+
+
+def test_a_refused_batch_written_one_by_one_resumes_after_the_last_message_committed(conn: Any) -> None:
+    """The batch is refused (a row PostgreSQL will not take), so it goes
+    message by message; the reply of the third message's COMMIT is lost.
+    The retry writes only what is left: every counter exact, the poison
+    kept aside once."""
+    s = store()
+    with conn.transaction():
+        conn.execute("ALTER TABLE misdeals ADD CONSTRAINT poison CHECK (code <> 'POISON')")
+    poison = event("misdeal", 4, coup=1, code="POISON", detail="", action="void", deadline=None)
+    batch = [msg(card(1)), msg(poison), msg(card(2)), msg(card(3))]
+    mark = BatchMark()
+    attempted = _lost_reply_after(s, {3})
+    with pytest.raises(psycopg.OperationalError):
+        s.write(conn, batch, mark)
+    # the whole batch (part 0) refused; card 1 (part 1) in; the poison
+    # (part 2) refused, kept aside; card 2 (part 3) in, its reply lost
+    assert attempted == [1, 3]
+    out = s.write(conn, batch, BatchMark(mark.batch, retry=True))
+    assert attempted == [1, 3, 4] and not out.already_committed  # only card 3 is left
+    assert +out.counts == {"received": 1, "archived": 1}  # (+: without the zero counts)
+    assert counters(conn)["test"] == {"received": 4, "archived": 3, "rejects": 1}
+    assert count(conn, "rejects") == 1 and count(conn, "event_ids") == 3
+    done = s.write(conn, batch, BatchMark(mark.batch, retry=True))  # and once more: all of it is in
+    assert done.already_committed and counters(conn)["test"]["received"] == 4
+
+
+def test_the_archiver_retries_a_batch_whose_commit_reply_was_lost_and_counts_it_once(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    """The service's side: the connection drops as the COMMIT succeeds; the
+    archiver reconnects, retries the same batch, learns it is in, and
+    acknowledges it with nothing written or counted twice."""
+    from controller.archive.config import load_archive_config
+    from controller.archive.service import Archiver, _Msg
+    from tests.support.archiver import write_archive_config
+
+    with db.connect(pg_dsn, autocommit=True) as c:
+        migrate.apply(c)
+    cfg = load_archive_config(write_archive_config(tmp_path, host="127.0.0.1", port=1, dsn=pg_dsn))
+    archiver = Archiver(cfg, threading.Event())
+    real = archiver.store._write
+    calls: list[bool] = []
+
+    def write(conn: Any, messages: Any, part: Any = None) -> BatchResult:
+        out = real(conn, messages, part)
+        calls.append(True)
+        if len(calls) == 1:  # committed; then the connection goes
+            conn.close()
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return out
+
+    archiver.store._write = write  # type: ignore[method-assign]
+    batch = [_Msg(*msg(card(seq)), mid=seq, qos=1, conn=1) for seq in (1, 2, 3)]
+    try:
+        out = archiver._commit(batch)
+    finally:
+        archiver._drop_database()
+    assert out is not None and out.already_committed and len(calls) == 1  # the retry wrote nothing
+    with db.connect(pg_dsn) as c:
+        assert counters(c)["archive-test"] == {"received": 3, "archived": 3}
+        assert count(c, "events") == 3
+
+
 # --- typed rows ---------------------------------------------------------------------
 
 
@@ -422,7 +543,56 @@ def test_cli_without_postgres_says_so_in_one_line(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert out.stderr.startswith("shoe-controller archive: cannot connect to PostgreSQL")
     assert len(out.stderr.strip().splitlines()) == 1
-    assert "apt-get install postgresql" in (postgres.unavailable(f"host=127.0.0.1 port={free_port()}") or "")
+    # what make test says then, on this machine (PostgreSQL installed, so: start it)
+    said = postgres.unavailable(f"host=127.0.0.1 port={free_port()}") or ""
+    assert said.startswith("PostgreSQL is not reachable (") and "Connection refused" in said
+    versions = postgres.installed_versions()
+    start = f"'sudo pg_ctlcluster {versions[0]} main start'" if versions else ""
+    advice = start or "'sudo apt-get install postgresql'"
+    assert advice in said
+
+
+def test_what_make_test_says_when_postgres_is_missing_stopped_or_refusing(tmp_path: Path) -> None:
+    """The advice for each case, exact for Debian: not installed (apt-get),
+    installed but stopped (pg_ctlcluster <its version> main start, or the
+    service), answering but refusing (trust in pg_hba.conf)."""
+    lib = tmp_path / "lib"
+    for ver, server in (("13", True), ("15", True), ("16", False), ("common", False)):
+        (lib / ver / "bin").mkdir(parents=True)
+        if server:
+            (lib / ver / "bin" / "postgres").write_text("")
+    assert postgres.installed_versions(str(lib)) == ["15", "13"]  # a version without a server is not one
+    assert postgres.installed_versions(str(tmp_path / "none")) == []
+    refused = 'connection failed: connection to server at "127.0.0.1", port 5432 failed: Connection refused'
+    missing = postgres.how_to(refused, [])
+    assert "'sudo apt-get install postgresql'" in missing and "pg_ctlcluster" in missing
+    stopped = postgres.how_to(refused, ["15", "13"])
+    assert "PostgreSQL 15 is installed" in stopped and "'sudo pg_ctlcluster 15 main start'" in stopped
+    assert "'sudo service postgresql start'" in stopped and "apt-get" not in stopped
+    auth = postgres.how_to('failed: FATAL:  password authentication failed for user "postgres"', ["15"])
+    assert "/etc/postgresql/15/main/pg_hba.conf" in auth and "127.0.0.1/32 trust" in auth
+
+
+def test_make_deps_postgres_fails_with_the_advice_and_passes_here() -> None:
+    """make test's gate: exit non-zero with one line on stderr naming what to
+    do when the server is not there; pass on this machine, where it is."""
+    from tests.conftest import free_port
+
+    repo = Path(__file__).resolve().parent.parent
+    nowhere = f"host=127.0.0.1 port={free_port()} user=postgres dbname=postgres"
+    env = {**os.environ, "ARCHIVE_TEST_PG": nowhere}
+    bad = subprocess.run(["make", "-s", "deps-postgres"], cwd=repo, env=env, capture_output=True, text=True)
+    assert bad.returncode != 0
+    (line,) = [s for s in bad.stderr.splitlines() if s.startswith("make test:")]
+    assert "PostgreSQL is not reachable" in line and ("pg_ctlcluster" in line or "apt-get" in line)
+    good = subprocess.run(
+        ["make", "-s", "deps-postgres"],
+        cwd=repo,
+        env={k: v for k, v in os.environ.items() if k != "ARCHIVE_TEST_PG"},
+        capture_output=True,
+        text=True,
+    )
+    assert good.returncode == 0, good.stderr
 
 
 def test_cli_backfill_a_journal_twice(tmp_path: Path, pg_dsn: str) -> None:

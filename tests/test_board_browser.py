@@ -224,3 +224,99 @@ def test_the_page_shows_an_opening_tie_a_misdeal_a_void_coup_a_faulty_shoe_and_t
     finally:
         pub.disconnect()
         assert board.stop() == 0, board.log.read_text()
+
+
+def odds_cells(driver: Any) -> dict[str, list[str]]:
+    """The odds panel: bet -> [win, EV] of the shoe's view, then the counter's."""
+    rows = driver.execute_script(
+        "return [...document.querySelectorAll('#odds-body tr')]"
+        ".map(r => [r.dataset.bet, [...r.querySelectorAll('td')].map(c => c.textContent)]);"
+    )
+    return {str(bet): [str(c) for c in cells] for bet, cells in rows}
+
+
+def test_a_board_started_mid_shoe_shows_what_is_retained_and_marks_the_rest_unknown(
+    tmp_path: Path, mosquitto: BrokerFactory
+) -> None:
+    """The board starts while a shoe is dealt: the retained status, roads,
+    snapshot and odds (counter view) are all it has. The controller's
+    status shows at once, the shoe (device) as unknown; the last settled
+    coup's winner from the roads, its cards unknown; the coup in play by its
+    number, none of its cards seen; the odds' two views, the one not yet
+    received said so. Then the events fill each in."""
+    broker = mosquitto()
+    pub = mqtt_client(broker)[0]
+    shoe = "20261123T050000Z"
+    seq = iter(range(1, 1000))
+
+    def event(kind: str, **payload: Any) -> str:
+        n = next(seq)
+        return json.dumps({"v": 1, "type": kind, "event_id": f"T01/{shoe}/{n}", "table": "T01", "shoe": shoe,
+                           "seq": n, "ts": "2026-11-23T05:00:00.000Z", **payload})  # fmt: skip
+
+    def send(topic: str, payload: str, retain: bool = False) -> None:
+        pub.publish(f"baccarat/T01/{topic}", payload, qos=1, retain=retain).wait_for_publish(10)
+
+    bets = {"player": {"win": 0.44, "push": 0.1, "lose": 0.46, "ev": -0.012},
+            "banker": {"win": 0.46, "push": 0.1, "lose": 0.44, "ev": -0.0106}}  # fmt: skip
+    cells = [{"w": w, "pp": w == "P", "bp": False} for w in "BBP"]
+    send("status", "online", retain=True)
+    send("roads", event("roads", bead_plate=[cells], big_road=[], big_eye_boy=[], small_road=[],
+                        cockroach_pig=[]), retain=True)  # fmt: skip
+    send("shoe/state", json.dumps({
+        "table": "T01", "shoe": shoe, "state": "deal", "coup": 4, "cards_dealt": 25, "cards_left": 391,
+        "last_coup": None, "tally": {"player": 1, "banker": 2, "tie": 0},
+        "stats": {"naturals": 0, "player_pairs": 1, "banker_pairs": 0, "tags": {}, "void_coups": 0,
+                  "misdeals": {}},
+        "open_misdeals": []}), retain=True)  # fmt: skip
+    send("odds", event("odds.update", coup=4, cards_left=391, view="counter", bets=bets), retain=True)
+    board = Board(board_config(tmp_path, broker, odds=True), tmp_path / "board.log")
+    try:
+        with chromium() as driver:
+            driver.get(board.url + "table/T01")
+            assert eventually(lambda: page_sequence(driver) == "BBP", 30), board.log.read_text()
+            assert text(driver, "badge-controller") == "controller online"
+            assert visible(driver, "badge-device") and text(driver, "badge-device") == "shoe unknown"
+            assert not visible(driver, "banner-device")  # unknown is not a fault
+            assert text(driver, "last-title") == "Last settled coup" and text(driver, "last-coup") == "?"
+            assert driver.execute_script("return document.getElementById('last-winner').dataset.w;") == "P"
+            assert "cards and totals are unknown" in text(driver, "last-unseen")
+            assert "Player pair" in text(driver, "last-body")
+            assert visible(driver, "dealing") and text(driver, "dealing-coup") == "4"
+            assert visible(driver, "dealing-missed") and text(driver, "dealing-cards") == ""
+            assert visible(driver, "odds")
+            # the counter's view (the retained odds) and the shoe's, not received yet
+            assert odds_cells(driver) == {"player": ["\u2013", "\u2013", "44.0%", "-1.20%"],
+                                          "banker": ["\u2013", "\u2013", "46.0%", "-1.06%"]}  # fmt: skip
+            assert text(driver, "odds-shoe-note") == "not received yet"
+            assert text(driver, "odds-counter-note") == "coup 4, 391 cards"
+            driver.save_screenshot(str(tmp_path / "mid-shoe-start.png"))
+
+            shoe_bets = {"player": {"win": 0.445, "push": 0.1, "lose": 0.455, "ev": -0.01},
+                         "banker": {"win": 0.455, "push": 0.1, "lose": 0.445, "ev": 0.0021}}  # fmt: skip
+            send("odds/update", event("odds.update", coup=4, cards_left=391, view="shoe", bets=shoe_bets))
+            # both views, each in its own columns
+            want = {
+                "player": ["44.5%", "-1.00%", "44.0%", "-1.20%"],
+                "banker": ["45.5%", "+0.21%", "46.0%", "-1.06%"],
+            }
+            assert eventually(lambda: odds_cells(driver) == want, 30), odds_cells(driver)
+            assert text(driver, "odds-shoe-note") == "coup 4, 391 cards"
+            send("device/status", event("device.status", state="online", code="OK",
+                                        device={"model": "S", "firmware": "1", "serial": "2"}))  # fmt: skip
+            assert eventually(lambda: text(driver, "badge-device") == "shoe online", 30)
+            send("card", event("card", coup=4, position="P3", card="5H", value=5, face_up=False))
+            assert eventually(lambda: "P3" in text(driver, "dealing-cards"), 30)
+            send("coup/result", event(
+                "coup.result", coup=4, demo=False, player={"cards": ["2H", "3S", "5H"], "total": 0},
+                banker={"cards": ["9D", "KC"], "total": 9}, winner="banker", natural=True, player_pair=False,
+                banker_pair=False, tags=[], settlement={"player": -1, "banker": 0.95, "tie": -1},
+                corrections=[],
+            ))  # fmt: skip
+            assert eventually(lambda: text(driver, "last-coup") == "4", 30)
+            assert text(driver, "last-title") == "Last coup" and not visible(driver, "dealing")
+            assert page_sequence(driver) == "BBPB"
+            driver.save_screenshot(str(tmp_path / "mid-shoe.png"))
+    finally:
+        pub.disconnect()
+        assert board.stop() == 0, board.log.read_text()

@@ -48,6 +48,10 @@ def run_board(*args: str) -> subprocess.CompletedProcess[str]:
         ("mqtt: {host: h, command_key_file: k}\ntables: [{table: T01}]\n", "the board is read-only"),
         ("tables: [{table: T01}]\n", "mqtt: required key missing"),
         ("mqtt: {host: h}\ntables:\n" + "".join(f"  - {{table: T{i:02d}}}\n" for i in range(65)), "tables:"),
+        ("mqtt: {host: h}\ntables: [{table: T01}]\nallowed_hosts: ['evil com']\n", "allowed_hosts: 'evil com' is not a host"),  # noqa: E501
+        ("mqtt: {host: h}\ntables: [{table: T01}]\nallowed_hosts: ['h:0']\n", "allowed_hosts: 'h:0' is not a host"),  # noqa: E501
+        ("mqtt: {host: h}\ntables: [{table: T01}]\nallowed_hosts: []\n", "allowed_hosts:"),
+        ("mqtt: {host: h}\ntables: [{table: T01}]\nallowed_hosts: [" + ",".join(f"h{i}" for i in range(33)) + "]\n", "allowed_hosts: List should have at most 32"),  # noqa: E501
     ],
 )  # fmt: skip
 def test_a_bad_config_is_one_line_naming_the_key_and_exit_code_2(
@@ -159,6 +163,13 @@ def test_http_is_read_only_and_streams_views(tmp_path: Path, mosquitto: BrokerFa
         resp = conn.getresponse()
         assert "default-src 'self'" in (resp.getheader("Content-Security-Policy") or "")
         assert resp.getheader("X-Content-Type-Options") == "nosniff"
+        conn.close()
+        # over the wire too: a name that is not the board's is refused
+        conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=10)
+        conn.request("GET", "/api/table/T01", headers={"Host": f"rebound.example:{url.port}"})
+        resp = conn.getresponse()
+        assert resp.status == 400
+        assert resp.read() == b"this board does not answer for that Host (see allowed_hosts)\n"
         conn.close()
 
         stream = sse_open(board)
@@ -284,15 +295,23 @@ def test_the_board_catches_up_after_a_broker_outage(
 # --- the surveillance review's routes (controller/history_web, issue 13 item 3) ---------
 
 
-def asgi(app: Any, path: str, method: str = "GET") -> tuple[int, bytes]:
-    """One request straight into the ASGI app (no server, no network)."""
+def asgi(
+    app: Any, path: str, method: str = "GET", hosts: tuple[bytes, ...] = (b"127.0.0.1:8080",)
+) -> tuple[int, bytes]:
+    """One request straight into the ASGI app (no server, no network), with
+    these ``Host`` headers (the default config's listen address)."""
+    return asgi_full(app, path, method, hosts)[::2]
 
-    async def go() -> tuple[int, bytes]:
+
+def asgi_full(
+    app: Any, path: str, method: str = "GET", hosts: tuple[bytes, ...] = (b"127.0.0.1:8080",)
+) -> tuple[int, dict[str, str], bytes]:
+    async def go() -> tuple[int, dict[str, str], bytes]:
         sent: list[dict[str, Any]] = []
         scope = {
             "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-            "headers": [(b"host", b"board")], "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80),
+            "headers": [(b"host", h) for h in hosts], "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80),
         }  # fmt: skip
 
         async def receive() -> dict[str, Any]:
@@ -302,8 +321,10 @@ def asgi(app: Any, path: str, method: str = "GET") -> tuple[int, bytes]:
             sent.append(message)
 
         await app(scope, receive, send)
-        status = next(m["status"] for m in sent if m["type"] == "http.response.start")
-        return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+        start = next(m for m in sent if m["type"] == "http.response.start")
+        headers = {k.decode().lower(): v.decode() for k, v in start["headers"]}
+        body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+        return start["status"], headers, body
 
     return asyncio.run(go())
 
@@ -343,6 +364,77 @@ def test_history_routes_are_mounted_for_the_tables_with_a_journal_and_stay_read_
     assert asgi(app, "/history/T01/coup/20261123T050000Z/7") == (200, b"timeline T01 20261123T050000Z 7")
     assert asgi(app, "/history/T01/coup/20261123T050000Z/7", "POST")[0] == 405
     assert asgi(app, "/api/table/T01", "DELETE")[0] == 405
+
+
+def test_only_the_allowed_host_names_are_answered() -> None:
+    """DNS rebinding: a hostile page whose name now points at 127.0.0.1
+    sends its own name as Host; the board refuses it (400, one line, and
+    counted) so the page cannot read the board."""
+    from controller.board.app import build_app
+
+    cfg = parse_board_config("mqtt: {host: h}\ntables: [{table: T01}]\n")  # listen 127.0.0.1:8080
+    hub = Hub(cfg)
+    app = build_app(cfg, hub)
+    for host in (b"127.0.0.1:8080", b"localhost:8080", b"LocalHost:8080", b"[::1]:8080"):
+        assert asgi(app, "/api/table/T01", hosts=(host,))[0] == 200, host
+    refused = [
+        (b"evil.example:8080",),  # a rebinding page's own name
+        (b"evil.example",),
+        (b"localhost:8081",),  # another port
+        (b"localhost",),  # the default entries carry the listen port
+        (b"127.0.0.1:8080@evil",),
+        (b"127.0.0.1:8080", b"evil.example:8080"),  # two Host headers
+        (),  # none (HTTP/1.0)
+        (b"x" * 300,),
+    ]
+    for hosts in refused:
+        status, headers, body = asgi_full(app, "/api/table/T01", hosts=hosts)
+        assert status == 400, hosts
+        assert body == b"this board does not answer for that Host (see allowed_hosts)\n"
+        assert headers["x-frame-options"] == "DENY"
+        assert "default-src 'self'" in headers["content-security-policy"]
+    # the host check comes first: a refused name learns nothing, not even 405
+    assert asgi(app, "/api/table/T01", "POST", hosts=(b"evil.example:8080",))[0] == 400
+    assert asgi(app, "/api/table/T01", "POST")[0] == 405
+    assert hub.stats.refused_hosts == len(refused) + 1
+    assert json.loads(asgi(app, "/api/stats")[1])["refused_hosts"] == len(refused) + 1
+
+    # a configured list replaces the default; an entry without a port
+    # allows the listen port and none (a reverse proxy's)
+    cfg = parse_board_config(
+        "mqtt: {host: h}\ntables: [{table: T01}]\nlisten: '0.0.0.0:8080'\n"
+        "allowed_hosts: [board.pit.local, '10.1.2.3:8080']\n"
+    )
+    app = build_app(cfg, Hub(cfg))
+    for host, status in (
+        (b"board.pit.local", 200),
+        (b"board.pit.local:8080", 200),
+        (b"board.pit.local:9000", 400),
+        (b"10.1.2.3:8080", 200),
+        (b"10.1.2.3", 400),
+        (b"localhost:8080", 400),
+        (b"0.0.0.0:8080", 400),
+    ):
+        assert asgi(app, "/", hosts=(host,))[0] == status, host
+
+
+@pytest.mark.mqtt
+def test_a_board_on_every_address_says_which_names_it_answers(
+    tmp_path: Path, mosquitto: BrokerFactory
+) -> None:
+    from tests.conftest import free_port
+
+    port = free_port()
+    board = Board(board_config(tmp_path, mosquitto(), listen=f"0.0.0.0:{port}"), tmp_path / "board.log")
+    try:
+        assert board.get("/api/table/T01")[0] == 200  # Host 0.0.0.0:port, the listen address
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/api/table/T01", headers={"Host": f"10.9.8.7:{port}"})
+        assert conn.getresponse().status == 400  # a LAN name not listed
+        conn.close()
+    finally:
+        assert board.stop() == 0
+    assert "list the names other screens use in allowed_hosts" in board.log.read_text()
 
 
 def test_check_config_knows_a_board_config(tmp_path: Path) -> None:

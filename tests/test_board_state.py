@@ -120,7 +120,25 @@ def test_a_board_started_mid_shoe_draws_the_shoe_so_far_from_the_retained_topics
     assert bead_winners(state) == "".join(letters[r["winner"]] for r in results)
     assert view["coup"] == snapshot["coup"] and view["cards_left"] == snapshot["cards_left"]
     assert view["tally"]["natural"] == sum(r["natural"] for r in results)
-    assert view["odds"] is not None and set(view["odds"]["bets"]) >= {"player", "banker", "tie"}
+    # the retained odds hold the view published last (the counter's); the
+    # shoe's view is not known until the next odds.update
+    assert odds["view"] == "counter"
+    assert view["odds"] is not None and view["odds"]["shoe"] is None
+    assert set(view["odds"]["counter"]["bets"]) >= {"player", "banker", "tie"}
+    # the last coup is rebuilt from what is retained: the roads' last cell
+    # (winner and pairs), its cards unknown (not the cards of nothing);
+    # every coup is resolved (the snapshot's tally says so): none is dealt
+    last = view["last"]
+    assert last["seen"] is False and last["coup"] is None and last["void"] is None
+    assert last["winner"] == letters[results[-1]["winner"]]
+    assert (last["player_pair"], last["banker_pair"]) == (
+        results[-1]["player_pair"],
+        results[-1]["banker_pair"],
+    )
+    assert last["player"] is None and last["banker"] is None and not last["void_unseen"]
+    assert view["current"] is None
+    # the device is unknown until it is reported (device.status is not retained)
+    assert view["device"]["state"] == "unknown" and view["device"]["was"] is None
     # the odds panel is off unless the config asks for it
     plain = TableState(T)
     plain.apply(f"baccarat/{T}/odds", json.dumps(odds).encode())
@@ -344,3 +362,251 @@ def test_a_lagging_snapshot_never_takes_the_coup_number_or_the_cards_back() -> N
     )
     view = state.view()
     assert (view["coup"], view["cards_left"], view["cards_dealt"]) == (5, 386, 30)
+
+
+# --- catching up after a broker outage: what is rebuilt, what is unknown -------------
+
+
+def _retained(state: TableState, events: list[dict[str, Any]], snapshot: dict[str, Any]) -> None:
+    """What the broker sends on a (re)subscription: the retained topics, as
+    they stand after ``events`` (the latest roads and odds, the snapshot)."""
+    state.apply(f"baccarat/{T}/status", b"online")
+    for kind, topic in (("roads", "roads"), ("odds.update", "odds")):
+        latest = [e for e in events if e["type"] == kind]
+        if latest:
+            state.apply(f"baccarat/{T}/{topic}", json.dumps(latest[-1]).encode())
+    state.apply(f"baccarat/{T}/shoe/state", json.dumps(snapshot).encode())
+
+
+def test_after_an_outage_the_last_coup_and_the_coup_dealt_are_rebuilt_as_far_as_they_are_known() -> None:
+    """The board loses the broker two cards into coup k; coup k settles and
+    coup k+1 starts while it is away. On the reconnect the roads give coup
+    k's winner and pairs (its cards are retained nowhere: unknown, not the
+    stale cards of coup k-1), the snapshot the coup now dealt (k+1, none
+    of its cards seen); the next events fill both in again."""
+    state = TableState(T)
+    state.connected(True)
+    state.apply(f"baccarat/{T}/status", b"online")
+    events: list[dict[str, Any]] = []
+    stream = engine_events(seed=7, decks=1)
+    k = 0
+    cards_of: dict[int, int] = {}
+    for ev, _ in stream:
+        events.append(ev)
+        publish(state, ev)
+        if ev["type"] == "card" and ev["position"] in ("P1", "B1", "P2", "B2", "P3", "B3"):
+            cards_of[ev["coup"]] = cards_of.get(ev["coup"], 0) + 1
+            if ev["coup"] >= 4 and cards_of[ev["coup"]] == 2:
+                k = ev["coup"]
+                break
+    before = state.view()
+    assert before["current"]["coup"] == k and len(before["current"]["cards"]) == 2
+    assert before["last"]["coup"] == k - 1 and before["last"]["seen"]
+
+    state.connected(False)
+    snapshot: dict[str, Any] = {}
+    for ev, engine in stream:  # dealt while the board is away
+        events.append(ev)
+        snapshot = engine.snapshot()
+        if ev["type"] == "card" and ev["coup"] == k + 1:
+            break
+    state.connected(True)
+    _retained(state, events, snapshot)
+    view = state.view()
+    result_k = next(e for e in events if e["type"] == "coup.result" and e["coup"] == k)
+    last = view["last"]
+    assert last["seen"] is False and last["coup"] is None
+    assert last["winner"] == {"banker": "B", "player": "P", "tie": "T"}[result_k["winner"]]
+    assert last["player"] is None and last["banker"] is None  # not coup k-1's cards
+    assert view["coup"] == k + 1
+    assert view["current"] == {"coup": k + 1, "cards": [], "missed": True}
+
+    # live again: the next card of coup k+1 is shown (the earlier one was not
+    # seen), and its result is the last coup in full
+    for ev, _ in stream:
+        events.append(ev)
+        publish(state, ev)
+        if ev["type"] == "card" and ev["coup"] == k + 1:
+            cur = state.view()["current"]
+            assert cur["coup"] == k + 1 and cur["missed"] and cur["cards"][-1]["card"] == ev["card"]
+        if ev["type"] == "coup.result" and ev["coup"] == k + 1:
+            break
+    last = state.view()["last"]
+    assert last["seen"] and last["coup"] == k + 1 and last["player"]["cards"] == ev["player"]["cards"]
+    assert state.view()["current"] is None
+    assert bead_winners(state) == "".join(
+        {"banker": "B", "player": "P", "tie": "T"}[r["winner"]] for r in results_of(events)
+    )
+
+
+def _snapshot(coup: int, settled: int, voids: int, *, state: str = "deal", opens: Any = ()) -> bytes:
+    return json.dumps(
+        {
+            "table": T,
+            "shoe": "20261123T050000Z",
+            "state": state,
+            "coup": coup,
+            "cards_dealt": 6 * coup,
+            "cards_left": 416 - 6 * coup,
+            "last_coup": None,
+            "tally": {"player": 0, "banker": settled, "tie": 0},
+            "stats": {
+                "naturals": 0,
+                "player_pairs": 0,
+                "banker_pairs": 0,
+                "tags": {},
+                "void_coups": voids,
+                "misdeals": {},
+            },
+            "open_misdeals": [{"coup": c, "code": "UNREAD_CARD"} for c in opens],
+        }
+    ).encode()
+
+
+def _roads(winners: str) -> bytes:
+    cells = [{"w": w, "pp": False, "bp": False} for w in winners]
+    return _ev("roads", bead_plate=[cells[i : i + 6] for i in range(0, len(cells), 6)], big_road=[],
+               big_eye_boy=[], small_road=[], cockroach_pig=[])  # fmt: skip
+
+
+def _board_at_coup_2() -> TableState:
+    """A board that saw coups 1 and 2 settle (Banker, Banker), then lost the broker."""
+    state = TableState(T)
+    state.connected(True)
+    state.apply(f"baccarat/{T}/shoe/state", _snapshot(0, 0, 0))
+    for coup in (1, 2):
+        state.apply(
+            topic_of("card"), _ev("card", coup=coup, position="P1", card="2H", value=2, face_up=False)
+        )
+        state.apply(topic_of("coup.result"), _result(coup, "banker"))
+        state.apply(f"baccarat/{T}/roads", _roads("B" * coup))
+    assert state.view()["last"]["coup"] == 2
+    state.connected(False)
+    return state
+
+
+def test_a_coup_voided_while_the_board_was_away_is_shown_as_an_unseen_void() -> None:
+    state = _board_at_coup_2()
+    state.connected(True)
+    state.apply(f"baccarat/{T}/roads", _roads("BB"))  # unchanged: nothing settled
+    state.apply(f"baccarat/{T}/shoe/state", _snapshot(3, 2, 1))
+    view = state.view()
+    assert view["last"]["void"] == {"code": None, "detail": ""} and view["last"]["coup"] is None
+    assert not view["last"]["seen"] and view["last"]["winner"] is None
+    assert view["current"] is None  # coups 1 to 3 all resolved: none is dealt
+    assert view["tally"]["void"] == 1  # counted, though its event was not seen
+
+
+def test_a_settled_and_a_void_coup_while_away_leave_the_order_unknown() -> None:
+    state = _board_at_coup_2()
+    state.connected(True)
+    state.apply(f"baccarat/{T}/shoe/state", _snapshot(5, 3, 1, opens=[5]))
+    state.apply(f"baccarat/{T}/roads", _roads("BBP"))  # the retained topics come in any order
+    view = state.view()
+    last = view["last"]
+    assert (last["winner"], last["void"], last["void_unseen"], last["seen"]) == ("P", None, True, False)
+    # coup 5 awaits a supervisor: it is in play, none of its cards seen
+    assert view["current"] == {"coup": 5, "cards": [], "missed": True}
+    assert [(a["coup"], a["code"]) for a in view["awaiting"]] == [(5, "UNREAD_CARD")]
+
+
+def test_after_an_outage_with_nothing_missed_the_last_coup_stays_and_the_cards_seen_stay() -> None:
+    state = _board_at_coup_2()
+    state.connected(True)
+    state.apply(topic_of("card"), _ev("card", coup=3, position="P1", card="9S", value=9, face_up=False))
+    state.connected(False)
+    state.connected(True)
+    state.apply(f"baccarat/{T}/roads", _roads("BB"))
+    state.apply(f"baccarat/{T}/shoe/state", _snapshot(3, 2, 0))
+    view = state.view()
+    assert view["last"]["coup"] == 2 and view["last"]["seen"]
+    # coup 3 is still open: the card seen stays, but more may have come
+    assert view["current"] == {"coup": 3, "cards": [{"position": "P1", "card": "9S"}], "missed": True}
+    # an ended shoe has no coup being dealt
+    state.connected(False)
+    state.connected(True)
+    state.apply(f"baccarat/{T}/shoe/state", _snapshot(3, 2, 0, state="ended"))
+    assert state.view()["current"] is None and state.view()["ended"]
+
+
+def test_the_cut_cards_last_coup_is_shown_from_the_event_or_the_snapshot() -> None:
+    state = TableState(T)
+    state.apply(topic_of("shoe.cut_card"), _ev("shoe.cut_card", coup=60, last_coup=61))
+    assert state.view()["cut_last"] == 61
+    later = TableState(T)
+    later.connected(True)
+    snap = json.loads(_snapshot(60, 50, 0))
+    later.apply(f"baccarat/{T}/shoe/state", json.dumps({**snap, "last_coup": 61}).encode())
+    assert later.view()["cut_last"] == 61
+
+
+# --- the device badge ------------------------------------------------------------
+
+
+def test_the_device_is_unknown_until_reported_and_again_after_an_outage_or_the_controller_going() -> None:
+    state = TableState(T)
+    state.connected(True)
+    state.apply(f"baccarat/{T}/status", b"online")
+    view = state.view()
+    assert view["status"] == "online"  # the controller's retained status, at once
+    assert view["device"]["state"] == "unknown" and view["device"]["was"] is None
+    online = _ev(
+        "device.status", state="online", code="", device={"model": "ShoeX", "firmware": "1", "serial": "9"}
+    )
+    state.apply(topic_of("device.status"), online)
+    assert state.view()["device"]["state"] == "online" and state.view()["device"]["model"] == "ShoeX"
+    # the board lost the broker: what the shoe did meanwhile is not known
+    state.connected(False)
+    state.connected(True)
+    assert (state.view()["device"]["state"], state.view()["device"]["was"]) == ("unknown", "online")
+    state.apply(topic_of("device.status"), online)
+    assert state.view()["device"]["state"] == "online"
+    # the controller went away (its Last Will): nobody watches the shoe
+    assert state.apply(f"baccarat/{T}/status", b"offline")
+    assert (state.view()["device"]["state"], state.view()["device"]["was"]) == ("unknown", "online")
+
+
+# --- the odds panel: both views ------------------------------------------------------
+
+
+def test_the_odds_panel_keeps_the_latest_of_each_view() -> None:
+    state = TableState(T, odds=True)
+    odds_events = []
+    for ev, _ in engine_events(seed=3, decks=1):
+        publish(state, ev)
+        if ev["type"] == "odds.update":
+            odds_events.append(ev)
+        if len(odds_events) >= 6:
+            break
+    shoe = [e for e in odds_events if e["view"] == "shoe"][-1]
+    counter = [e for e in odds_events if e["view"] == "counter"][-1]
+    view = state.view()["odds"]
+    for name, ev in (("shoe", shoe), ("counter", counter)):
+        assert view[name]["view"] == name and view[name]["coup"] == ev["coup"]
+        assert view[name]["cards_left"] == ev["cards_left"]
+        assert view[name]["bets"] == {b: {k: float(v) for k, v in o.items()} for b, o in ev["bets"].items()}
+    # the counter's view differs from the shoe's while the burned cards are unknown
+    assert view["shoe"]["bets"] != view["counter"]["bets"]
+    # an older odds.update (a late copy) does not replace a later one
+    older = [e for e in odds_events if e["view"] == "shoe" and e["coup"] < shoe["coup"]]
+    assert older and not state.apply(topic_of("odds.update"), json.dumps(older[0]).encode())
+    assert state.view()["odds"]["shoe"]["coup"] == shoe["coup"]
+    # a malformed view is refused; a new shoe starts without odds
+    with pytest.raises(BadMessage):
+        state.apply(topic_of("odds.update"), json.dumps({**shoe, "view": "dealer"}).encode())
+    state.apply(topic_of("shoe.started"), _ev("shoe.started", shoe="20991231T000000Z", decks=8, profile="p"))
+    assert state.view()["odds"] == {"shoe": None, "counter": None}
+
+
+def test_a_coup_seen_from_its_first_card_is_not_marked_as_missing_cards() -> None:
+    """No retained snapshot yet (a new broker): the first one comes after the
+    first cards, on the same connection: nothing was missed."""
+    state = TableState(T)
+    state.connected(True)
+    state.apply(topic_of("card"), _ev("card", coup=1, position="P1", card="9S", value=9, face_up=False))
+    state.apply(f"baccarat/{T}/shoe/state", _snapshot(1, 0, 0))
+    assert state.view()["current"] == {
+        "coup": 1,
+        "cards": [{"position": "P1", "card": "9S"}],
+        "missed": False,
+    }

@@ -314,3 +314,99 @@ def test_config_is_immutable() -> None:
     cfg: Config = default_config()
     with pytest.raises(ValidationError, match="frozen"):
         cfg.table = "T02"
+
+
+# --- check-config of the floor archiver's config (shoe-controller archive) ------------
+
+ARCHIVE = "broker: {host: 127.0.0.1, client_id: archive-1}\ndsn: 'host=127.0.0.1 dbname=floor user=archive'\n"
+
+
+def test_check_config_recognises_the_shipped_archive_example(capsys: pytest.CaptureFixture[str]) -> None:
+    example = str(REPO / "examples" / "archive.yaml")
+    assert main(["check-config", example]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(f"ok: {example}\n") and err == ""
+    assert "floor archive (shoe-controller archive), client id archive-1" in out
+    assert "subscribes baccarat/+/# at QoS 1" in out
+    assert "database: host=127.0.0.1 port=5432 dbname=floor user=archive" in out
+
+
+def test_check_config_summarises_a_shared_archiver_with_a_passfile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "archive.yaml"
+    path.write_text(
+        "broker: {host: broker.floor.lan, port: 8883, client_id: archive-2, tls: {}}\n"
+        "dsn: 'host=db1 dbname=floor user=archive passfile=/etc/shoe-controller/archive.pgpass'\n"
+        "share_group: archivers\nmetrics: 127.0.0.1:9109\n"
+    )
+    assert main(["check-config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "mqtts://broker.floor.lan:8883" in out and "$share/archivers/baccarat/+/#" in out
+    assert "password from /etc/shoe-controller/archive.pgpass" in out
+    assert "metrics on http://127.0.0.1:9109/metrics" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (ARCHIVE + "batch_max_eventz: 10\n", "batch_max_eventz: unknown key (did you mean 'batch_max_events"),
+        (ARCHIVE + "batch_max_events: 10001\n", "batch_max_events:"),
+        (ARCHIVE + "batch_max_events: 0\n", "batch_max_events:"),
+        (ARCHIVE + "share_group: 'a/b'\n", "share_group: must match"),
+        (ARCHIVE + "retention_months: 0\n", "retention_months:"),
+        (ARCHIVE + "metrics: nowhere\n", "metrics"),
+        (ARCHIVE.replace("user=archive", "user=archive password=secret"), "dsn: must not hold a password"),
+        (ARCHIVE.replace("dbname", "nosuchparam=1 dbname"), "dsn: not a PostgreSQL"),
+        (ARCHIVE.replace(", client_id: archive-1", ""), "broker.client_id"),
+        (ARCHIVE.replace("archive-1", "archive-1, protocol: '3.1.1'"), "broker.protocol"),
+        ("broker: {host: h, client_id: a}\n", "dsn"),  # broker alone: still an archive config
+        ("dsn: 'dbname=floor'\n", "broker"),  # dsn alone: idem
+    ],
+)
+def test_check_config_names_the_bad_key_of_an_archive_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, needle: str
+) -> None:
+    path = tmp_path / "archive.yaml"
+    path.write_text(text)
+    assert main(["check-config", str(path)]) == 2
+    out, err = capsys.readouterr()
+    (line,) = err.splitlines()  # one line, no traceback
+    assert line.startswith(f"shoe-controller check-config: {path}") and needle in line, line
+    assert out == ""
+
+
+def test_a_table_config_with_an_archive_key_is_still_a_table_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(MINIMAL + "dsn: 'dbname=floor'\n")
+    assert main(["check-config", str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "dsn: unknown key" in line
+
+
+def test_check_config_warns_when_libpq_would_ignore_the_archives_password_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """libpq skips a passfile group or others may read, or that is missing,
+    and the archiver then fails to log in: check-config says so (exit 0, one
+    warning line), and is quiet about a good one (mode 600)."""
+    pgpass = tmp_path / "archive.pgpass"
+    pgpass.write_text("db1:5432:floor:archive:secret\n")
+    path = tmp_path / "archive.yaml"
+    path.write_text(ARCHIVE.replace("user=archive", f"user=archive passfile={pgpass}"))
+    for mode, needle in ((0o640, "mode 0640): libpq ignores it"), (0o604, "mode 0604)"), (0o600, None)):
+        pgpass.chmod(mode)
+        assert main(["check-config", str(path)]) == 0
+        out, err = capsys.readouterr()
+        assert out.startswith("ok: ")
+        if needle is None:
+            assert err == ""
+        else:
+            (line,) = err.splitlines()
+            assert line.startswith(f"warning: dsn: passfile {pgpass} is open") and needle in line
+    pgpass.unlink()
+    assert main(["check-config", str(path)]) == 0
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "No such file or directory" in line and "libpq will send no password" in line

@@ -52,7 +52,9 @@ def reference_events(
     """A fresh engine fed every input the journal holds: what an
     uninterrupted run of the same input delivers (with the daemon's own
     rule overrides)."""
-    engine = Engine("T01", load_profile("punto_banco", rules), 8, odds=False, roads=True)
+    engine = Engine(
+        "T01", load_profile("punto_banco", rules), 8, odds=False, roads=True, defer_analytics=True
+    )
     decoder = make_decoder(protocol)
     out: list[dict[str, Any]] = []
     with Journal(journal_path) as j:
@@ -66,6 +68,7 @@ def reference_events(
                 out += engine.tick(rec.t)
             elif rec.kind == "cmd":
                 out += engine.command(json.loads(rec.data), rec.t)[1]
+            out += engine.drain_analytics()  # as the daemon: after each input
     return [json.loads(dumps(e)) for e in out]
 
 

@@ -16,6 +16,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -343,6 +344,74 @@ def test_the_journal_is_opened_read_only_even_when_its_wal_is_there(tmp_path: Pa
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             ro.execute("DELETE FROM events")
         ro.close()
+
+
+def on_a_read_only_file_system(directory: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` with ``directory`` mounted read-only in a private mount
+    namespace: what ``ProtectSystem=strict`` makes of /var/lib (and so of the
+    daemons' journals) for the board's unit (systemd/shoe-controller-board.service).
+    The run fails with 99 should the directory still be writable."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("unshare (util-linux) is not installed")
+    cmd = [unshare, "-m", "--propagation", "private"] if os.geteuid() == 0 else [unshare, "-r", "-m"]
+    if subprocess.run([*cmd, "true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespace for this user (unshare -m)")
+    script = (
+        'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" || exit 98; '
+        'touch "$0/.probe" 2>/dev/null && exit 99; exec "$@"'
+    )
+    return subprocess.run(
+        [*cmd, "sh", "-c", script, str(directory), *argv], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_history_reads_a_journal_on_a_read_only_file_system_as_under_the_boards_unit(tmp_path: Path) -> None:
+    """The board's unit (ProtectSystem=strict) sees the journals read-only.
+    SQLite (3.22 and later) reads a WAL journal read-only when its -shm is
+    there, which it is while the daemon has it open and after a crash; with
+    no WAL (a clean stop) history opens it immutable; a -wal without its
+    -shm cannot be read there and is one line saying why."""
+    live = tmp_path / "live"
+    path = live / "journal.sqlite3"
+    Journal(path).close()
+    # the daemon's connection, holding a read snapshot: nothing it writes
+    # next can be checkpointed into the main file, so all of it is in the WAL
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN")
+    holder.execute("SELECT count(*) FROM events").fetchone()
+    data = build(path)
+    assert {"journal.sqlite3-wal", "journal.sqlite3-shm"} <= {p.name for p in live.iterdir()}
+    main_only = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    # every event is in the WAL: the main file alone has none
+    assert main_only.execute("SELECT count(*) FROM events").fetchone() == (0,)
+    main_only.close()
+
+    def shoes(journal: Path) -> list[str]:
+        argv = (str(SCRIPT), "history", "shoes", "--journal", str(journal), "--json")
+        r = on_a_read_only_file_system(journal.parent, *argv)
+        assert r.returncode == 0, (r.returncode, r.stderr)
+        return [row["shoe"] for row in json.loads(r.stdout)["rows"]]
+
+    assert shoes(path) == data["shoes"]  # while the daemon runs
+    # a crash leaves the -wal and the -shm (copied while nothing writes)
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    for name in ("journal.sqlite3", "journal.sqlite3-wal", "journal.sqlite3-shm"):
+        shutil.copyfile(live / name, crashed / name)
+    assert shoes(crashed / "journal.sqlite3") == data["shoes"]
+    # a -wal without its -shm: SQLite would have to create the -shm
+    (crashed / "journal.sqlite3-shm").unlink()
+    argv = (str(SCRIPT), "history", "shoes", "--journal", str(crashed / "journal.sqlite3"))
+    r = on_a_read_only_file_system(crashed, *argv)
+    line = one_line_error(r, r.returncode)
+    assert r.returncode not in (0, 98, 99) and "its -wal is there without its -shm" in line
+    # a clean stop: the last connection checkpoints and removes the WAL
+    holder.execute("COMMIT")
+    holder.close()
+    assert not (live / "journal.sqlite3-wal").exists()
+    assert shoes(path) == data["shoes"]
+    assert not (live / "journal.sqlite3-shm").exists()
 
 
 @pytest.mark.parametrize("kind", ["text", "empty", "other-sqlite", "directory", "missing"])

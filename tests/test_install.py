@@ -359,6 +359,9 @@ def test_install_sh_lays_out_the_tree(staged_install: StagedInstall) -> None:
         "usr/local/lib/systemd/system/shoe-controller.service": "systemd/shoe-controller.service",
         "usr/local/lib/systemd/system/shoe-controller@.service": "systemd/shoe-controller@.service",
         "usr/local/lib/systemd/system/shoe-controller-board.service": "systemd/shoe-controller-board.service",
+        "usr/local/lib/systemd/system/shoe-controller-archive@.service": (
+            "systemd/shoe-controller-archive@.service"
+        ),
         "usr/local/lib/sysusers.d/shoe-controller.conf": "systemd/shoe-controller.sysusers",
         "etc/udev/rules.d/99-shoe-controller.rules": "systemd/99-shoe-controller.rules",
     }
@@ -371,18 +374,25 @@ def test_install_sh_lays_out_the_tree(staged_install: StagedInstall) -> None:
         data = yaml.safe_load(cfg.read_text())
         assert data["table"] == table and data["outputs"]["mqtt"]["client_id"] == f"shoe-{table}"
     assert not (root / "etc/shoe-controller/config.yaml").exists()  # --table given: per-table configs only
+    # --archive 1: the example, with the archiver's own client id, and psycopg in the venv
+    archive = root / "etc/shoe-controller/archive-1.yaml"
+    assert mode(archive) == "-rw-r--r--"
+    assert archive.read_text() == (REPO / "examples/archive.yaml").read_text()  # its client id is archive-1
+    assert yaml.safe_load(archive.read_text())["broker"]["client_id"] == "archive-1"
+    assert list(staged_install.venv.glob("lib/python3*/site-packages/psycopg/__init__.py"))
     assert mode(root / "etc/shoe-controller") == "drwxr-xr-x"
     link = root / "usr/local/bin/shoe-controller"
     assert link.is_symlink() and os.readlink(link) == "/opt/shoe-controller/bin/shoe-controller"
     # Outside the venv, exactly these files and nothing else.
     others = {f for f in files_under(root) if not f.startswith("opt/shoe-controller/")}
     assert others == {*expected, "etc/shoe-controller/T01.yaml", "etc/shoe-controller/T02.yaml",
-                      "usr/local/bin/shoe-controller"}  # fmt: skip
+                      "etc/shoe-controller/archive-1.yaml", "usr/local/bin/shoe-controller"}  # fmt: skip
     assert sorted(p.name for p in (root / "opt").iterdir()) == ["shoe-controller"]  # no .new / .old left
     assert {p.name for p in unitdir.iterdir()} == {
         "shoe-controller.service",
         "shoe-controller@.service",
         "shoe-controller-board.service",
+        "shoe-controller-archive@.service",
     }
 
 
@@ -420,6 +430,12 @@ def test_the_staged_program_runs_and_accepts_its_configs(
             cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
         )  # fmt: skip
         assert ok(result).startswith("ok: ") and f"table {table}," in result.stdout
+    archive = subprocess.run(
+        [str(venv / "bin/python"), str(venv / "bin/shoe-controller"), "check-config",
+         str(staged_install.root / "etc/shoe-controller/archive-1.yaml")],
+        cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
+    )  # fmt: skip
+    assert "floor archive (shoe-controller archive), client id archive-1" in ok(archive)
     files = subprocess.run(
         [str(venv / "bin/python"), "-c", "import controller.commands.odds as m; print(m.__file__)"],
         cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
@@ -484,6 +500,8 @@ env -u DESTDIR "$INSTALL_SH" --python "$PYTHON" --wheel "$WHEEL" --table T01 --t
 echo "== after"
 /usr/local/bin/shoe-controller --version
 /usr/local/bin/shoe-controller check-config /etc/shoe-controller/T03.yaml
+# the archive extra is kept (archive-1.yaml is there): the archiver's config still checks
+/usr/local/bin/shoe-controller check-config /etc/shoe-controller/archive-1.yaml | head -n 1
 """
 
 
@@ -522,6 +540,7 @@ def test_the_staged_tree_runs_at_its_final_location_and_upgrades_in_place(
     assert "kept /etc/shoe-controller/T01.yaml" in upgrade and "kept /etc/udev/rules.d/" in upgrade
     assert f"installed shoe-controller {__version__} in /opt/shoe-controller" in upgrade
     assert after.splitlines()[1:3] == [f"shoe-controller {__version__}", "ok: /etc/shoe-controller/T03.yaml"]
+    assert "ok: /etc/shoe-controller/archive-1.yaml" in after.splitlines()
     # What the upgrade wrote, seen in the overlays' upper layers.
     assert not marker.exists()  # a new venv, swapped in
     assert sorted(p.name for p in (root / "opt").iterdir()) == ["shoe-controller"]
@@ -529,6 +548,30 @@ def test_the_staged_tree_runs_at_its_final_location_and_upgrades_in_place(
     assert yaml.safe_load((root / "etc/shoe-controller/T03.yaml").read_text())["table"] == "T03"
     script = root / "opt/shoe-controller/bin/shoe-controller"
     assert script.read_text().startswith("#!/opt/shoe-controller/bin/python\n")
+
+
+def test_an_upgrade_is_refused_when_the_new_version_rejects_an_enabled_archivers_config(
+    staged_install: StagedInstall, dist: Dist, tmp_path: Path
+) -> None:
+    """An enabled shoe-controller-archive@1 loads archive-1.yaml: the new
+    version must accept it (with the archive extra, kept because the config
+    is there), or nothing is replaced."""
+    root = _copy_root(staged_install, tmp_path / "root")
+    marker = root / "opt/shoe-controller/from-the-old-version"
+    marker.write_text("x")
+    wants = root / "etc/systemd/system/multi-user.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    (wants / "shoe-controller-archive@1.service").symlink_to(
+        "/usr/local/lib/systemd/system/shoe-controller-archive@.service"
+    )
+    cfg = root / "etc/shoe-controller/archive-1.yaml"
+    cfg.write_text(cfg.read_text().replace("batch_max_events: ", "batch_max_eventz: "))
+    refused = _install("--root", str(root), "--wheel", str(dist.wheel))
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "refuses" in refused.stderr and "archive-1.yaml" in refused.stderr
+    assert "batch_max_eventz: unknown key" in refused.stderr
+    assert marker.exists()  # the old program untouched
+    assert sorted(p.name for p in (root / "opt").iterdir()) == ["shoe-controller"]
 
 
 def test_uninstall_removes_the_program_and_keeps_configs_rules_and_state(
@@ -540,6 +583,7 @@ def test_uninstall_removes_the_program_and_keeps_configs_rules_and_state(
     assert files_under(root) == {
         "etc/shoe-controller/T01.yaml",
         "etc/shoe-controller/T02.yaml",
+        "etc/shoe-controller/archive-1.yaml",
         "etc/udev/rules.d/99-shoe-controller.rules",
     }
     assert "kept" in result.stdout and "/var/lib/shoe-controller" in result.stdout
@@ -550,6 +594,8 @@ def test_uninstall_removes_the_program_and_keeps_configs_rules_and_state(
     [
         (["--table", "T/1"], "--table 'T/1': 1-32 of A-Z a-z 0-9 _ -"),
         (["--table", ""], "--table '': 1-32 of A-Z a-z 0-9 _ -"),
+        (["--archive", "a b"], "--archive 'a b': 1-32 of A-Z a-z 0-9 _ -"),
+        (["--archive"], "--archive needs an archiver name"),
         (["--prefix", "/"], "--prefix cannot be /"),
         (["--prefix", "opt/x"], "--prefix must be an absolute path"),
         (["--wheel", "/nonexistent/x.whl"], "--wheel /nonexistent/x.whl: no such file"),

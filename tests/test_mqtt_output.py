@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import paho.mqtt.client as mqtt
 import pytest
+from paho.mqtt.reasoncodes import ReasonCode
 
 from controller.commands_schema import Command, command_dict
 from controller.config import MqttConfig
@@ -647,15 +649,25 @@ def test_shipped_acl_drops_a_table_users_command_and_passes_a_supervisors(
     watcher = subscriber(
         acl_broker, [f"{PREFIX}/#"], username="supervisor", password="pw-supervisor", ca_file=ca
     )
-    table, rc = mqtt_client(acl_broker, username="shoe-T01", password="pw-shoe-T01", ca_file=ca)
+    # MQTT 5, as the daemon connects: Mosquitto 2.0 answers a denied QoS 1
+    # publish with a PUBACK carrying "not authorized", which an MQTT 3.1.1
+    # client may take for a malformed packet and drop its connection over
+    acks: list[ReasonCode] = []
+    table, rc = mqtt_client(
+        acl_broker, username="shoe-T01", password="pw-shoe-T01", ca_file=ca, protocol=mqtt.MQTTv5
+    )
     assert rc is not None and not rc.is_failure
+    table.on_publish = lambda c, u, mid, reason, props: acks.append(reason)
     table.publish(f"{PREFIX}/cmd", '{"id":"forged","cmd":"end_shoe"}', qos=1).wait_for_publish(10)
+    assert [str(r) for r in acks] == ["Not authorized"], acks
     table.publish(f"{PREFIX}/card", "after-forged", qos=1).wait_for_publish(10)
     # In-order delivery: had the forged command passed, it would be here first.
     assert watcher.wait_for(lambda ms: any(m.payload == b"after-forged" for m in ms))
     assert watcher.on(f"{PREFIX}/cmd") == []
 
-    other, _ = mqtt_client(acl_broker, username="shoe-T02", password="pw-shoe-T02", ca_file=ca)
+    other, _ = mqtt_client(
+        acl_broker, username="shoe-T02", password="pw-shoe-T02", ca_file=ca, protocol=mqtt.MQTTv5
+    )
     other.publish(f"{PREFIX}/card", "T02-posing-as-T01", qos=1).wait_for_publish(10)
     supervisor = Subscriber(
         mqtt_client(acl_broker, username="supervisor", password="pw-supervisor", ca_file=ca)[0]

@@ -16,10 +16,11 @@ import sys
 import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 import yaml
 
-from tests.conftest import StagedInstall
+from tests.conftest import BrokerFactory, StagedInstall
 
 REPO = Path(__file__).resolve().parent.parent
 UNITS = {
@@ -237,6 +238,9 @@ def test_board_unit_is_a_read_only_service_without_devices_or_state() -> None:
     # no shoe, no state of its own: nothing to write, no device to open
     assert "DeviceAllow" not in d and d["PrivateDevices"] == ["yes"] and d["DevicePolicy"] == ["closed"]
     assert "StateDirectory" not in d and "SupplementaryGroups" not in d
+    # the journals are read where the daemons keep them, read-only (history
+    # needs no write access: tests/test_history.py, on a read-only mount)
+    assert not {"ReadWritePaths", "InaccessiblePaths", "TemporaryFileSystem"} & set(d)
     assert d["ProtectSystem"] == ["strict"] and d["NoNewPrivileges"] == ["yes"]
     assert d["CapabilityBoundingSet"] == [""] and d["PrivateUsers"] == ["yes"]
     assert d["RestrictAddressFamilies"] == ["AF_UNIX AF_INET AF_INET6"]
@@ -249,3 +253,156 @@ def test_board_unit_verify_would_catch_a_missing_program(tmp_path: Path) -> None
     path.write_text(text.replace(EXEC, str(tmp_path / "missing" / "shoe-controller")))
     result = verify(tool, path)
     assert result.returncode != 0 and "is not executable" in result.stdout + result.stderr
+
+
+# --- the floor archiver's unit (shoe-controller archive), a template --------------
+
+ARCHIVE_UNIT = "shoe-controller-archive@.service"
+ARCHIVE_INSTANCE = "shoe-controller-archive@1.service"  # a template is checked as an instance
+ARCHIVE_CONFIG = "%E/shoe-controller/archive-%i.yaml"
+
+
+def archive_copy(tmp_path: Path, text: str | None = None) -> Path:
+    if text is None:
+        text = (REPO / "systemd" / ARCHIVE_UNIT).read_text()
+        assert f"ExecStart={EXEC} archive " in text and f"ExecStartPre={EXEC} archive " in text
+    path = tmp_path / ARCHIVE_INSTANCE
+    path.write_text(text.replace(EXEC, shutil.which("true") or "/bin/true"))
+    return path
+
+
+def test_archive_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    tool = analyze()
+    path = archive_copy(tmp_path)
+    result = verify(tool, path)
+    ours = [line for line in (result.stdout + result.stderr).splitlines() if path.name in line]
+    assert result.returncode == 0 and not ours, result.stdout + result.stderr
+
+
+def test_archive_unit_exposure_is_at_most_2(tmp_path: Path) -> None:
+    tool = analyze()
+    if "--offline" not in subprocess.run([tool, "security", "--help"], capture_output=True, text=True).stdout:
+        pytest.skip("this systemd-analyze has no security --offline")
+    path = archive_copy(tmp_path)
+    result = subprocess.run([tool, "security", "--offline=true", str(path)], capture_output=True, text=True)
+    match = re.search(r"Overall exposure level for \S+: (\d+(?:\.\d+)?)", result.stdout)
+    assert match, result.stdout + result.stderr
+    assert float(match.group(1)) <= MAX_EXPOSURE, result.stdout
+
+
+def test_archive_unit_verify_would_catch_a_missing_migrate_program(tmp_path: Path) -> None:
+    """Verify checks ExecStartPre too: the check above covers both commands."""
+    tool = analyze()
+    text = (REPO / "systemd" / ARCHIVE_UNIT).read_text()
+    missing = str(tmp_path / "missing" / "shoe-controller")
+    text = text.replace(f"ExecStartPre={EXEC}", f"ExecStartPre={missing}")
+    result = verify(tool, archive_copy(tmp_path, text))
+    assert result.returncode != 0 and "is not executable" in result.stdout + result.stderr
+
+
+def test_archive_unit_is_reviewed_for_its_contract() -> None:
+    """Its config per instance, the migrations before the start, ordering
+    after the network (and a local database or broker), a restart that
+    never gives up on a database down at boot but never loops on a
+    configuration error, no device, no state, no privilege, no secret."""
+    d = directives(ARCHIVE_UNIT)
+    assert d["ExecStartPre"] == [f"{EXEC} archive --config {ARCHIVE_CONFIG} --migrate"]
+    assert d["ExecStart"] == [f"{EXEC} archive --config {ARCHIVE_CONFIG}"]
+    assert d["Wants"] == ["network-online.target"]
+    assert d["After"][0].split()[0] == "network-online.target" and "postgresql.service" in d["After"][0]
+    assert d["Type"] == ["exec"] and d["Restart"] == ["on-failure"]
+    assert d["RestartPreventExitStatus"] == ["2"] and d["StartLimitIntervalSec"] == ["0"]
+    assert d["User"] == ["shoe-controller"] and d["Group"] == ["shoe-controller"]
+    assert "DeviceAllow" not in d and d["PrivateDevices"] == ["yes"] and d["DevicePolicy"] == ["closed"]
+    assert "StateDirectory" not in d and "SupplementaryGroups" not in d
+    assert (
+        d["ProtectSystem"] == ["strict"] and d["ProtectHome"] == ["yes"] and d["NoNewPrivileges"] == ["yes"]
+    )
+    assert d["CapabilityBoundingSet"] == [""] and d["PrivateUsers"] == ["yes"] and d["UMask"] == ["0077"]
+    assert d["RestrictAddressFamilies"] == ["AF_UNIX AF_INET AF_INET6"]
+    # credentials live in files the config names, never in the unit
+    assert "Environment" not in d and "EnvironmentFile" not in d
+    settings = "\n".join(f"{k}={v}" for k, vs in d.items() for v in vs).lower()
+    assert "password" not in settings and "pgpass" not in settings and "dsn" not in settings
+
+
+@pytest.mark.install
+def test_installed_archive_unit_passes_systemd_analyze_verify(
+    staged_install: StagedInstall, tmp_path: Path
+) -> None:
+    tool = analyze()
+    root = staged_install.root
+    text = (root / "usr/local/lib/systemd/system" / ARCHIVE_UNIT).read_text()
+    staged_binary = root / EXEC.lstrip("/")
+    assert staged_binary.is_file() and os.access(staged_binary, os.X_OK)
+    path = tmp_path / ARCHIVE_INSTANCE
+    path.write_text(text.replace(EXEC, str(staged_binary)))
+    result = verify(tool, path)
+    ours = [line for line in (result.stdout + result.stderr).splitlines() if path.name in line]
+    assert result.returncode == 0 and not ours, result.stdout + result.stderr
+
+
+def _unit_command(line: str, confdir: Path) -> list[str]:
+    """A unit's command line as systemd would run it for instance 1, with
+    %E pointed at ``confdir`` and the program run from this checkout."""
+    args = line.replace("%E", str(confdir)).replace("%i", "1").split()
+    assert args[0] == EXEC
+    return [sys.executable, "-m", "controller.cli", *args[1:]]
+
+
+@pytest.mark.mqtt
+def test_the_archive_units_commands_migrate_then_run_and_stop_cleanly(
+    tmp_path: Path, mosquitto: BrokerFactory, pg_dsn: str
+) -> None:
+    """What the unit promises, run for real (PostgreSQL, Mosquitto): without
+    its ExecStartPre the archiver refuses a database whose schema is behind
+    with exit 2 (which RestartPreventExitStatus keeps from looping);
+    ExecStartPre migrates; ExecStart then archives; SIGTERM (systemctl stop)
+    ends it with 0, within TimeoutStopSec."""
+    from controller.events import dumps
+    from tests.conftest import eventually, mqtt_client
+    from tests.support.archiver import BROKER_CONFIG
+    from tests.test_archive import card
+
+    broker = mosquitto(config=BROKER_CONFIG)
+    confdir = tmp_path / "etc"
+    (confdir / "shoe-controller").mkdir(parents=True)
+    cfg = {"broker": {"host": broker.host, "port": broker.port, "client_id": "archive-1"}, "dsn": pg_dsn,
+           "batch_max_latency_ms": 50}  # fmt: skip
+    (confdir / "shoe-controller" / "archive-1.yaml").write_text(yaml.safe_dump(cfg))
+    d = directives(ARCHIVE_UNIT)
+    pre, start = _unit_command(d["ExecStartPre"][0], confdir), _unit_command(d["ExecStart"][0], confdir)
+    (prevented,) = d["RestartPreventExitStatus"]
+
+    behind = subprocess.run(start, capture_output=True, text=True, timeout=120)
+    assert str(behind.returncode) == prevented, behind.stderr
+    assert "--migrate" in behind.stderr and "Traceback" not in behind.stderr
+
+    migrated = subprocess.run(pre, capture_output=True, text=True, timeout=120)
+    assert migrated.returncode == 0 and migrated.stdout.startswith("schema version "), migrated.stderr
+
+    log = tmp_path / "archiver.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(start, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        assert eventually(lambda: "archive.subscribed" in log.read_text(errors="replace"), 60), (
+            log.read_text()
+        )
+        client, _ = mqtt_client(broker)
+        try:
+            client.publish("baccarat/T01/card", dumps(card(1)).encode(), qos=1).wait_for_publish(10)
+        finally:
+            client.disconnect()
+            client.loop_stop()
+
+        def archived() -> int:
+            with psycopg.connect(pg_dsn) as c:
+                return int(c.execute("SELECT count(*) FROM event_ids").fetchone()[0])  # type: ignore[index]
+
+        assert eventually(lambda: archived() == 1, 60), log.read_text()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(int(d["TimeoutStopSec"][0])) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

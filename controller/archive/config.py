@@ -94,7 +94,9 @@ class ArchiveConfig(_Model):
         try:
             params = conninfo_to_dict(value)
         except ProgrammingError as exc:
-            raise _error("dsn", "not a PostgreSQL connection string: {problem}", problem=str(exc)) from None
+            # libpq's message ends in a newline: the error stays one line
+            problem = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise _error("dsn", "not a PostgreSQL connection string: {problem}", problem=problem) from None
         if "password" in params:
             raise _error(
                 "dsn",

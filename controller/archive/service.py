@@ -17,7 +17,11 @@ connection has since dropped is not acknowledged (the broker delivers it
 again on the resumed session; the archive counts it as a duplicate). A
 lost database connection is retried with backoff, on a new connection,
 with the same batch, for as long as it takes: nothing is acknowledged
-meanwhile, so the broker holds (and queues) the rest. ``kill -9`` at any
+meanwhile, so the broker holds (and queues) the rest. Every attempt
+carries the batch's ``BatchMark``: when the connection was lost just as
+the COMMIT succeeded, the retry finds the batch's mark and writes and
+counts nothing again (controller/archive/store.py), so the durable
+counters stay exact. ``kill -9`` at any
 point loses nothing: what was committed is in the archive, what was not
 is unacknowledged and comes again.
 
@@ -45,7 +49,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from controller.archive import db, migrate
 from controller.archive.config import ArchiveConfig
 from controller.archive.metrics import ArchiveMetrics
-from controller.archive.store import BatchResult, Store, is_connection_error
+from controller.archive.store import BatchMark, BatchResult, Store, is_connection_error
 from controller.config import parse_host_port
 from controller.errors import ConfigError
 from controller.mqtt_client import make_client
@@ -189,13 +193,16 @@ class Archiver:
         """Write ``batch`` until it is committed (None: stopped first)."""
         delay = 0.5
         messages = [(m.topic, m.payload) for m in batch]
+        mark = BatchMark()
         while True:
             conn = self._database()
             if conn is None:
                 return None
             try:
-                return self.store.write(conn, messages)
+                return self.store.write(conn, messages, mark)
             except psycopg.Error as exc:
+                # Did the COMMIT happen? The next attempt asks the database.
+                mark = BatchMark(mark.batch, retry=True)
                 # A connection failure, or (the store keeps refused rows aside
                 # itself) a failure to write even that: retry, never ack.
                 lost = is_connection_error(exc)

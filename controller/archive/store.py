@@ -15,7 +15,15 @@
   ``conflicts``, the stored rows are untouched, and the caller raises the
   alarm (log line; the durable counter is written here);
 * the counters (``archive_counters``) are updated in the same transaction,
-  so after ``kill -9`` they still count exactly what was committed.
+  so after ``kill -9`` they still count exactly what was committed;
+* with a ``BatchMark``, the batch's id is recorded in the same transaction
+  (``archive_batch_marks``, one row per archiver). A COMMIT whose reply is
+  lost leaves the caller unsure whether the batch is in: it retries the
+  same batch with ``retry`` set, and a batch already marked is not written
+  or counted again (``BatchResult.already_committed``), so ``received``,
+  ``duplicates``, ``ignored`` and ``rejects`` stay exact too. A refused
+  batch written message by message marks each message (parts 1..n): a
+  retry resumes after the last one committed.
 
 The caller acknowledges the batch's messages only after ``write``
 returns, i.e. after COMMIT. A connection failure (``psycopg.OperationalError``
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -88,11 +97,24 @@ class BatchResult:
     counts: Counter[str] = field(default_factory=Counter)
     conflicts: list[Conflict] = field(default_factory=list)
     reject_reasons: list[str] = field(default_factory=list)
+    #: A retry found the batch (or all of it that was left) already
+    #: committed by an earlier attempt whose COMMIT reply was lost.
+    already_committed: bool = False
 
     def add(self, other: BatchResult) -> None:
         self.counts.update(other.counts)
         self.conflicts.extend(other.conflicts)
         self.reject_reasons.extend(other.reject_reasons)
+
+
+@dataclass(frozen=True)
+class BatchMark:
+    """Which batch a write is: the same ``batch`` on every attempt, with
+    ``retry`` set on the second and later ones (the store then looks for the
+    batch's mark before writing anything)."""
+
+    batch: uuid.UUID = field(default_factory=uuid.uuid4)
+    retry: bool = False
 
 
 @dataclass
@@ -131,27 +153,76 @@ class Store:
 
     # --- the batch ------------------------------------------------------------
 
-    def write(self, conn: Conn, messages: Sequence[tuple[str, bytes]]) -> BatchResult:
+    def write(
+        self, conn: Conn, messages: Sequence[tuple[str, bytes]], mark: BatchMark | None = None
+    ) -> BatchResult:
         """Write ``messages`` (topic, payload) in one transaction; see the
         module docstring. ``conn`` is not in autocommit mode."""
-        try:
-            return self._write(conn, messages)
-        except psycopg.Error as exc:
-            if is_connection_error(exc):
-                raise
-            _rollback(conn)
-            if len(messages) == 1:
-                topic, payload = messages[0]
-                reason = f"database refused it: {_one_line(exc)}"
-                log.error("archive.refused", topic=topic, reason=reason)
-                return self._write_rejects(conn, [_Reject(topic, reason, payload)])
-            log.warning("archive.batch_refused", size=len(messages), error=_one_line(exc), then="one by one")
-            result = BatchResult()
-            for message in messages:
-                result.add(self.write(conn, [message]))
-            return result
+        start = 0
+        if mark is not None and mark.retry:
+            done = self._committed_part(conn, mark.batch)
+            if done is not None and (done == 0 or done >= len(messages)):
+                log.warning("archive.batch_already_committed", size=len(messages), part=done)
+                return BatchResult(already_committed=True)
+            start = done or 0
+        if start == 0:
+            try:
+                return self._write(conn, messages, _part(mark, 0))
+            except psycopg.Error as exc:
+                if is_connection_error(exc):
+                    raise
+                _rollback(conn)
+                if len(messages) == 1:
+                    return self._refused(conn, messages[0], exc, _part(mark, 0))
+                log.warning(
+                    "archive.batch_refused", size=len(messages), error=_one_line(exc), then="one by one"
+                )
+        else:
+            log.warning("archive.batch_resumed", size=len(messages), committed=start)
+        result = BatchResult()
+        for i in range(start, len(messages)):
+            part = _part(mark, i + 1)
+            try:
+                result.add(self._write(conn, [messages[i]], part))
+            except psycopg.Error as exc:
+                if is_connection_error(exc):
+                    raise
+                _rollback(conn)
+                result.add(self._refused(conn, messages[i], exc, part))
+        return result
 
-    def _write(self, conn: Conn, messages: Sequence[tuple[str, bytes]]) -> BatchResult:
+    def _refused(
+        self, conn: Conn, message: tuple[str, bytes], exc: psycopg.Error, part: tuple[uuid.UUID, int] | None
+    ) -> BatchResult:
+        """A message PostgreSQL refused on its own: kept aside in ``rejects``."""
+        topic, payload = message
+        reason = f"database refused it: {_one_line(exc)}"
+        log.error("archive.refused", topic=topic, reason=reason)
+        return self._write_rejects(conn, [_Reject(topic, reason, payload)], part)
+
+    def _committed_part(self, conn: Conn, batch: uuid.UUID) -> int | None:
+        """How much of ``batch`` an earlier attempt committed (0: all of it;
+        k: its first k messages, one by one), or None."""
+        with conn.transaction():
+            row = conn.execute(
+                "SELECT part FROM archive_batch_marks WHERE archiver = %s AND batch = %s",
+                (self.archiver, batch),
+            ).fetchone()
+        return None if row is None else int(row[0])
+
+    def _mark(self, cur: psycopg.Cursor[tuple[Any, ...]], part: tuple[uuid.UUID, int] | None) -> None:
+        if part is None:
+            return
+        cur.execute(
+            "INSERT INTO archive_batch_marks (archiver, batch, part) VALUES (%s, %s, %s) "
+            "ON CONFLICT (archiver) DO UPDATE SET batch = EXCLUDED.batch, part = EXCLUDED.part, "
+            "marked_at = now()",
+            (self.archiver, part[0], part[1]),
+        )
+
+    def _write(
+        self, conn: Conn, messages: Sequence[tuple[str, bytes]], part: tuple[uuid.UUID, int] | None = None
+    ) -> BatchResult:
         result = BatchResult()
         result.counts["received"] += len(messages)
         events: list[Event] = []
@@ -218,6 +289,7 @@ class Store:
             result.counts["rejects"] += len(rejects)
             self._insert_rejects(cur, rejects, result)
             self._count(cur, result.counts)
+            self._mark(cur, part)
         return result
 
     def _conflict(
@@ -303,7 +375,9 @@ class Store:
                 )
                 result.reject_reasons.append(f"{r.topic}: {r.reason}")
 
-    def _write_rejects(self, conn: Conn, rejects: list[_Reject]) -> BatchResult:
+    def _write_rejects(
+        self, conn: Conn, rejects: list[_Reject], part: tuple[uuid.UUID, int] | None = None
+    ) -> BatchResult:
         result = BatchResult()
         result.counts["received"] += len(rejects)
         result.counts["rejects"] += len(rejects)
@@ -311,6 +385,7 @@ class Store:
             cur = conn.cursor()
             self._insert_rejects(cur, rejects, result)
             self._count(cur, result.counts)
+            self._mark(cur, part)
         return result
 
     def _count(self, cur: psycopg.Cursor[tuple[Any, ...]], counts: Counter[str]) -> None:
@@ -343,6 +418,10 @@ class Store:
         dropped = partitions.drop_expired(conn, now, self.retention_months)
         self.months.clear()
         return made, dropped
+
+
+def _part(mark: BatchMark | None, part: int) -> tuple[uuid.UUID, int] | None:
+    return None if mark is None else (mark.batch, part)
 
 
 def _values(ev: Event, cols: Sequence[str]) -> list[Any]:

@@ -47,7 +47,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from controller.board.config import BoardConfig
+from controller.board.config import BoardConfig, host_entry
 from controller.board.state import BadMessage, TableState
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ class Stats:
     dropped_pending: int = 0
     dropped_views: int = 0
     refused_clients: int = 0
+    refused_hosts: int = 0
     clients: int = 0
 
 
@@ -215,22 +216,41 @@ SECURITY_HEADERS = [
 ]
 
 
-class ReadOnly:
-    """GET and HEAD only, on every route (the history pages' too), and the
-    security headers on every answer."""
+#: Distinct refused ``Host`` headers logged (each once); more are only counted.
+MAX_LOGGED_HOSTS = 16
 
-    def __init__(self, app: ASGIApp) -> None:
+
+class ReadOnly:
+    """GET and HEAD only, on every route (the history pages' too), only for
+    the allowed ``Host`` names (``allowed_hosts``: a page on another name,
+    one that DNS rebinding points at this board, is refused 400 and cannot
+    read it), and the security headers on every answer."""
+
+    def __init__(
+        self, app: ASGIApp, hosts: frozenset[tuple[str, int | None]], stats: Stats | None = None
+    ) -> None:
         self.app = app
+        self.hosts = hosts
+        self.stats = stats if stats is not None else Stats()
+        self._logged: set[str] = set()
+
+    def host_allowed(self, scope: Scope) -> bool:
+        values = [v for k, v in scope.get("headers", []) if k == b"host"]
+        raw = b", ".join(values).decode("latin-1")
+        allowed = False
+        if len(values) == 1:  # not none (HTTP/1.0), not two
+            with contextlib.suppress(ValueError):
+                allowed = host_entry(raw) in self.hosts
+        if not allowed:
+            self.stats.refused_hosts += 1
+            if len(self._logged) < MAX_LOGGED_HOSTS and raw not in self._logged:
+                self._logged.add(raw)
+                log.warning("board: refused a request for Host %r (not in allowed_hosts)", raw[:100])
+        return allowed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
-            return
-        if scope["method"] not in ("GET", "HEAD"):
-            response = PlainTextResponse(
-                "the board is read-only\n", status_code=405, headers={"Allow": "GET, HEAD"}
-            )
-            await response(scope, receive, send)
             return
 
         async def send_with_headers(message: Message) -> None:
@@ -243,6 +263,18 @@ class ReadOnly:
                 message["headers"] = headers + [(k, v) for k, v in SECURITY_HEADERS if k not in have]
             await send(message)
 
+        if not self.host_allowed(scope):
+            response: Response = PlainTextResponse(
+                "this board does not answer for that Host (see allowed_hosts)\n", status_code=400
+            )
+            await response(scope, receive, send_with_headers)
+            return
+        if scope["method"] not in ("GET", "HEAD"):
+            response = PlainTextResponse(
+                "the board is read-only\n", status_code=405, headers={"Allow": "GET, HEAD"}
+            )
+            await response(scope, receive, send_with_headers)
+            return
         await self.app(scope, receive, send_with_headers)
 
 
@@ -319,6 +351,7 @@ def build_app(cfg: BoardConfig, hub: Hub) -> Starlette:
                 "dropped_pending": s.dropped_pending,
                 "dropped_views": s.dropped_views,
                 "refused_clients": s.refused_clients,
+                "refused_hosts": s.refused_hosts,
                 "clients": s.clients,
                 "max_clients": cfg.limits.max_clients,
             }
@@ -337,7 +370,7 @@ def build_app(cfg: BoardConfig, hub: Hub) -> Starlette:
         *extra,
     ]
     app = Starlette(routes=routes, exception_handlers={_NotFound: not_found})
-    app.add_middleware(ReadOnly)
+    app.add_middleware(ReadOnly, hosts=cfg.hosts(), stats=hub.stats)
     return app
 
 

@@ -10,6 +10,7 @@ wait for each.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,26 @@ from controller.config import (
 #: subscription and one state in memory).
 MAX_TABLES = 64
 DEFAULT_LISTEN = "127.0.0.1:8080"
+#: At most this many ``allowed_hosts`` entries (names a browser may use
+#: for the board: a kiosk's localhost, a proxy's name, a LAN address).
+MAX_ALLOWED_HOSTS = 32
+#: A host name is at most 253 characters (RFC 1035), an IPv6 literal less.
+_HOST = re.compile(r"(?:\[[0-9a-f:.]{2,45}\]|[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?)(?::(\d{1,5}))?")
+
+
+def host_entry(value: str) -> tuple[str, int | None]:
+    """An ``allowed_hosts`` entry or a request's ``Host`` header, lower-cased
+    -> (host, port or None). ``ValueError`` when it is not a host name, an
+    IPv4 address or a bracketed IPv6 address, with an optional port."""
+    text = value.strip().lower()
+    m = _HOST.fullmatch(text)
+    if m is None or ".." in text:
+        raise ValueError(value)
+    port = m.group(1)
+    if port is not None and not 1 <= int(port) <= 65535:
+        raise ValueError(value)
+    host = text[: m.start(1) - 1] if port is not None else text
+    return host, int(port) if port is not None else None
 
 
 class TableEntry(_Model):
@@ -71,11 +92,33 @@ class BoardConfig(_Model):
     #: the live odds panel (needs the daemon's ``odds: true``)
     odds: bool = False
     limits: Limits = Limits()
+    #: the names a browser may reach the board by (its ``Host`` header):
+    #: anything else is refused (400), so that a hostile web page cannot
+    #: read the board through DNS rebinding. ``host`` or ``host:port``; an
+    #: entry without a port allows the listen port and the default one (a
+    #: reverse proxy's). Default: the listen address, ``localhost``,
+    #: ``127.0.0.1`` and ``[::1]``, with the listen port.
+    allowed_hosts: list[str] | None = Field(default=None, min_length=1, max_length=MAX_ALLOWED_HOSTS)
 
     @field_validator("listen")
     @classmethod
     def _listen(cls, value: str) -> str:
         parse_host_port(value)
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, value: list[str] | None) -> list[str] | None:
+        for entry in value or []:
+            try:
+                host_entry(entry)
+            except ValueError:
+                raise _error(
+                    "allowed_host",
+                    "{value!r} is not a host name or address with an optional :port "
+                    "(e.g. board.pit.local, 10.1.2.3:8080, [::1]:8080)",
+                    value=entry,
+                ) from None
         return value
 
     @field_validator("mqtt", mode="before")
@@ -98,6 +141,18 @@ class BoardConfig(_Model):
     @property
     def address(self) -> tuple[str, int]:
         return parse_host_port(self.listen)
+
+    def hosts(self) -> frozenset[tuple[str, int | None]]:
+        """The ``Host`` headers the board answers, as (host, port or None):
+        an entry without a port allows the listen port and no port."""
+        host, port = self.address
+        listen = f"[{host}]" if ":" in host else host
+        entries = self.allowed_hosts or [f"{h}:{port}" for h in (listen, "localhost", "127.0.0.1", "[::1]")]
+        out: set[tuple[str, int | None]] = set()
+        for entry in entries:
+            name, p = host_entry(entry)
+            out.update([(name, p)] if p is not None else [(name, port), (name, None)])
+        return frozenset(out)
 
     def journals(self) -> dict[str, Path]:
         """Table id -> journal path, for the tables that name one."""

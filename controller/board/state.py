@@ -15,6 +15,22 @@ What it is built from (SPEC section 5):
   cards, the coup number behind each road cell, the misdeal awaiting a
   supervisor).
 
+Catching up (after a broker outage, or a start mid-shoe): the cards and
+totals of a coup the board did not see end are retained nowhere, so the
+panels show what is known and say what is not. The first ``roads`` after
+a (re)connect with cells it did not see settle gives the last settled
+coup's winner and pairs (its number and cards unknown); a snapshot counting
+more void coups than it knew says a coup was voided unseen (and, with both,
+that which came last is unknown). The snapshot's coup is the coup being
+dealt unless the board saw it end or the snapshot's tally and void count
+account for every coup; its cards dealt while the board was away are
+marked missing. The device is ``unknown`` until a ``device.status`` says
+(it is not retained), and again after the board lost the broker or the
+controller went offline. The snapshot's ``last_coup`` is the last coup
+the cut card permits (not the last coup's result). The odds keep the
+latest ``odds.update`` of each view (``shoe``, ``counter``), whichever of
+the retained ``odds`` and the events brings it.
+
 The shoe is the one with the latest id (ids are the UTC time of the shoe's
 first frame, ``20261122T065611Z``, so they sort by time): a retained message
 about an older shoe, arriving after the new shoe's first event, is ignored.
@@ -55,6 +71,9 @@ SIDE_BET_TAGS = {"dragon7": ("dragon7",), "panda8": ("panda8",), "b27": ("banker
 #: Bets that are not side bets: the tally shows them.
 MAIN_BETS = frozenset({"player", "banker", "tie", "player_pair", "banker_pair"})
 _WINNER = {"banker": "B", "player": "P", "tie": "T"}
+#: The two views of the odds (SPEC section 3, ``odds.update``): every card
+#: read, and what a player could count (face-down burned cards unknown).
+ODDS_VIEWS = ("shoe", "counter")
 
 
 class BadMessage(ValueError):
@@ -151,6 +170,24 @@ class _Shoe:
     current: dict[str, Any] | None = None
     voids: list[dict[str, Any]] = field(default_factory=list)
     awaiting: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
+    #: the last permitted coup, once the cut card is out (``shoe.cut_card``,
+    #: the snapshot's ``last_coup``)
+    cut_last: int | None = None
+    #: void coups of the shoe the board knows of: the snapshots' count, and
+    #: one more for each void it sees afterwards
+    voids_known: int = 0
+    #: coups resolved (settled off demo, or void) by the latest snapshot;
+    #: None until one is seen
+    snap_resolved: int | None = None
+    #: catching up (after a (re)connect): the roads had coups the board had
+    #: not seen settle; the snapshot counted voids it had not seen
+    missed_settled: bool = False
+    missed_voids: bool = False
+    #: the board's connection (``TableState.epoch``) in which it saw the
+    #: coup being dealt start
+    current_epoch: int = 0
+    #: the latest odds of each view (``shoe``, ``counter``)
+    odds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class TableState:
@@ -167,9 +204,14 @@ class TableState:
         self.broker = False  # the board's own connection to the broker
         self.shoe = _Shoe()
         self.side_bets: list[str] = []  # the profile's side bets, as learnt from its messages
-        self.odds: dict[str, Any] | None = None
         self.version = 0
         self._resync = False
+        #: the first ``roads`` since the (re)connect is still to come: it
+        #: (retained, or the daemon's first after a broker outage) says
+        #: which coups settled while the board was away
+        self._fresh_roads = False
+        #: counts the board's connections to the broker
+        self.epoch = 0
 
     # --- input ------------------------------------------------------------------
 
@@ -179,6 +221,12 @@ class TableState:
         open misdeals, which may have been resolved while it was away."""
         self.broker = up
         self._resync = up
+        self._fresh_roads = up
+        self.epoch += up
+        if up and self.device is not None and self.device["known"]:
+            # not retained: what the shoe did while the board was away is
+            # not known until the daemon reports it again
+            self.device = {**self.device, "known": False}
         self.version += 1
 
     def apply(self, topic: str, payload: bytes) -> bool:
@@ -192,7 +240,7 @@ class TableState:
         else:
             handler = _HANDLERS.get(kind)
             if handler is None:
-                return False  # security/alert, cmd, cmd/reply, odds/update...: not shown
+                return False  # security/alert, cmd, cmd/reply...: not shown
             changed = handler(self, _obj(payload))
         if changed:
             self.version += 1
@@ -204,6 +252,10 @@ class TableState:
             raise BadMessage("status: not online or offline")
         changed = text != self.status
         self.status = text
+        if text == "offline" and self.device is not None and self.device["known"]:
+            # the controller is gone: nobody watches the shoe
+            self.device = {**self.device, "known": False}
+            changed = True
         return changed
 
     def _adopt(self, shoe: Any) -> bool:
@@ -238,10 +290,19 @@ class TableState:
         if phase == "ended":
             s.ended = True
             s.phase = "ended"
+        cut_last = _int(d, "last_coup", optional=True)
+        if cut_last is not None:
+            s.cut_last = cut_last
+        fresh, self._resync = self._resync, False  # the first snapshot since the (re)connect
         tally = d.get("tally")
         stats = d.get("stats")
         if isinstance(tally, dict) and isinstance(stats, dict):
             s.snap_settled = sum(_int(tally, k) or 0 for k in ("player", "banker", "tie"))
+            voids = _int(stats, "void_coups", optional=True) or 0
+            if fresh and voids > s.voids_known:
+                s.missed_voids = True
+            s.voids_known = max(s.voids_known, voids)
+            s.snap_resolved = s.snap_settled + voids
             s.snap_stats = {
                 "naturals": _int(stats, "naturals") or 0,
                 "tags": {
@@ -252,10 +313,9 @@ class TableState:
                 "void_coups": _int(stats, "void_coups", optional=True) or 0,
             }
         opens = d.get("open_misdeals")
-        if isinstance(opens, list) and self._resync:
+        if isinstance(opens, list) and fresh:
             # after a (re)connect: the retained list is the truth, whatever
             # was resolved while the board was away
-            self._resync = False
             kept = {}
             for o in opens[:MAX_AWAITING]:
                 if not isinstance(o, dict):
@@ -271,6 +331,9 @@ class TableState:
                     key = (_int(o, "coup") or 0, _text(o, "code"))
                     if key not in s.awaiting and len(s.awaiting) < MAX_AWAITING:
                         s.awaiting[key] = {"coup": key[0], "code": key[1], "detail": "", "deadline": None}
+        if fresh:
+            self._catch_up_last()
+            self._catch_up_current()
         return True
 
     def _roads(self, d: dict[str, Any]) -> bool:
@@ -279,6 +342,7 @@ class TableState:
         plate = d.get("bead_plate")
         if not isinstance(plate, list):
             raise BadMessage("bead_plate: not a list")
+        fresh, self._fresh_roads = self._fresh_roads, False
         seen: list[Bead] = []
         for col in plate:
             if not isinstance(col, list):
@@ -297,8 +361,12 @@ class TableState:
             return False
         if len(merged) < len(beads) and all(b.same(m) for b, m in zip(beads, merged, strict=False)):
             return False  # an older roads event than the results already seen
-        self.shoe.beads = merged
-        self.shoe.live = {i: v for i, v in self.shoe.live.items() if i < len(merged)}
+        s = self.shoe
+        s.beads = merged
+        s.live = {i: v for i, v in s.live.items() if i < len(merged)}
+        if fresh and len(merged) > len(beads) and merged[-1].coup is None:
+            s.missed_settled = True
+            self._catch_up_last()
         return True
 
     def _odds(self, d: dict[str, Any]) -> bool:
@@ -306,6 +374,9 @@ class TableState:
         if not isinstance(bets, dict) or len(bets) > 32:
             raise BadMessage("bets: not an object of at most 32 bets")
         self._learn_bets(bets)
+        view = _text(d, "view")
+        if view not in ODDS_VIEWS:
+            raise BadMessage("view: not shoe or counter")
         if not self.odds_enabled or not self._adopt(d.get("shoe")):
             return False
         shown: dict[str, dict[str, float]] = {}
@@ -313,12 +384,18 @@ class TableState:
             if not isinstance(b, dict):
                 raise BadMessage("bets: not objects")
             shown[str(name)[:32]] = {k: _number(b.get(k)) for k in ("win", "push", "lose", "ev")}
-        self.odds = {
+        odds: dict[str, Any] = {
             "coup": _int(d, "coup", optional=True),
             "cards_left": _int(d, "cards_left", optional=True),
-            "view": _text(d, "view"),
+            "view": view,
             "bets": shown,
         }
+        held = self.shoe.odds.get(view)
+        if held == odds:
+            return False  # the retained copy of an odds.update already applied
+        if held is not None and (odds["coup"] or 0) < (held["coup"] or 0):
+            return False  # older than the odds shown (a retained copy after the events)
+        self.shoe.odds[view] = odds
         return True
 
     def _learn_bets(self, bets: Mapping[str, Any]) -> None:
@@ -337,6 +414,7 @@ class TableState:
             "code": _text(d, "code"),
             "detail": _text(d, "detail"),
             "model": _text(dev, "model"),
+            "known": True,
         }
         return True
 
@@ -358,7 +436,67 @@ class TableState:
         return True
 
     def _cut(self, d: dict[str, Any]) -> bool:
-        return self._adopt(d.get("shoe"))
+        if not self._adopt(d.get("shoe")):
+            return False
+        self.shoe.cut_last = _int(d, "last_coup", optional=True)
+        return True
+
+    # --- catching up --------------------------------------------------------------
+
+    def _resolved_seen(self) -> set[int]:
+        """The coups whose end (result or void) the board saw."""
+        s = self.shoe
+        done = {b.coup for b in s.beads if b.coup is not None} | {v["coup"] for v in s.voids}
+        if s.last is not None and s.last.get("coup") is not None:
+            done.add(s.last["coup"])
+        return done
+
+    def _catch_up_last(self) -> None:
+        """The last-coup panel after a (re)connect, when the retained topics
+        say coups ended while the board was away: their cards and totals
+        are not retained anywhere, so what is shown is what is known. A
+        settled coup only: the roads' last cell (winner and pairs; which
+        coup it was is not known). A void only: that a coup was voided. Both:
+        the last settled one, and that a void may have come after it."""
+        s = self.shoe
+        if not (s.missed_settled or s.missed_voids):
+            return
+        bead = s.beads[-1] if s.missed_settled and s.beads else None
+        s.last = {
+            "coup": None,
+            "seen": False,
+            "demo": False,
+            "void": {"code": None, "detail": ""} if bead is None else None,
+            "cards": [],
+            "player": None,
+            "banker": None,
+            "winner": bead.w if bead else None,
+            "natural": None,
+            "player_pair": bead.pp if bead else None,
+            "banker_pair": bead.bp if bead else None,
+            "tags": [],
+            "hits": [],
+            #: a void coup also ended while the board was away: which of
+            #: the two came last is not known
+            "void_unseen": bool(bead and s.missed_voids),
+        }
+
+    def _catch_up_current(self) -> None:
+        """The coup-being-dealt panel after a (re)connect, from the retained
+        snapshot: the coup the daemon has open (its number) unless the board
+        saw it end or every coup of the shoe is resolved; the cards it saw of
+        that coup stay, marked as possibly missing some; a coup it did not
+        see start has no card shown."""
+        s = self.shoe
+        n = s.coup
+        every_coup_resolved = n is not None and s.snap_resolved is not None and s.snap_resolved >= n
+        if s.ended or s.phase != "deal" or n is None or every_coup_resolved or n in self._resolved_seen():
+            s.current = None
+        elif s.current is not None and s.current["coup"] == n:
+            # seen from its first card on unless the board lost the broker since
+            s.current["missed"] = s.current["missed"] or s.current_epoch != self.epoch
+        else:
+            s.current = {"coup": n, "cards": [], "missed": True}
 
     def _card(self, d: dict[str, Any]) -> bool:
         if not self._adopt(d.get("shoe")):
@@ -374,7 +512,8 @@ class TableState:
         if s.current is None or s.current["coup"] != coup:
             if s.last is not None and s.last.get("coup") == coup:
                 return False  # a late copy of a settled coup's card
-            s.current = {"coup": coup, "cards": []}
+            s.current = {"coup": coup, "cards": [], "missed": False}
+            s.current_epoch = self.epoch
         if len(s.current["cards"]) < MAX_CARDS:
             s.current["cards"].append({"position": pos, "card": card[:3] if card else None})
         s.phase = "deal"
@@ -403,8 +542,10 @@ class TableState:
             self._learn_bets(settlement)
             hits = tuple(str(k) for k, v in settlement.items() if k not in MAIN_BETS and _number(v) > 0)
         s = self.shoe
+        s.missed_settled = s.missed_voids = False
         s.last = {
             "coup": coup,
+            "seen": True,
             "demo": demo,
             "void": None,
             "player": player,
@@ -415,6 +556,7 @@ class TableState:
             "banker_pair": bp,
             "tags": [t[:16] for t in tags[:8]],
             "hits": [SIDE_BET_LABELS.get(h, h) for h in hits],
+            "void_unseen": False,
         }
         if s.current is not None and s.current["coup"] <= coup:
             s.current = None
@@ -458,18 +600,23 @@ class TableState:
             if isinstance(c, dict)
         ]
         s = self.shoe
+        s.missed_settled = s.missed_voids = False
         s.last = {
             "coup": coup,
+            "seen": True,
             "demo": False,
             "void": {"code": code, "detail": _text(d, "detail")},
             "cards": cards,
+            "void_unseen": False,
         }
         if s.current is not None and s.current["coup"] == coup:
             s.current = None
         for key in [k for k in s.awaiting if k[0] == coup]:
             del s.awaiting[key]
-        if not any(v["coup"] == coup for v in s.voids) and len(s.voids) < MAX_VOIDS:
-            s.voids.append({"coup": coup, "code": code})
+        if not any(v["coup"] == coup for v in s.voids):
+            s.voids_known += 1
+            if len(s.voids) < MAX_VOIDS:
+                s.voids.append({"coup": coup, "code": code})
         # a coup voided after its result leaves the roads (as `roads` does)
         for i, b in enumerate(s.beads):
             if b.coup == coup:
@@ -520,6 +667,7 @@ class TableState:
             "banker_pair": sum(b.bp for b in beads),
             "natural": naturals,
             "coups": len(beads),
+            "void": max(s.voids_known, len(s.voids)),
         }
 
     def side_bet_hits(self) -> list[dict[str, Any]]:
@@ -575,13 +723,14 @@ class TableState:
             "version": self.version,
             "broker": self.broker,
             "status": self.status,
-            "device": self.device,
+            "device": self.device_view(),
             "shoe": s.id,
             "profile": s.profile,
             "phase": s.phase,
             "coup": s.coup,
             "cards_left": s.cards_left,
             "cards_dealt": s.cards_dealt,
+            "cut_last": s.cut_last,
             "ended": s.ended,
             "end_reason": s.end_reason,
             "tally": self.tally(),
@@ -591,7 +740,25 @@ class TableState:
             "current": s.current,
             "awaiting": sorted(s.awaiting.values(), key=lambda a: (a["coup"], a["code"])),
             "voids": list(s.voids),
-            "odds": self.odds if self.odds_enabled else None,
+            "odds": {v: s.odds.get(v) for v in ODDS_VIEWS} if self.odds_enabled else None,
+        }
+
+    def device_view(self) -> dict[str, Any]:
+        """The shoe (device) as last reported; ``unknown`` until a
+        ``device.status`` arrives (it is not retained), and again after the
+        board lost the broker or the controller went offline (``was``: the
+        state last reported)."""
+        d = self.device
+        if d is None:
+            return {"state": "unknown", "was": None, "code": "", "detail": "", "model": ""}
+        if not d["known"]:
+            return {"state": "unknown", "was": d["state"], "code": "", "detail": "", "model": d["model"]}
+        return {
+            "state": d["state"],
+            "was": None,
+            "code": d["code"],
+            "detail": d["detail"],
+            "model": d["model"],
         }
 
 
@@ -599,6 +766,7 @@ _HANDLERS: dict[str, Any] = {
     "shoe/state": TableState._snapshot,
     "roads": TableState._roads,
     "odds": TableState._odds,
+    "odds/update": TableState._odds,
     "device/status": TableState._device,
     "shoe/started": TableState._started,
     "shoe/ended": TableState._ended,

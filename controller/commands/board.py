@@ -46,6 +46,13 @@ def run(args: argparse.Namespace) -> int:
 
     def announce() -> None:
         print(f"board: tables {tables} on http://{shown}:{port}/", file=sys.stderr, flush=True)
+        if host in ("0.0.0.0", "::") and cfg.allowed_hosts is None:
+            print(
+                "board: listening on every address but answering only localhost, 127.0.0.1 and [::1]:"
+                " list the names other screens use in allowed_hosts",
+                file=sys.stderr,
+                flush=True,
+            )
 
     serve(cfg, sock, announce=announce)
     return 0

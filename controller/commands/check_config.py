@@ -109,15 +109,8 @@ def summary(cfg: Config) -> list[str]:
 def _board(path: str) -> list[str] | None:
     """A roadmap display's config (``tables:``, no ``table:``) is checked as
     one: its summary lines; None for any other config."""
-    import yaml
-
-    from controller.config import _read
-
-    try:
-        data = yaml.safe_load(_read(path))
-    except (yaml.YAMLError, ConfigError, ValueError, RecursionError):
-        return None  # reported by the table's config check below
-    if not isinstance(data, dict) or "tables" not in data or "table" in data:
+    data = _top(path)  # {} when unreadable: reported by the table's config check below
+    if "tables" not in data or "table" in data:
         return None
     from controller.board.config import load_board_config
 
@@ -133,11 +126,103 @@ def _board(path: str) -> list[str] | None:
     ]
 
 
+#: The keys that make a config the floor archiver's (``shoe-controller
+#: archive``): no table's or supervisor's config has either at its top.
+ARCHIVE_KEYS = ("dsn", "broker")
+
+
+def _archive(path: str) -> list[str] | None:
+    """The floor archiver's config (``dsn:`` or ``broker:``, no ``table:``
+    or ``tables:``) is checked as one, with the archiver's own loader
+    (unknown keys and bad values name their key): its summary lines; None
+    for any other config."""
+    data = _top(path)
+    if not any(k in data for k in ARCHIVE_KEYS) or "table" in data or "tables" in data:
+        return None
+    import importlib.util
+
+    from controller.errors import UsageError
+
+    if importlib.util.find_spec("psycopg") is None:  # the dsn is checked by libpq's own parser
+        raise UsageError(
+            f"{path}: an archive config (it has {', '.join(k for k in ARCHIVE_KEYS if k in data)}); "
+            "checking it needs psycopg 3: pip install 'shoe-controller[archive]'"
+        )
+    from psycopg.conninfo import conninfo_to_dict
+
+    from controller.archive.config import load_archive_config
+
+    cfg = load_archive_config(path)
+    m = cfg.broker
+    scheme = "mqtts" if m.tls else "mqtt"
+    auth = f" as {m.username}" if m.username else ""
+    params = conninfo_to_dict(cfg.dsn)
+    where = " ".join(f"{k}={params[k]}" for k in ("host", "port", "dbname", "user") if params.get(k))
+    secret = params.get("passfile") or "PGPASSFILE or ~/.pgpass, if any"
+    share = (
+        f"shared with the archivers of group {cfg.share_group}"
+        if cfg.share_group
+        else "not shared (one archiver takes every message)"
+    )
+    lines = [
+        f"floor archive (shoe-controller archive), client id {cfg.client_id}",
+        f"broker: {scheme}://{m.host}:{m.port}{auth} (MQTT 5), subscribes {cfg.topic_filter()} at QoS 1, "
+        + share,
+        f"session kept {cfg.session_expiry_s} s by the broker while the archiver is away",
+        f"database: {where or 'libpq defaults'} (password from {secret})",
+        f"batches of at most {cfg.batch_max_events} events or {cfg.batch_max_latency_ms} ms; "
+        f"payloads over {cfg.max_payload_bytes} bytes kept aside",
+        f"partitions {cfg.partitions_ahead} months ahead, retention {cfg.retention_months} months",
+    ]
+    if cfg.metrics:
+        lines.append(f"metrics on http://{cfg.metrics}/metrics")
+    passfile = params.get("passfile")
+    warning = _passfile_warning(None if passfile is None else str(passfile))
+    if warning:
+        # valid, but the database will not get its password: one line, still exit 0
+        print(f"warning: dsn: {warning}", file=sys.stderr)
+    return lines
+
+
+def _passfile_warning(path: str | None) -> str | None:
+    """libpq silently ignores a password file that group or others may
+    read (and one it cannot find): say so before the archiver fails to log in."""
+    import os
+    import stat
+
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"passfile {path}: {exc.strerror or exc} (libpq will send no password)"
+    if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        return (
+            f"passfile {path} is open to group or others (mode {stat.S_IMODE(st.st_mode):04o}): libpq "
+            "ignores it; chmod 600 it, owned by the archiver's user"
+        )
+    return None
+
+
+def _top(path: str) -> dict[str, object]:
+    """The config's top-level mapping, or {} when it has none (the
+    table's config check then reports the problem)."""
+    import yaml
+
+    from controller.config import _read
+
+    try:
+        data = yaml.safe_load(_read(path))
+    except (yaml.YAMLError, ConfigError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def run(args: argparse.Namespace) -> int:
-    board = _board(args.file)
-    if board is not None:
+    special = _board(args.file) or _archive(args.file)
+    if special is not None:
         print(f"ok: {args.file}")
-        for line in board:
+        for line in special:
             print(f"  {line}")
         return 0
     client = load_client_config(args.file)

@@ -7,9 +7,10 @@ threshold.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import functools
+from typing import TYPE_CHECKING, Any
 
-from controller.event_types import OddsUpdate
+from controller.event_types import OddsUpdate, RoadsEvent
 
 if TYPE_CHECKING:
     from controller.engine.facade import Engine
@@ -29,7 +30,19 @@ def publish_odds(eng: Engine, t: float) -> None:
     counter_counts = dict(shoe_counts)
     for card in s.burned_cards:
         counter_counts[card[0]] += 1
-    coup_no = s.next_coup
+    eng._later(
+        functools.partial(emit_odds, eng, t, s.next_coup, s.comp.cards_left, shoe_counts, counter_counts)
+    )
+
+
+def emit_odds(
+    eng: Engine,
+    t: float,
+    coup_no: int,
+    cards_left: int,
+    shoe_counts: dict[str, int],
+    counter_counts: dict[str, int],
+) -> None:
     for view, counts in (("shoe", shoe_counts), ("counter", counter_counts)):
         res = eng._calc.compute(counts)
         bets = {
@@ -43,10 +56,17 @@ def publish_odds(eng: Engine, t: float) -> None:
         }
         eng._emit(
             t,
-            OddsUpdate(coup=coup_no, cards_left=s.comp.cards_left, view=view, bets=bets),  # type: ignore[arg-type]
+            OddsUpdate(coup=coup_no, cards_left=cards_left, view=view, bets=bets),  # type: ignore[arg-type]
         )
         if view == "counter":
             check_advantage(eng, t, coup_no, bets)
+
+
+def emit_roads(eng: Engine, t: float, results: list[dict[str, Any]], n: int) -> None:
+    """The scoreboard roads of a shoe's first ``n`` settled coups."""
+    from controller.roads import build_roads
+
+    eng._emit(t, RoadsEvent(**build_roads(results[:n])))
 
 
 def check_advantage(eng: Engine, t: float, coup_no: int, bets: dict[str, dict[str, float]]) -> None:

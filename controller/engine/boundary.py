@@ -13,13 +13,14 @@ held their end.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from controller.cards import CARD_VALUE
 from controller.engine import analytics, article_x, dealing, loss, shoe, tableau
 from controller.engine.machine import BURN
 from controller.engine.state import AWAITING, UNKNOWN, Coup, Shoe, Work, release
-from controller.event_types import CoupResult, Hand, RoadsEvent
+from controller.event_types import CoupResult, Hand
 from controller.events import net
 from controller.rules import outcome_of, tags_of
 from firmware_protocols.frames import (
@@ -269,9 +270,7 @@ def settle(eng: Engine, coup: Coup, t: float) -> Work:
         ),
     )
     if not coup.demo and eng.roads:
-        from controller.roads import build_roads
-
-        eng._emit(t, RoadsEvent(**build_roads(s.results)))
+        eng._later(functools.partial(analytics.emit_roads, eng, t, s.results, len(s.results)))
     analytics.publish_odds(eng, t)
 
 

@@ -85,6 +85,7 @@ class Engine:
         odds: bool = False,
         roads: bool = False,
         advantage_threshold: float = 0.0,
+        defer_analytics: bool = False,
     ) -> None:
         if not 1 <= decks <= 12:
             raise ValueError(f"decks must be 1..12, not {decks}")
@@ -94,6 +95,10 @@ class Engine:
         self.odds = odds
         self.roads = roads
         self.advantage_threshold = advantage_threshold
+        #: roads, odds and their ADVANTAGE alerts are queued by feed/tick/
+        #: command and emitted by ``drain_analytics`` (see there)
+        self.defer_analytics = defer_analytics
+        self._deferred: list[tuple[Shoe | None, Callable[[], None]]] = []
         self._calc: Any = None
         if odds:
             from controller.odds import OddsCalculator  # tables built once per profile
@@ -135,6 +140,7 @@ class Engine:
         self._out = out
         self._enter()
         try:
+            self._run_deferred()
             s = self.shoe
             if s is not None and any(c.open for c in s.coups.values()):  # (most frames: none)
                 self._drain(article_x.expire(self, frame.t))
@@ -211,11 +217,45 @@ class Engine:
         self._out = out
         self._enter()
         try:
+            self._run_deferred()
             self._drain(article_x.expire(self, now))
             machine.check(self)
         finally:
             self._running = False
         return out
+
+    def drain_analytics(self) -> list[Event]:
+        """With ``defer_analytics``: the analytics the last ``feed``, ``tick``
+        or ``command`` queued (``roads``, ``odds.update`` and the ADVANTAGE
+        alerts they raise), computed now on the state captured when they
+        were queued, in the order queued; their seqs follow that call's
+        events. The daemon commits and publishes a call's events first, then
+        drains. Whoever does not drain gets them at the start of the next
+        call's events: the same order either way, so the event stream is a
+        function of the inputs alone (live, rebuilt or replayed)."""
+        out: list[Event] = []
+        self._out = out
+        self._run_deferred()
+        return out
+
+    def _later(self, work: Callable[[], None]) -> None:
+        """Analytics work: done now, or queued for ``drain_analytics``."""
+        if self.defer_analytics:
+            self._deferred.append((self.shoe, work))
+        else:
+            work()
+
+    def _run_deferred(self) -> None:
+        while self._deferred:
+            work, self._deferred = self._deferred, []
+            for queued_in, fn in work:
+                # emitted under the shoe they were queued in (a NEWSHOE may
+                # have started another since)
+                current, self.shoe = self.shoe, queued_in
+                try:
+                    fn()
+                finally:
+                    self.shoe = current
 
     def command(self, cmd: EngineCommand | Mapping[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
         """Apply a supervisor command (SPEC section 5), or one of the
@@ -233,6 +273,7 @@ class Engine:
     ) -> tuple[dict[str, Any], list[Event]]:
         out: list[Event] = []
         self._out = out
+        self._run_deferred()
         self._drain(article_x.expire(self, t))
         if isinstance(cmd, Mapping):
             raw = cmd
@@ -243,6 +284,7 @@ class Engine:
                 return {"id": raw.get("id"), "ok": False, "error": str(exc)}, out
         reply: dict[str, Any] = {"id": getattr(cmd, "id", None), "ok": True, "error": None}
         before = len(out)  # what the deadlines emitted stands whatever the command does
+        queued = len(self._deferred)
         try:
             match cmd:
                 case Void():
@@ -293,6 +335,7 @@ class Engine:
         except CommandError as exc:
             reply = {"id": getattr(cmd, "id", None), "ok": False, "error": str(exc)}
             del out[before:]
+            del self._deferred[queued:]
         machine.check(self)
         return reply, out
 

@@ -392,7 +392,10 @@ class MqttOutput:
             self._acked.discard(seq)
             mark = seq
         if mark > self._mark:
-            self._journal.mark_delivered(self.name, mark)
+            # no fsync of its own (the next event commit's covers it): a
+            # mark lost to a power cut only sends its events again, and an
+            # fsync here, under the journal's lock, held up the next card's
+            self._journal.mark_delivered(self.name, mark, durable=False)
             self._mark = mark
         if self._refused and all(s in self._acked or s in self._refused for s in self._inflight):
             # Everything sent has an answer: forget it and, after the pause,

@@ -15,21 +15,56 @@ import psycopg
 
 ADMIN_DSN = os.environ.get("ARCHIVE_TEST_PG", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
 
-HOW_TO = (
-    "the archive tests need PostgreSQL on 127.0.0.1:5432 with trust authentication for local TCP: "
-    "install it with 'sudo apt-get install postgresql', start it with 'sudo pg_ctlcluster 15 main start' "
-    "(or your version's), or point ARCHIVE_TEST_PG at a server (a DSN that may create databases)"
-)
+#: Where Debian's postgresql-common puts each installed server version.
+PG_LIB = "/usr/lib/postgresql"
+
+
+def installed_versions(lib: str = PG_LIB) -> list[str]:
+    """The PostgreSQL server versions installed (Debian layout), newest first."""
+    try:
+        names = os.listdir(lib)
+    except OSError:
+        return []
+    found = [n for n in names if n.replace(".", "").isdigit() and os.path.isfile(f"{lib}/{n}/bin/postgres")]
+    return sorted(found, key=lambda n: tuple(int(p) for p in n.split(".")), reverse=True)
+
+
+def how_to(problem: str, versions: list[str]) -> str:
+    """What to do about ``problem`` (the server's or libpq's first line) on
+    this machine: install, start, or allow trust authentication."""
+    override = "or point ARCHIVE_TEST_PG at a server (a DSN whose user may create databases)"
+    if "FATAL" in problem or "authentication" in problem or "password" in problem:
+        # the server answered, and refused: authentication, or no such role
+        ver = versions[0] if versions else "<version>"
+        return (
+            "the server answered but refused: the archive tests connect as the superuser postgres "
+            "with trust authentication for local TCP: in "
+            f"/etc/postgresql/{ver}/main/pg_hba.conf set 'host all all 127.0.0.1/32 trust', then "
+            f"'sudo pg_ctlcluster {ver} main reload'; {override}"
+        )
+    if not versions:
+        return (
+            "the archive tests need PostgreSQL on 127.0.0.1:5432 with trust authentication for local TCP; "
+            "it is not installed: 'sudo apt-get install postgresql' (it starts the server), then set "
+            "'host all all 127.0.0.1/32 trust' in /etc/postgresql/<version>/main/pg_hba.conf and "
+            f"'sudo pg_ctlcluster <version> main reload'; {override}"
+        )
+    ver = versions[0]
+    return (
+        f"the archive tests need PostgreSQL on 127.0.0.1:5432; PostgreSQL {ver} is installed but not "
+        f"answering: start it with 'sudo pg_ctlcluster {ver} main start' (or 'sudo service postgresql "
+        f"start'; 'pg_lsclusters' shows its port and state); {override}"
+    )
 
 
 def unavailable(dsn: str = ADMIN_DSN) -> str | None:
-    """Why the test server cannot be used, or None."""
+    """Why the test server cannot be used, and what to do, or None."""
     try:
         with psycopg.connect(dsn, connect_timeout=5):
             return None
     except psycopg.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"PostgreSQL is not reachable ({first}): {HOW_TO}"
+        return f"PostgreSQL is not reachable ({first}): {how_to(first, installed_versions())}"
 
 
 def dsn_for(name: str) -> str:

@@ -116,14 +116,47 @@
     return box;
   }
 
+  // A last coup the board did not see (it ended while the board was away
+  // from the broker, or before it started): what the retained topics say,
+  // the rest marked unknown rather than left over from an older coup.
+  function drawUnseen(out, last) {
+    if (last.void) {
+      const v = el("div", "void-mark", "VOID");
+      v.id = "last-void";
+      out.appendChild(v);
+    } else {
+      const w = el("div", "winner w-" + last.winner, (NAMES[last.winner] || last.winner) + (last.winner === "T" ? "" : " wins"));
+      w.id = "last-winner";
+      w.dataset.w = last.winner;
+      out.appendChild(w);
+      const notes = [];
+      if (last.player_pair) notes.push("Player pair");
+      if (last.banker_pair) notes.push("Banker pair");
+      if (notes.length) out.appendChild(el("div", "notes", notes.join(" \u00b7 ")));
+    }
+    const why = el("p", "muted", last.void
+      ? "A coup was voided while the board was away: its number, code and cards are unknown"
+      : "Settled while the board was away: its number, cards and totals are unknown");
+    why.id = "last-unseen";
+    out.appendChild(why);
+    if (last.void_unseen) out.appendChild(el("p", "muted", "A coup was also voided meanwhile; which came last is unknown"));
+  }
+
   function drawLast(v) {
     const last = v.last;
     const out = $("last-body");
     out.replaceChildren();
-    $("last-coup").textContent = last ? String(last.coup) : "";
+    const unseen = !!(last && last.seen === false);
+    $("last-title").textContent = unseen && !last.void ? "Last settled coup" : "Last coup";
+    $("last-coup").textContent = last && last.coup !== null ? String(last.coup) : unseen ? "?" : "";
     $("last").classList.toggle("void", !!(last && last.void));
+    $("last").classList.toggle("unseen", unseen);
     if (!last) {
       out.appendChild(el("p", "muted", "No coup yet in this shoe"));
+      return;
+    }
+    if (unseen) {
+      drawUnseen(out, last);
       return;
     }
     if (last.void) {
@@ -172,6 +205,7 @@
       s.appendChild(cardEl(c.card));
       box.appendChild(s);
     }
+    show("dealing-missed", !!cur.missed);
   }
 
   function drawTally(v) {
@@ -182,7 +216,7 @@
     $("tally-banker-pair").textContent = t.banker_pair;
     $("tally-player-pair").textContent = t.player_pair;
     $("tally-natural").textContent = t.natural;
-    $("tally-void").textContent = v.voids.length;
+    $("tally-void").textContent = t.void;
     const sb = $("side-bets");
     sb.replaceChildren();
     for (const s of v.side_bets) {
@@ -195,18 +229,37 @@
     }
   }
 
+  // Both views of the odds (SPEC section 3), side by side: every card read
+  // (shoe) and what a player can count (counter), each the latest
+  // odds.update of its view; a view not received yet is said so.
+  const VIEWS = ["shoe", "counter"];
+
   function drawOdds(v) {
     show("odds", !!v.odds);
     if (!v.odds) return;
-    $("odds-note").textContent = v.odds.cards_left !== null ? v.odds.cards_left + " cards" : "";
+    const names = [];
+    for (const name of VIEWS) {
+      const o = v.odds[name];
+      $("odds-" + name + "-note").textContent = !o ? "not received yet" :
+        "coup " + o.coup + (o.cards_left !== null ? ", " + o.cards_left + " cards" : "");
+      for (const bet of Object.keys(o ? o.bets : {})) if (!names.includes(bet)) names.push(bet);
+    }
     const body = $("odds-body");
     body.replaceChildren();
-    for (const [name, b] of Object.entries(v.odds.bets)) {
+    for (const bet of names) {
       const tr = el("tr");
-      tr.appendChild(el("th", null, BETS[name] || name));
-      tr.appendChild(el("td", null, (100 * b.win).toFixed(2) + "%"));
-      const ev = el("td", b.ev > 0 ? "plus" : null, (b.ev >= 0 ? "+" : "") + (100 * b.ev).toFixed(2) + "%");
-      tr.appendChild(ev);
+      tr.dataset.bet = bet;
+      tr.appendChild(el("th", null, BETS[bet] || bet));
+      for (const name of VIEWS) {
+        const b = v.odds[name] ? v.odds[name].bets[bet] : undefined;
+        if (!b) {
+          tr.appendChild(el("td", "none v-" + name, "\u2013"));
+          tr.appendChild(el("td", "none v-" + name, "\u2013"));
+          continue;
+        }
+        tr.appendChild(el("td", "v-" + name, (100 * b.win).toFixed(1) + "%"));
+        tr.appendChild(el("td", "v-" + name + (b.ev > 0 ? " plus" : ""), (b.ev >= 0 ? "+" : "") + (100 * b.ev).toFixed(2) + "%"));
+      }
       body.appendChild(tr);
     }
   }
@@ -223,11 +276,11 @@
     c.textContent = "controller " + (v.status || "?");
     c.className = "badge " + (v.status === "online" ? "ok" : v.status === "offline" ? "bad" : "");
     const d = $("badge-device");
-    const dev = v.device;
-    d.hidden = !dev; // not retained: unknown until the daemon reports the device
-    d.textContent = "shoe " + (dev ? dev.state : "?");
-    d.className = "badge " + (dev ? (dev.state === "online" ? "ok" : "bad") : "");
-    const devDown = !offline && dev && dev.state !== "online";
+    const dev = v.device; // device.status is not retained: unknown until the daemon reports it
+    d.textContent = "shoe " + dev.state + (dev.was ? " (was " + dev.was + ")" : "");
+    d.dataset.state = dev.state;
+    d.className = "badge " + (dev.state === "online" ? "ok" : dev.state === "unknown" ? "unknown" : "bad");
+    const devDown = !offline && (dev.state === "offline" || dev.state === "fault");
     show("banner-device", !!devDown, devDown ? "SHOE " + dev.state.toUpperCase() + (dev.code ? " (" + dev.code + ")" : "") : "");
     if (v.awaiting.length) {
       const parts = v.awaiting.map((a) => {
@@ -243,6 +296,8 @@
     $("shoe").textContent = v.shoe || "\u2013";
     $("coup").textContent = v.coup !== null ? v.coup : "\u2013";
     $("cards-left").textContent = v.cards_left !== null ? v.cards_left : "\u2013";
+    show("cut", v.cut_last !== null); // the cut card is out: the last coup of the shoe
+    $("cut-last").textContent = v.cut_last !== null ? v.cut_last : "";
     body.classList.toggle("is-offline", offline);
   }
 
