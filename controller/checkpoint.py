@@ -64,7 +64,8 @@ FORMAT = "shoe-controller/checkpoint"
 #: longer saved (they were removed from the engine as dead state); 3: the
 #: engine's ``_after_void``, ``_phantom`` and ``_phantom_before`` are gone
 #: (always empty between calls: a void coup's held frames are now returned
-#: to the void, not passed through the engine).
+#: to the void, not passed through the engine), and a coup's ``state``
+#: (``controller.engine.machine.CoupState``) is saved.
 VERSION = 3
 
 #: The engine's state saved. Every other attribute of an ``Engine`` comes
@@ -100,10 +101,9 @@ ENGINE_CONFIG = (
 )
 #: the odds tables (built per profile), the output list of the call in
 #: progress, the frame handlers (bound methods), whether a call is in
-#: progress, each coup's state after the last call (``machine.check``), the
-#: analytics queued for ``drain_analytics`` (empty between inputs: ``dump``
+#: progress, the analytics queued for ``drain_analytics`` (empty between inputs: ``dump``
 #: refuses otherwise)
-ENGINE_SCRATCH = ("_calc", "_out", "_handlers", "_running", "_coup_states", "_deferred")
+ENGINE_SCRATCH = ("_calc", "_out", "_handlers", "_running", "_deferred")
 
 SHOE_FIELDS = (
     "id",
@@ -165,6 +165,7 @@ COUP_FIELDS = (
     "ends",
     "device_result",
     "carry",
+    "state",
 )
 COMMIT_FIELDS = ("shoe_id", "ncards", "sha256", "order", "received", "valid")
 COMPOSITION_FIELDS = ("decks", "remaining", "dealt")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,10 +32,11 @@ from controller.engine.machine import (
     IllegalTransition,
     ShoePhase,
 )
-from controller.engine.state import Shoe
+from controller.engine.state import Coup, Shoe
 from controller.events import dumps
 from controller.replay import replay_events
 from drivers.fake_settings import FAULT_KINDS
+from firmware_protocols.frames import Frame
 from tests.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,9 +100,40 @@ def test_every_move_over_the_corpus_and_a_fault_run_is_in_the_tables(
     # (check raised on any move off the table; these show it looked)
     assert {(a, b) for a, b in coup_moves if b not in COUP_TRANSITIONS[a]} == set()  # type: ignore[index]
     assert {(p, c) for p, c in shoe_moves if c not in SHOE_TRANSITIONS[ShoePhase(p)]} == set()
-    assert len(coup_moves) >= 20  # 24 of the table's 47 moves (the others: covered by one call)
+    assert len(coup_moves) >= 20
     assert {cause for _, cause in shoe_moves} >= {"burn complete", "shoe ends", "frames lost during the burn"}
     assert states <= set(MisdealCode)
+
+
+def test_every_coups_state_is_what_its_fields_say_after_every_call(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No place that writes a coup's fields misses ``machine.moved``: after
+    every call over the corpus and a fault run, each coup of the shoe in
+    play (and each it ever held as current) has the state its fields say."""
+    seen: dict[int, Coup] = {}
+    checked = [0]
+    original = Engine.feed
+
+    def feed(self: Engine, frame: Frame) -> list[dict[str, Any]]:
+        out = original(self, frame)
+        s = self.shoe
+        if s is not None:
+            for c in [*s.coups.values(), *([s.current] if s.current is not None else [])]:
+                seen[id(c)] = c
+        for c in seen.values():
+            assert c.state == machine.coup_state(c), (c.number, c.state, machine.coup_state(c))
+            checked[0] += 1
+        return out
+
+    monkeypatch.setattr(Engine, "feed", feed)
+    faults = tmp_path / "faults.shoelog"
+    make_capture(faults, shoes=6, seed=9, faults=",".join(f"{k}:0.03" for k in FAULT_KINDS))
+    for path in [*CAPTURES, faults]:
+        seen.clear()
+        for _ in replay_events(path):
+            pass
+    assert checked[0] > 10000
 
 
 def test_a_move_off_the_shoe_table_raises() -> None:
@@ -123,10 +156,11 @@ def test_a_move_off_the_coup_table_raises() -> None:
     s = tb.engine.shoe
     assert s is not None
     coup = s.coups[1]
-    assert machine.coup_state(coup) is CoupState.CLOSED_OPEN
+    assert coup.state == machine.coup_state(coup) == CoupState.CLOSED
     coup.dealing = True  # what a bug would do
-    with pytest.raises(IllegalTransition, match="closed-open -> "):
-        machine.check(tb.engine)
+    with pytest.raises(IllegalTransition, match="closed -> flagged"):
+        machine.moved(coup)
+    assert coup.state == CoupState.CLOSED
 
 
 def test_the_snapshot_state_is_a_documented_phase(

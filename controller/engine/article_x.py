@@ -15,7 +15,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from controller.engine import analytics, boundary, loss, shoe, tableau
+from controller.engine import analytics, boundary, loss, machine, shoe, tableau
 from controller.engine.state import AWAITING, Coup, Work, release
 from controller.event_types import CoupVoid, Misdeal, MisdealAction
 from controller.events import format_ts
@@ -161,6 +161,7 @@ def misdeal(eng: Engine, t: float, coup: Coup, code: str, detail: str, action: M
         # a second error of the same kind does not push the deadline back
         dl = min(coup.open.get(code) or t + eng.deadline_s, t + eng.deadline_s)
         coup.open[code] = dl
+        machine.moved(coup)
         deadline = format_ts(dl)
     eng._emit(
         t,
@@ -180,6 +181,7 @@ def correct(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> None:
     if policy is None or not (policy.cleared_by or CORRECTED in policy.actions):
         raise PolicyError(f"misdeal {code}: nothing corrects it in Article X's table")
     coup.open.pop(code, None)
+    machine.moved(coup)
     if code not in coup.corrections:
         coup.corrections.append(code)
     eng._emit(
@@ -207,6 +209,7 @@ def void(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
     coup.open.clear()
     coup.premature = False
     held, coup.held = coup.held, None
+    machine.moved(coup)
     rest: list[Frame] = []  # frames held past its RESULT: the coups' after it
     phantom: list[Frame] = []  # the next coup's, its RESULT lost (``loss.void_phantom``)
     before = 0
@@ -243,6 +246,7 @@ def after_resolution(eng: Engine, coup: Coup, t: float) -> Work:
     assert s is not None
     if coup.held is not None and not coup.open.keys() & HOLDING:
         held, coup.held = coup.held, None
+        machine.moved(coup)
         entered = [Card(t, None, c) for c in coup.gap_entered]
         coup.gap_entered = []
         if s.current is None and coup.dealing:

@@ -17,7 +17,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from controller.cards import CARD_VALUE
-from controller.engine import analytics, article_x, dealing, loss, shoe, tableau
+from controller.engine import analytics, article_x, dealing, loss, machine, shoe, tableau
 from controller.engine.machine import BURN
 from controller.engine.state import AWAITING, UNKNOWN, Coup, Shoe, Work, release
 from controller.event_types import CoupResult, Hand
@@ -175,6 +175,7 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
             # tell where this coup ends, so nothing after it is placed
             # until a supervisor enters it (or the deadline voids it).
             coup.held = [f]
+            machine.moved(coup)
     elif len(coup.cards) < 4:
         # A RESULT before the first four cards: no third card was due, so
         # this is no early press the next cards could correct. The
@@ -184,6 +185,7 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
         yield from close_dealing(eng, coup, f.t)
     elif not coup.premature:
         coup.premature = True
+        machine.moved(coup)
         article_x.misdeal(
             eng, f.t, coup, "PREMATURE_RESULT", f"RESULT pressed with {nxt} still due", AWAITING
         )
@@ -193,6 +195,7 @@ def close_dealing(eng: Engine, coup: Coup, t: float) -> Work:
     s = eng.shoe
     assert s is not None
     coup.dealing = False
+    machine.moved(coup)
     if s.current is coup:
         s.current = None
     if s.last_coup is not None and coup.number >= s.last_coup:
@@ -241,6 +244,7 @@ def settle(eng: Engine, coup: Coup, t: float) -> Work:
         if "SHOE_DISAGREES" not in coup.corrections:
             coup.corrections.append("SHOE_DISAGREES")
     coup.settled = True
+    machine.moved(coup)
     settlement = None
     tags = tags_of(outcome)
     if not coup.demo:
@@ -306,6 +310,7 @@ def after_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work | None:
     if nxt is None:
         if coup.premature:
             coup.premature = False
+            machine.moved(coup)
             article_x.correct(
                 eng, f.t, coup, "PREMATURE_RESULT", "the due card was dealt after an early RESULT"
             )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from controller.cards import CARD_VALUE
-from controller.engine import analytics, article_x, boundary, loss, shoe, tableau
+from controller.engine import analytics, article_x, boundary, loss, machine, shoe, tableau
 from controller.engine.machine import BURN, ENDED
 from controller.engine.state import AWAITING, BURN_HANDS, UNKNOWN, Coup, Shoe, Steps, Work
 from controller.event_types import CardEvent
@@ -165,6 +165,7 @@ def open_coup(eng: Engine, s: Shoe, t: float) -> Steps[Coup]:
     s.next_coup += 1
     s.coups_count += 1
     coup = Coup(number=n, demo=n <= int(eng.rules["demo_coups"]), t_start=t)
+    machine.moved(coup)
     coup.dealt_at_open = s.comp.dealt
     s.coups[n] = coup
     s.current = coup
@@ -185,6 +186,7 @@ def void_lost_whole(eng: Engine, s: Shoe, t: float) -> Work:
     s.next_coup += 1
     s.coups_count += 1
     coup = Coup(number=n, demo=n <= int(eng.rules["demo_coups"]), t_start=t, dealing=False)
+    machine.moved(coup)
     s.coups[n] = coup
     detail = "lost whole on the line; counted by the supervisor's numbering"
     yield from article_x.void_misdeal(eng, t, coup, "SEQUENCE_GAP", detail)
@@ -231,6 +233,7 @@ def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work | None:
     pos = tableau.next_position(eng, coup)
     if pos == UNKNOWN:
         coup.held = [f]
+        machine.moved(coup)
         return None
     if pos is None:
         return boundary.extra_card(eng, s, coup, f)

@@ -29,9 +29,9 @@ from controller.commands_schema import (
     Void,
     command_from_dict,
 )
-from controller.engine import article_x, boundary, commands, dealing, device, loss, machine, shoe
-from controller.engine.machine import ENDED, CoupState
-from controller.engine.state import Coup, Shoe, Work, _Commit, _copy_stats
+from controller.engine import article_x, boundary, commands, dealing, device, loss, shoe
+from controller.engine.machine import ENDED
+from controller.engine.state import Shoe, Work, _Commit, _copy_stats
 from controller.event_types import DeviceInfo, Payload, SecurityAlert
 from controller.events import SCHEMA_VERSION, Event, format_ts, payload_dict
 from controller.rules import Profile
@@ -129,8 +129,6 @@ class Engine:
         self._out: list[Event] = []
         self._handlers = HANDLERS
         self._running = False  # inside feed, tick or command (never re-entered)
-        #: each coup's state after the last call (``machine.check``), by id
-        self._coup_states: dict[int, tuple[Coup, CoupState]] = {}
 
     def feed(self, frame: Frame) -> list[Event]:
         """Apply one decoded frame; returns the events it caused, in order:
@@ -156,7 +154,6 @@ class Engine:
             s = self.shoe
             if s is not None and s.current is not None and s.current.held is not None:
                 self._drain(loss.bound_held(self, frame.t))
-            machine.check(self)
         finally:
             self._running = False
         return out
@@ -219,7 +216,6 @@ class Engine:
         try:
             self._run_deferred()
             self._drain(article_x.expire(self, now))
-            machine.check(self)
         finally:
             self._running = False
         return out
@@ -280,7 +276,6 @@ class Engine:
             try:
                 cmd = command_from_dict(raw)
             except CommandError as exc:
-                machine.check(self)
                 return {"id": raw.get("id"), "ok": False, "error": str(exc)}, out
         reply: dict[str, Any] = {"id": getattr(cmd, "id", None), "ok": True, "error": None}
         before = len(out)  # what the deadlines emitted stands whatever the command does
@@ -336,7 +331,6 @@ class Engine:
             reply = {"id": getattr(cmd, "id", None), "ok": False, "error": str(exc)}
             del out[before:]
             del self._deferred[queued:]
-        machine.check(self)
         return reply, out
 
     def next_deadline(self) -> float | None:

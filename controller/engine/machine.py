@@ -5,12 +5,12 @@ A shoe's phase (:class:`ShoePhase`, kept in ``Shoe.phase`` and published as
 ``shoe/state``'s ``state``) changes only through :func:`set_phase`, which
 refuses a move :data:`SHOE_TRANSITIONS` does not list.
 
-A coup's state (:class:`CoupState`) is what its fields say (:func:`coup_state`:
-dealing or closed, held, an early RESULT, a misdeal open, settled, void);
-after every call into the engine (``feed``, ``tick``, ``command``)
-:func:`check` compares each coup's state with the one it last had and refuses
-a move :data:`COUP_TRANSITIONS` does not list. A refused move raises
-:class:`IllegalTransition`: a bug in the engine, never an input's fault.
+A coup's state (:class:`CoupState`, kept in ``Coup.state``) is what its
+fields say (:func:`coup_state`: dealing or closed, held, an early RESULT, a
+misdeal open, settled, void). Every place the engine writes one of those
+fields calls :func:`moved`, which refuses a move :data:`COUP_TRANSITIONS`
+does not list. A refused move raises :class:`IllegalTransition`: a bug in
+the engine, never an input's fault.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from controller.engine.facade import Engine
     from controller.engine.state import Coup, Shoe
 
 
@@ -80,7 +79,7 @@ class CoupState(StrEnum):
     FLAGGED = "flagged"  # takes cards, a misdeal open (awaiting a supervisor or the device)
     EARLY_RESULT = "early-result"  # a RESULT came with a third card due
     HELD = "held"  # positions unknown: its later frames wait
-    CLOSED_OPEN = "closed-open"  # its boundary came, a misdeal still open
+    CLOSED = "closed"  # its boundary came; not settled yet (a misdeal open, or being settled)
     SETTLED = "settled"
     VOID_DEALING = "void-dealing"  # void: its cards are shown until its boundary
     VOID_HELD = "void-held"  # void: frames wait for the RESULT that tells whose they are
@@ -90,7 +89,7 @@ class CoupState(StrEnum):
 TERMINAL = frozenset((CoupState.SETTLED, CoupState.VOID))
 
 
-_NEW, _DEALING, _FLAGGED, _EARLY, _HELD, _CLOSED_OPEN, _SETTLED, _VOID_DEALING, _VOID_HELD, _VOID = CoupState
+_NEW, _DEALING, _FLAGGED, _EARLY, _HELD, _CLOSED, _SETTLED, _VOID_DEALING, _VOID_HELD, _VOID = CoupState
 
 
 def coup_state(c: Coup) -> CoupState:
@@ -102,7 +101,7 @@ def coup_state(c: Coup) -> CoupState:
             return _VOID
         return _VOID_HELD if c.held is not None else _VOID_DEALING
     if not c.dealing:
-        return _CLOSED_OPEN
+        return _CLOSED
     if c.held is not None:
         return _HELD
     if c.premature:
@@ -111,59 +110,37 @@ def coup_state(c: Coup) -> CoupState:
 
 
 _S = CoupState
-_LIVE = (_S.DEALING, _S.FLAGGED, _S.EARLY_RESULT, _S.HELD, _S.CLOSED_OPEN)
-_VOIDED = (_S.VOID_DEALING, _S.VOID_HELD, _S.VOID)
-_ENDS = (_S.SETTLED, *_VOIDED)
+_LIVE = (_S.DEALING, _S.FLAGGED, _S.EARLY_RESULT, _S.HELD)
 
-#: state -> the states a coup may be in after the engine's next call. Seen
-#: once per call, so a move may cover several steps of one call (a coup that
-#: opens and completes at once, a card that completes and settles it).
+#: state -> the states a coup may move to. A move is seen where a field is
+#: written, so one step may cover a few writes (a void clears what the coup
+#: held and its open misdeals at once). A coup opens dealing (or closed: one
+#: lost whole, counted by the supervisor's numbering); it settles only once
+#: closed; a void coup still dealing shows its cards until its boundary and
+#: is never settled.
 COUP_TRANSITIONS: dict[CoupState, frozenset[CoupState]] = {
-    _S.NEW: frozenset((*_LIVE, *_ENDS)),
-    _S.DEALING: frozenset((_S.FLAGGED, _S.EARLY_RESULT, _S.HELD, _S.CLOSED_OPEN, *_ENDS)),
-    _S.FLAGGED: frozenset((_S.DEALING, _S.EARLY_RESULT, _S.HELD, _S.CLOSED_OPEN, *_ENDS)),
-    _S.EARLY_RESULT: frozenset((_S.DEALING, _S.FLAGGED, _S.HELD, _S.CLOSED_OPEN, *_ENDS)),
-    _S.HELD: frozenset((_S.DEALING, _S.FLAGGED, _S.EARLY_RESULT, _S.CLOSED_OPEN, *_ENDS)),
-    _S.CLOSED_OPEN: frozenset((_S.SETTLED, _S.VOID)),
+    _S.NEW: frozenset((_S.DEALING, _S.CLOSED)),
+    **{live: frozenset((*(x for x in _LIVE if x is not live), _S.CLOSED, _S.VOID_DEALING)) for live in _LIVE},
+    _S.CLOSED: frozenset((_S.SETTLED, _S.VOID)),
     _S.VOID_DEALING: frozenset((_S.VOID_HELD, _S.VOID)),
     _S.VOID_HELD: frozenset((_S.VOID_DEALING, _S.VOID)),
     _S.SETTLED: frozenset(),
     _S.VOID: frozenset(),
 }
 
-#: a hook for tests: every (from, to) move ``check`` sees is added to it
+#: a hook for tests: every (from, to) move ``moved`` sees is added to it
 TRACE: set[tuple[CoupState, CoupState]] | None = None
 
 
-def check(eng: Engine) -> None:
-    """Compares every coup of the shoe in play (and those seen before, until
-    they end) with the state it had after the engine's last call."""
-    watch = eng._coup_states
-    s = eng.shoe
-    if s is not None:
-        cur = s.current
-        if len(watch) == 1:
-            # (most calls: one coup in play, seen before, in the same state;
-            # another coup it hides is seen at the next call that is not so)
-            seen = watch.get(id(cur))
-            if seen is not None and coup_state(seen[0]) is seen[1]:
-                return
-        for c in s.coups.values():
-            if id(c) not in watch:
-                watch[id(c)] = (c, _NEW)
-        if cur is not None and id(cur) not in watch:
-            watch[id(cur)] = (cur, _NEW)
-    ended: list[int] = []
-    for key, (c, before) in watch.items():
-        now = coup_state(c)
-        if now is before:
-            continue
-        if now not in COUP_TRANSITIONS[before]:
-            raise IllegalTransition(f"coup {c.number}: {before} -> {now} is not in the table")
-        if TRACE is not None:
-            TRACE.add((before, now))
-        watch[key] = (c, now)  # (a value replaced: the dict's size does not change)
-        if now in TERMINAL:
-            ended.append(key)
-    for key in ended:
-        del watch[key]
+def moved(c: Coup) -> None:
+    """Called wherever the engine writes a field a coup's state is made of:
+    records the coup's new state, refusing a move the table does not list."""
+    now = coup_state(c)
+    before = c.state
+    if now == before:
+        return
+    if now not in COUP_TRANSITIONS[before]:  # type: ignore[index]
+        raise IllegalTransition(f"coup {c.number}: {before} -> {now} is not in the table")
+    if TRACE is not None:
+        TRACE.add((CoupState(before), now))
+    c.state = now

@@ -110,6 +110,7 @@ def end_shoe(eng: Engine, t: float, reason: str) -> Work:
             # a void coup still dealt, holding frames to tell whose they
             # are: with the shoe ending, its held cards are its extras
             held, cur.held = cur.held, None
+            machine.moved(cur)
             for x in held:
                 if isinstance(x, Card):
                     dealing.set_aside(eng, s, cur, x)
@@ -117,6 +118,7 @@ def end_shoe(eng: Engine, t: float, reason: str) -> Work:
             # a card set aside to open the next coup: it opens it now
             carry, cur.carry = cur.carry, []
             cur.dealing = False
+            machine.moved(cur)
             s.current = None
             yield from release(carry)
             continue
@@ -169,6 +171,7 @@ def burn_card(eng: Engine, s: Shoe, f: Card) -> Work:
             # enters the first card
             coup = yield from dealing.open_coup(eng, s, f.t)
             coup.held = []
+            machine.moved(coup)
             coup.had_unread = True
             article_x.misdeal(
                 eng,

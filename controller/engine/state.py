@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias, TypeVar
 
 from controller.cards import ShoeComposition
-from controller.engine.machine import BURN
+from controller.engine.machine import BURN, CoupState
 from firmware_protocols.frames import Card, DeviceResult, Frame
 
 ORDER = ("P1", "B1", "P2", "B2")
@@ -89,6 +89,8 @@ class Coup:
     device_result: DeviceResult | None = None
     #: frames for the next coup (the ``next_coup`` extra-card correction)
     carry: list[Frame] = field(default_factory=list)
+    #: what its fields say, kept by ``machine.moved`` wherever one is written
+    state: str = CoupState.NEW
 
     @property
     def resolved(self) -> bool:

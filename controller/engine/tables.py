@@ -21,7 +21,7 @@ def shoe_table() -> str:
 
 def coup_table() -> str:
     order = list(CoupState)
-    rows = ["| state | may become (after the engine's next call) |", "|---|---|"]
+    rows = ["| state | may move to |", "|---|---|"]
     for state, moves in COUP_TRANSITIONS.items():
         nxt = ", ".join(f"`{s}`" for s in order if s in moves) or "(final)"
         rows.append(f"| `{state}` | {nxt} |")
