@@ -10,7 +10,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from controller.cards import CARD_VALUE, RANK_BURN, CardError, parse_card
-from controller.commands_schema import CommandError
+from controller.commands_schema import (
+    Accept,
+    Alert,
+    CommandError,
+    EndShoe,
+    EngineCommand,
+    EnterCard,
+    NewShoe,
+    Refused,
+    Reject,
+    Void,
+)
 from controller.engine import article_x, loss, machine, shoe
 from controller.engine.loss import _UNKNOWN_LOSS
 from controller.engine.machine import BURN_UNKNOWN
@@ -138,3 +149,57 @@ def end_shoe(eng: Engine, t: float) -> Work:
     if eng.shoe is None or eng.shoe.ended_emitted:
         raise CommandError("no shoe in play")
     yield from shoe.end_shoe(eng, t, reason="ended by supervisor")
+
+
+def apply(eng: Engine, cmd: EngineCommand, t: float) -> tuple[Work | None, dict[str, Any] | None]:
+    """The operation a typed command is (``controller.commands_schema``): the
+    work it does on the game, for the engine's dispatcher to run, or, for the
+    daemon's own commands (``_reject``, ``_alert``, ``_refused``), done here
+    with the reply they get. Raises :class:`CommandError` before changing
+    anything when it cannot apply."""
+    match cmd:
+        case Void():
+            return void(eng, coup_arg(eng, cmd.coup), cmd.reason, t), None
+        case EnterCard():
+            return enter_card(eng, coup_arg(eng, cmd.coup), cmd.card, t), None
+        case Accept():
+            s = eng.shoe
+            n = cmd.coup
+            if s is not None and s.numbering_lost is not None and n not in s.coups:
+                renumber(eng, s, n, t)
+                return None, None
+            return accept(eng, coup_arg(eng, cmd.coup), t), None
+        case NewShoe():
+            return shoe.new_shoe(eng, t), None
+        case EndShoe():
+            return end_shoe(eng, t), None
+        case Reject():
+            # the daemon refused it (origin check): journalled like any
+            # command so a rebuild reproduces the alert
+            error = cmd.error or "command refused"
+            coup = eng.shoe.current.number if eng.shoe is not None and eng.shoe.current else None
+            eng._alert(t, "COMMAND_REJECTED", f"command {cmd.id!r}: {error}", coup)
+            return None, {"id": cmd.id, "ok": False, "error": error}
+        case Alert():
+            # raised by the daemon itself (its journal lost history, an
+            # output failing), journalled like any command so a rebuild
+            # reproduces it; ``seq_above`` starts a new epoch of event
+            # seqs above every id already issued
+            floor = cmd.seq_above
+            if isinstance(floor, int) and floor > eng.seq:
+                eng.seq = floor
+            eng._alert(t, cmd.code, cmd.detail, None)
+            return None, {"id": cmd.id, "ok": True, "error": None}
+        case Refused():
+            # the daemon's one alert per window for the commands it
+            # refused after the first and those over its bounds
+            refused, dropped = cmd.refused, cmd.dropped
+            coup = eng.shoe.current.number if eng.shoe is not None and eng.shoe.current else None
+            detail = (
+                f"{refused} more command(s) refused and {dropped} dropped unread in the last"
+                f" {cmd.window_s} s (limits: {cmd.limits})"
+            )
+            eng._alert(t, "COMMAND_REJECTED", detail, coup)
+            return None, {"id": None, "ok": False, "error": detail}
+        case _:
+            raise CommandError(f"unknown command {cmd!r}")

@@ -17,16 +17,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from controller.commands_schema import (
-    Accept,
-    Alert,
     CommandError,
-    EndShoe,
     EngineCommand,
-    EnterCard,
-    NewShoe,
-    Refused,
-    Reject,
-    Void,
     command_from_dict,
 )
 from controller.engine import article_x, boundary, commands, dealing, device, loss, shoe
@@ -281,52 +273,11 @@ class Engine:
         before = len(out)  # what the deadlines emitted stands whatever the command does
         queued = len(self._deferred)
         try:
-            match cmd:
-                case Void():
-                    self._drain(commands.void(self, commands.coup_arg(self, cmd.coup), cmd.reason, t))
-                case EnterCard():
-                    self._drain(commands.enter_card(self, commands.coup_arg(self, cmd.coup), cmd.card, t))
-                case Accept():
-                    s = self.shoe
-                    n = cmd.coup
-                    if s is not None and s.numbering_lost is not None and n not in s.coups:
-                        commands.renumber(self, s, n, t)
-                    else:
-                        self._drain(commands.accept(self, commands.coup_arg(self, cmd.coup), t))
-                case NewShoe():
-                    self._drain(shoe.new_shoe(self, t))
-                case EndShoe():
-                    self._drain(commands.end_shoe(self, t))
-                case Reject():
-                    # the daemon refused it (origin check): journalled like any
-                    # command so a rebuild reproduces the alert
-                    error = cmd.error or "command refused"
-                    coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
-                    self._alert(t, "COMMAND_REJECTED", f"command {cmd.id!r}: {error}", coup)
-                    return {"id": cmd.id, "ok": False, "error": error}, out
-                case Alert():
-                    # raised by the daemon itself (its journal lost history, an
-                    # output failing), journalled like any command so a rebuild
-                    # reproduces it; ``seq_above`` starts a new epoch of event
-                    # seqs above every id already issued
-                    floor = cmd.seq_above
-                    if isinstance(floor, int) and floor > self.seq:
-                        self.seq = floor
-                    self._alert(t, cmd.code, cmd.detail, None)
-                    return {"id": cmd.id, "ok": True, "error": None}, out
-                case Refused():
-                    # the daemon's one alert per window for the commands it
-                    # refused after the first and those over its bounds
-                    refused, dropped = cmd.refused, cmd.dropped
-                    coup = self.shoe.current.number if self.shoe is not None and self.shoe.current else None
-                    detail = (
-                        f"{refused} more command(s) refused and {dropped} dropped unread in the last"
-                        f" {cmd.window_s} s (limits: {cmd.limits})"
-                    )
-                    self._alert(t, "COMMAND_REJECTED", detail, coup)
-                    return {"id": None, "ok": False, "error": detail}, out
-                case _:
-                    raise CommandError(f"unknown command {cmd!r}")
+            work, answer = commands.apply(self, cmd, t)
+            if work is not None:
+                self._drain(work)
+            if answer is not None:  # (the daemon's own: answered as they say)
+                return answer, out
         except CommandError as exc:
             reply = {"id": getattr(cmd, "id", None), "ok": False, "error": str(exc)}
             del out[before:]
