@@ -1,8 +1,11 @@
 """Supervisor commands (SPEC section 5) as operations on the game.
 
-Owns what ``void``, ``enter_card``, ``accept`` (and ``accept`` with a coup
-number while the numbering is lost) and ``end_shoe`` do; each raises
-:class:`CommandError` before changing anything when it cannot apply.
+Owns which operation each typed command (``controller.commands_schema``)
+is (``apply``), and what ``void``, ``enter_card``, ``accept`` (and
+``accept`` with a coup number while the numbering is lost), ``new_shoe``,
+``end_shoe`` and the daemon's own ``_reject``, ``_alert`` and ``_refused``
+do; each raises :class:`CommandError` before changing anything when it
+cannot apply.
 """
 
 from __future__ import annotations
