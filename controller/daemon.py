@@ -41,6 +41,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -64,7 +65,7 @@ from controller.commands_schema import (
 from controller.config import Config
 from controller.engine import Engine
 from controller.events import Event
-from controller.journal import History, Journal, JournalError
+from controller.journal import History, Journal, JournalError, PendingEvent
 from controller.outputs import Output
 from controller.rules import load_profile
 from drivers.base import Driver, LinkEvent
@@ -77,6 +78,11 @@ if TYPE_CHECKING:  # imported when MQTT is configured: paho loads only then
 log = structlog.get_logger("shoe-controller")
 
 CHECKPOINT_KEY = "engine_checkpoint"
+#: The GIL's switch interval while the daemon runs (Python's default is 5 ms):
+#: a thread woken by I/O (paho's network thread with a PUBLISH to write, this
+#: loop with a card to read) waits at most this long for a thread busy
+#: computing (odds) to let it run. 0.5 ms costs a few more switches a second.
+SWITCH_INTERVAL_S = 0.0005
 CHECKPOINT_EVERY_INPUTS = 500
 STATE_EVERY_S = 1.0
 
@@ -173,6 +179,9 @@ class Daemon:
         self.metrics: Any = None
         self._inputs_since_checkpoint = 0
         self._checkpoint_input = 0
+        #: commits an input's events while the loop computes its analytics
+        #: (live only: started in ``_run``)
+        self._committer: ThreadPoolExecutor | None = None
         # For a replayed capture the engine's clock is the file's: commands
         # and ticks are stamped on it (paced: the last chunk's time plus the
         # wall time since; unpaced: no ticks at all, time only from frames).
@@ -351,10 +360,15 @@ class Daemon:
     _live = False
     last_reply: dict[str, Any] | None = None
 
-    def _checkpoint(self, journal: Journal) -> None:
+    def _checkpoint(self, journal: Journal, *, durable: bool = True) -> None:
+        """``durable=False`` (a live one, on an input's path): no fsync of its
+        own. A power cut that loses it leaves the previous checkpoint, which
+        the journal's inputs bring up to date; the next input's durable
+        commit covers it, and retention prunes inputs only in a durable
+        commit, so never below a checkpoint that could still be lost."""
         last = journal.last_input_id()
         assert self.engine is not None
-        journal.set_meta(CHECKPOINT_KEY, checkpoint.dump(last, self.engine, self.decoder))
+        journal.set_meta(CHECKPOINT_KEY, checkpoint.dump(last, self.engine, self.decoder), durable=durable)
         self._checkpoint_input = last
         self._inputs_since_checkpoint = 0
 
@@ -407,6 +421,8 @@ class Daemon:
         signal.signal(signal.SIGHUP, self._on_hup)
 
     def run(self) -> int:
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         try:
             return self._run()
         except JournalError as exc:
@@ -417,6 +433,7 @@ class Daemon:
             return 1
         finally:
             self._close()
+            sys.setswitchinterval(switch)
 
     def _run(self) -> int:
         cfg = self.cfg
@@ -441,6 +458,7 @@ class Daemon:
         if not getattr(driver, "is_up", True):
             self._device = (False, "not open yet")
         self._open_outputs(journal)
+        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-commit")
         self._live = True
         self._status_sent = self._status()  # READY carries it: not sent twice
         self._pump()
@@ -569,23 +587,38 @@ class Daemon:
         # lost as if on the line (the next frame's sequence shows the gap)
         # and the engine rebuilt from the journal never saw it.
         events = self._apply_input(t, kind, data, parsed)
-        journal.append_input(t, kind, data, events)
-        if events:
-            self._deliver(events)
-        # Then the analytics this input queued (odds, roads): computed, stored
-        # and published only now, so that the events above went out first. A
-        # crash before this commit loses nothing: the input is stored, and
-        # the rebuild re-feeds it and stores these under the same seqs.
         engine = self.engine
         assert engine is not None
-        analytics = engine.drain_analytics()
+        committer = self._committer
+        if committer is not None and any(e["type"] != "card" for e in events):
+            # An input that may have queued analytics (a RESULT: roads and
+            # odds): its commit (an fsync: the thread waits on the disk) and
+            # its publication run in the committer thread while this one
+            # computes the analytics, which are stored only after that
+            # commit: the same order, seqs and durability, but the next
+            # coup's first card no longer waits for the fsync and then the
+            # odds one after the other.
+            done = committer.submit(self._commit, t, kind, data, events)
+            analytics = engine.drain_analytics()
+            done.result()  # its JournalError, if any, is raised here
+            self._delivered(events)
+        else:
+            self._commit(t, kind, data, events)
+            self._delivered(events)
+            # Then the analytics this input queued (odds, roads): computed,
+            # stored and published only now, so that the events above went
+            # out first.
+            analytics = engine.drain_analytics()
+        # A crash before the analytics' commit loses nothing: the input is
+        # stored, and the rebuild re-feeds it and stores them under the same seqs.
         if analytics:
             self._between_commits()
             # no fsync of their own: the input they come from is stored, so
             # a power cut that loses them is made good by the rebuild, under
             # the same ids; the next input's commit makes them durable
             journal.append_events(analytics, durable=False)
-            self._deliver(analytics)
+            self._publish(journal.last_stored)
+            self._delivered(analytics)
             events = events + analytics
         self._inputs_since_checkpoint += 1
         # a checkpoint bounds the inputs a rebuild replays; one per shoe and
@@ -594,17 +627,35 @@ class Daemon:
         if self._inputs_since_checkpoint >= CHECKPOINT_EVERY_INPUTS or any(
             e["type"] == "shoe.ended" for e in events
         ):
-            self._checkpoint(journal)
+            self._checkpoint(journal, durable=False)
 
     def _between_commits(self) -> None:
         """A fault hook for tests: runs after an input's own events are
         committed and delivered, before its analytics are stored."""
 
-    def _deliver(self, events: list[Event]) -> None:
-        """Events just committed: counted, and handed to the outputs now."""
+    def _commit(self, t: float, kind: str, data: bytes, events: list[Event]) -> None:
+        """Store an input and its events (one transaction, one fsync), then
+        publish the events. Runs in this loop's thread or in the committer
+        (touching only the journal and the MQTT output, never the engine)."""
+        journal = self.journal
+        assert journal is not None
+        journal.append_input(t, kind, data, events)
+        if events:
+            self._publish(journal.last_stored)
+
+    def _publish(self, stored: list[PendingEvent]) -> None:
+        """Events just committed (``stored``, the journal's copy): MQTT
+        publishes them from this thread when nothing older is waiting (no
+        wake-up of its sender on a card's path)."""
+        if self.mqtt is not None and stored:
+            self.mqtt.deliver(stored)
+
+    def _delivered(self, events: list[Event]) -> None:
+        """Events committed and published: counted, and the other outputs
+        pumped (they read the journal)."""
+        if not events:
+            return
         self._count(events)
-        if self.mqtt is not None:
-            self.mqtt.notify()
         for out in self.outputs:
             out.pump()
 
@@ -684,6 +735,9 @@ class Daemon:
             self.notifier.send(f"STATUS={status}")
 
     def _close(self) -> None:
+        if self._committer is not None:
+            self._committer.shutdown(wait=True)
+            self._committer = None
         if self.mqtt is not None:
             try:
                 self.mqtt.stop(timeout=5.0)
