@@ -358,19 +358,25 @@ STAGES = [
 ]
 
 
-def trace_table(trace: dict[str, Any]) -> list[str]:
-    """Per-stage p50/p99 (ms) of the cards' path, and the per-call costs."""
+def trace_table(trace: dict[str, Any], firsts: list[bool]) -> list[str]:
+    """Per-stage p50/p99 (ms) of the cards' path (all cards, then a coup's
+    first cards alone), and the per-call costs."""
     marks = trace["marks"]
     seqs = sorted(marks, key=int)
     rows: list[dict[str, int]] = []
     for seq, w, a in zip(seqs, trace["written"], trace["arrived"], strict=False):
         rows.append({**marks[seq], "written": w, "arrived": a})
-    lines = [f"{'stage':55} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  n"]
-    for name, start, end in STAGES:
-        d = [(r[end] - r[start]) / 1e9 for r in rows if start in r and end in r]
-        if d:
-            p50, p99, mx = stats_ms(d)
-            lines.append(f"{name:55} {p50:8.3f} {p99:8.3f} {mx:8.3f}  {len(d)}")
+    lines: list[str] = []
+    for title, chosen in (
+        ("all cards", rows),
+        ("a coup's first card", [r for r, f in zip(rows, firsts, strict=False) if f]),
+    ):
+        lines.append(f"{'stage (' + title + ')':55} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  n")
+        for name, start, end in STAGES:
+            d = [(r[end] - r[start]) / 1e9 for r in chosen if start in r and end in r]
+            if d:
+                p50, p99, mx = stats_ms(d)
+                lines.append(f"{name:55} {p50:8.3f} {p99:8.3f} {mx:8.3f}  {len(d)}")
     lines.append(f"{'per call (all inputs)':55} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  n")
     for name, ns in sorted(trace["costs"].items()):
         p50, p99, mx = stats_ms([x / 1e9 for x in ns])
@@ -382,9 +388,11 @@ def trace_run(seed: int = 100) -> list[str]:
     """One traced run with odds on: the per-stage table."""
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as d, broker(Path(d)) as port:
         trace: dict[str, Any] = {}
-        latencies = daemon_run(port, Path(d), card_frames(seed=seed), trace=trace)
+        frames = card_frames(seed=seed)
+        latencies = daemon_run(port, Path(d), frames, trace=trace)
         p50, p99, mx = stats_ms(latencies)
-        return [f"traced run: p50 {p50:.3f} / p99 {p99:.3f} / max {mx:.3f} ms", *trace_table(trace)]
+        table = trace_table(trace, after_result(frames))
+        return [f"traced run: p50 {p50:.3f} / p99 {p99:.3f} / max {mx:.3f} ms", *table]
 
 
 def run() -> list[dict[str, Any]]:
