@@ -41,7 +41,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -179,9 +178,6 @@ class Daemon:
         self.metrics: Any = None
         self._inputs_since_checkpoint = 0
         self._checkpoint_input = 0
-        #: commits an input's events while the loop computes its analytics
-        #: (live only: started in ``_run``)
-        self._committer: ThreadPoolExecutor | None = None
         # For a replayed capture the engine's clock is the file's: commands
         # and ticks are stamped on it (paced: the last chunk's time plus the
         # wall time since; unpaced: no ticks at all, time only from frames).
@@ -458,7 +454,6 @@ class Daemon:
         if not getattr(driver, "is_up", True):
             self._device = (False, "not open yet")
         self._open_outputs(journal)
-        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-commit")
         self._live = True
         self._status_sent = self._status()  # READY carries it: not sent twice
         self._pump()
@@ -589,26 +584,15 @@ class Daemon:
         events = self._apply_input(t, kind, data, parsed)
         engine = self.engine
         assert engine is not None
-        committer = self._committer
-        if committer is not None and any(e["type"] != "card" for e in events):
-            # An input that may have queued analytics (a RESULT: roads and
-            # odds): its commit (an fsync: the thread waits on the disk) and
-            # its publication run in the committer thread while this one
-            # computes the analytics, which are stored only after that
-            # commit: the same order, seqs and durability, but the next
-            # coup's first card no longer waits for the fsync and then the
-            # odds one after the other.
-            done = committer.submit(self._commit, t, kind, data, events)
-            analytics = engine.drain_analytics()
-            done.result()  # its JournalError, if any, is raised here
-            self._delivered(events)
-        else:
-            self._commit(t, kind, data, events)
-            self._delivered(events)
-            # Then the analytics this input queued (odds, roads): computed,
-            # stored and published only now, so that the events above went
-            # out first.
-            analytics = engine.drain_analytics()
+        self._commit(t, kind, data, events)
+        self._delivered(events)
+        # Then the analytics this input queued (odds, roads): computed,
+        # stored and published only now, so that the events above went out
+        # first. (Computing them in this thread while another commits the
+        # input was tried: every SQLite call of the committing thread then
+        # waits for the GIL behind the odds, and the next coup's first card
+        # gained nothing; see benchmarks.bench_latency --trace.)
+        analytics = engine.drain_analytics()
         # A crash before the analytics' commit loses nothing: the input is
         # stored, and the rebuild re-feeds it and stores them under the same seqs.
         if analytics:
@@ -635,8 +619,7 @@ class Daemon:
 
     def _commit(self, t: float, kind: str, data: bytes, events: list[Event]) -> None:
         """Store an input and its events (one transaction, one fsync), then
-        publish the events. Runs in this loop's thread or in the committer
-        (touching only the journal and the MQTT output, never the engine)."""
+        publish them from this thread."""
         journal = self.journal
         assert journal is not None
         journal.append_input(t, kind, data, events)
@@ -735,9 +718,6 @@ class Daemon:
             self.notifier.send(f"STATUS={status}")
 
     def _close(self) -> None:
-        if self._committer is not None:
-            self._committer.shutdown(wait=True)
-            self._committer = None
         if self.mqtt is not None:
             try:
                 self.mqtt.stop(timeout=5.0)
