@@ -77,11 +77,6 @@ if TYPE_CHECKING:  # imported when MQTT is configured: paho loads only then
 log = structlog.get_logger("shoe-controller")
 
 CHECKPOINT_KEY = "engine_checkpoint"
-#: The GIL's switch interval while the daemon runs (Python's default is 5 ms):
-#: a thread woken by I/O (paho's network thread with a PUBLISH to write, this
-#: loop with a card to read) waits at most this long for a thread busy
-#: computing (odds) to let it run. 0.5 ms costs a few more switches a second.
-SWITCH_INTERVAL_S = 0.0005
 CHECKPOINT_EVERY_INPUTS = 500
 STATE_EVERY_S = 1.0
 
@@ -417,8 +412,6 @@ class Daemon:
         signal.signal(signal.SIGHUP, self._on_hup)
 
     def run(self) -> int:
-        switch = sys.getswitchinterval()
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
         try:
             return self._run()
         except JournalError as exc:
@@ -429,7 +422,6 @@ class Daemon:
             return 1
         finally:
             self._close()
-            sys.setswitchinterval(switch)
 
     def _run(self) -> int:
         cfg = self.cfg
