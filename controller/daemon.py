@@ -64,7 +64,7 @@ from controller.commands_schema import (
 from controller.config import Config
 from controller.engine import Engine
 from controller.events import Event
-from controller.journal import History, Journal, JournalError
+from controller.journal import History, Journal, JournalError, PendingEvent
 from controller.outputs import Output
 from controller.rules import load_profile
 from drivers.base import Driver, LinkEvent
@@ -351,10 +351,15 @@ class Daemon:
     _live = False
     last_reply: dict[str, Any] | None = None
 
-    def _checkpoint(self, journal: Journal) -> None:
+    def _checkpoint(self, journal: Journal, *, durable: bool = True) -> None:
+        """``durable=False`` (a live one, on an input's path): no fsync of its
+        own. A power cut that loses it leaves the previous checkpoint, which
+        the journal's inputs bring up to date; the next input's durable
+        commit covers it, and retention prunes inputs only in a durable
+        commit, so never below a checkpoint that could still be lost."""
         last = journal.last_input_id()
         assert self.engine is not None
-        journal.set_meta(CHECKPOINT_KEY, checkpoint.dump(last, self.engine, self.decoder))
+        journal.set_meta(CHECKPOINT_KEY, checkpoint.dump(last, self.engine, self.decoder), durable=durable)
         self._checkpoint_input = last
         self._inputs_since_checkpoint = 0
 
@@ -569,23 +574,27 @@ class Daemon:
         # lost as if on the line (the next frame's sequence shows the gap)
         # and the engine rebuilt from the journal never saw it.
         events = self._apply_input(t, kind, data, parsed)
-        journal.append_input(t, kind, data, events)
-        if events:
-            self._deliver(events)
-        # Then the analytics this input queued (odds, roads): computed, stored
-        # and published only now, so that the events above went out first. A
-        # crash before this commit loses nothing: the input is stored, and
-        # the rebuild re-feeds it and stores these under the same seqs.
         engine = self.engine
         assert engine is not None
+        self._commit(t, kind, data, events)
+        self._delivered(events)
+        # Then the analytics this input queued (odds, roads): computed,
+        # stored and published only now, so that the events above went out
+        # first. (Computing them in this thread while another commits the
+        # input was tried: every SQLite call of the committing thread then
+        # waits for the GIL behind the odds, and the next coup's first card
+        # gained nothing; see benchmarks.bench_latency --trace.)
         analytics = engine.drain_analytics()
+        # A crash before the analytics' commit loses nothing: the input is
+        # stored, and the rebuild re-feeds it and stores them under the same seqs.
         if analytics:
             self._between_commits()
             # no fsync of their own: the input they come from is stored, so
             # a power cut that loses them is made good by the rebuild, under
             # the same ids; the next input's commit makes them durable
             journal.append_events(analytics, durable=False)
-            self._deliver(analytics)
+            self._publish(journal.last_stored)
+            self._delivered(analytics)
             events = events + analytics
         self._inputs_since_checkpoint += 1
         # a checkpoint bounds the inputs a rebuild replays; one per shoe and
@@ -594,17 +603,34 @@ class Daemon:
         if self._inputs_since_checkpoint >= CHECKPOINT_EVERY_INPUTS or any(
             e["type"] == "shoe.ended" for e in events
         ):
-            self._checkpoint(journal)
+            self._checkpoint(journal, durable=False)
 
     def _between_commits(self) -> None:
         """A fault hook for tests: runs after an input's own events are
         committed and delivered, before its analytics are stored."""
 
-    def _deliver(self, events: list[Event]) -> None:
-        """Events just committed: counted, and handed to the outputs now."""
+    def _commit(self, t: float, kind: str, data: bytes, events: list[Event]) -> None:
+        """Store an input and its events (one transaction, one fsync), then
+        publish them from this thread."""
+        journal = self.journal
+        assert journal is not None
+        journal.append_input(t, kind, data, events)
+        if events:
+            self._publish(journal.last_stored)
+
+    def _publish(self, stored: list[PendingEvent]) -> None:
+        """Events just committed (``stored``, the journal's copy): MQTT
+        publishes them from this thread when nothing older is waiting (no
+        wake-up of its sender on a card's path)."""
+        if self.mqtt is not None and stored:
+            self.mqtt.deliver(stored)
+
+    def _delivered(self, events: list[Event]) -> None:
+        """Events committed and published: counted, and the other outputs
+        pumped (they read the journal)."""
+        if not events:
+            return
         self._count(events)
-        if self.mqtt is not None:
-            self.mqtt.notify()
         for out in self.outputs:
             out.pump()
 

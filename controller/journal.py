@@ -188,6 +188,10 @@ class Journal:
         #: durable one: ``close`` syncs the WAL before the mark says clean
         self._unsynced = False
         self._lock = threading.RLock()
+        #: the events the last ``append_input``/``append_events`` stored, as
+        #: stored (``json`` byte for byte what ``pending`` returns), for the
+        #: committing thread to hand straight to an output
+        self.last_stored: list[PendingEvent] = []
         self._hwm: _HighWaterMark | None = None
         # Seen before SQLite opens (and so creates) it: after an unclean
         # stop a missing WAL means the journal's tail is gone.
@@ -310,7 +314,9 @@ class Journal:
                 cur = db.execute(
                     "INSERT INTO inputs (t, kind, data) VALUES (?, ?, ?)", (t, kind, bytes(data))
                 )
-                new = self._store_events(db, events, time.time()) if events else []
+                stored: list[PendingEvent] = []
+                new = self._store_events(db, events, time.time(), stored) if events else []
+            self.last_stored = stored
             self._committed(new)
             return int(cur.lastrowid or 0)
 
@@ -363,14 +369,20 @@ class Journal:
         created = time.time() if now is None else now
         with self._lock:
             self._reserve(events)
+            stored: list[PendingEvent] = []
             with self._guard("recording events"), self._transaction(durable=durable) as db:
-                new = self._store_events(db, events, created)
+                new = self._store_events(db, events, created, stored)
+            self.last_stored = stored
             if durable:
                 self._committed(new)
             return new
 
     def _store_events(
-        self, db: sqlite3.Connection, events: Sequence[dict[str, Any]], created: float
+        self,
+        db: sqlite3.Connection,
+        events: Sequence[dict[str, Any]],
+        created: float,
+        stored: list[PendingEvent] | None = None,
     ) -> list[dict[str, Any]]:
         new: list[dict[str, Any]] = []
         retired = self._retired_seq(db)
@@ -413,6 +425,8 @@ class Journal:
                 ) from None
             last = seq
             new.append(event)
+            if stored is not None:
+                stored.append(PendingEvent(seq, event_id, text, str(event["type"])))
         return new
 
     @staticmethod
@@ -619,8 +633,12 @@ class Journal:
             row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def set_meta(self, key: str, value: str) -> None:
-        with self._lock, self._guard("writing meta"), self._transaction() as db:
+    def set_meta(self, key: str, value: str, *, durable: bool = True) -> None:
+        """``durable=False``: no fsync of its own (see ``append_events``), for
+        a value whose loss to a power cut costs only time (the engine
+        checkpoint: the previous one is used, and more inputs re-fed); the
+        next durable commit covers it, and so precedes anything relying on it."""
+        with self._lock, self._guard("writing meta"), self._transaction(durable=durable) as db:
             db.execute(
                 "INSERT INTO meta (key, value) VALUES (?, ?)"
                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value",

@@ -164,6 +164,58 @@ def test_events_appended_while_running_are_sent_after_the_earlier_ones(
     assert first_seen(seqs_of(sub.messages)) == list(range(1, 201))
 
 
+def test_events_handed_over_by_the_committing_thread_never_overtake_a_backlog(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+) -> None:
+    # ``deliver`` publishes from the caller only what is next in line; a
+    # commit it was not told of, or a batch over the window, leaves a
+    # backlog that the sender sends first: every event once, in seq order.
+    broker = mosquitto()
+    sub = subscriber(broker, [f"{PREFIX}/card"])
+    out = start_output(broker)
+    assert eventually(lambda: out.connected)
+    seq = 0
+    for i in range(60):
+        size = 25 if i % 10 == 9 else 1  # more than the window (20) now and then
+        journal.append_events(cards(seq + 1, seq + size))
+        seq += size
+        if i % 7 == 3:
+            out.notify()  # not handed over: the next hand-over finds a backlog
+        else:
+            out.deliver(journal.last_stored)
+    wait_delivered(out)
+    assert sub.wait_for(lambda ms: len(seqs_of(ms)) >= seq)
+    assert seqs_of(sub.messages) == list(range(1, seq + 1))
+    assert journal.mark("mqtt") == seq
+
+
+def test_events_handed_over_while_the_broker_is_away_wait_in_the_journal(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+) -> None:
+    broker = mosquitto(persistence=True)
+    sub = subscriber(broker, [f"{PREFIX}/card"], client_id="handover-watcher", clean=False)
+    out = start_output(broker)
+    journal.append_events(cards(1, 5))
+    out.deliver(journal.last_stored)
+    wait_delivered(out)
+    broker.stop()
+    for s in range(6, 31):
+        journal.append_events(cards(s, s))
+        out.deliver(journal.last_stored)  # returns at once: nothing blocks
+    assert out.backlog() > 0
+    broker.start()
+    wait_delivered(out)
+    assert sub.wait_for(lambda ms: set(seqs_of(ms)) >= set(range(1, 31)), timeout=30)
+    assert first_seen(seqs_of(sub.messages)) == list(range(1, 31))
+    assert journal.mark("mqtt") == 30
+
+
 def test_a_restarted_output_resumes_after_its_mark_without_resending(
     mosquitto: BrokerFactory,
     subscriber: SubscriberFactory,

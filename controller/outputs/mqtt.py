@@ -22,10 +22,14 @@ those are acknowledged, so nothing published after the reconnect can
 overtake them.
 
 Threads: paho's network thread runs the callbacks, which only record facts
-(acks, connection state) and wake the sender; the sender thread alone
-publishes events and touches the bookkeeping. paho calls ``on_publish``
-with its own message lock held, so a callback must never wait on a lock
-the sender holds while it calls ``publish``; this design has none.
+(acks, connection state) and wake the sender. Events are published, and
+the bookkeeping touched, under ``_send_lock`` only: by the sender thread
+(backlog, acks, state, reconnects), or by the thread that has just
+committed them (``deliver``: the daemon's loop), which publishes them at
+once when nothing older is waiting, saving a thread wake-up and a read of
+the journal on every card. paho calls ``on_publish`` with its own message
+lock held, so a callback must never wait on a lock a publisher holds
+while it calls ``publish``; the callbacks take none.
 
 Commands arriving on ``<prefix>/<table>/cmd`` first pass ``admit`` (the
 owner's rate limit: a message it refuses is dropped unread), are refused if
@@ -66,7 +70,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from controller.commands_schema import Command, CommandError, error_reply, id_of, parse_command
 from controller.config import MqttConfig
-from controller.journal import Journal, JournalError
+from controller.journal import Journal, JournalError, PendingEvent
 from controller.mqtt_client import connect_options, make_client
 
 log = logging.getLogger(__name__)
@@ -157,6 +161,8 @@ class MqttOutput:
         )
         self._sender: threading.Thread | None = None
         self._keepalive = keepalive
+        #: held while publishing events or touching the bookkeeping above
+        self._send_lock = threading.Lock()
 
     # --- set-up ---------------------------------------------------------
 
@@ -231,6 +237,35 @@ class MqttOutput:
         """New events are in the journal: send them now rather than at the
         next poll."""
         self._wake.set()
+
+    def deliver(self, stored: list[PendingEvent]) -> None:
+        """Events the caller has just committed to the journal (``stored``:
+        ``Journal.last_stored``): published now from the calling thread when
+        they are the next to go and the window has room; otherwise (broker
+        away, a backlog or a resend pending, the sender busy) the sender
+        thread takes them from the journal, as always."""
+        # the sender holds the lock only briefly (it never waits on the
+        # caller while holding it); the bound is a guard, not a wait
+        if not stored or not self._connected.is_set() or not self._send_lock.acquire(timeout=0.05):
+            self._wake.set()
+            return
+        try:
+            if (
+                self._draining
+                or self._hold_until
+                or (self._reconnected and self._inflight)
+                # the next to go: nothing older waits in the journal
+                or stored[0].seq != max(self._sent_through, self._mark) + 1
+                or len(self._inflight) + len(stored) > self._window
+            ):
+                self._wake.set()
+                return
+            for p in stored:
+                if not self._publish_event(p):
+                    self._wake.set()
+                    return
+        finally:
+            self._send_lock.release()
 
     def pump(self) -> int:
         """The sender thread delivers on its own; pumping only wakes it."""
@@ -358,10 +393,11 @@ class MqttOutput:
             if self._stopping:
                 break
             try:
-                self._settle_acks()
-                if self._connected.is_set():
-                    self._send_state()
-                    self._fill()
+                with self._send_lock:
+                    self._settle_acks()
+                    if self._connected.is_set():
+                        self._send_state()
+                        self._fill()
             except JournalError as exc:
                 log.error("mqtt: %s", exc)
                 time.sleep(self._poll)
@@ -420,22 +456,29 @@ class MqttOutput:
         room = self._window - len(self._inflight)
         if room <= 0:
             return
-        prefix = self._cfg.topic_prefix
         for p in self._journal.pending(self.name, room, after=self._sent_through):
-            # `roads` has the same topic as its retained copy: one retained
-            # publish serves as both, rather than every subscriber getting it twice.
-            retain = p.type == "roads"
-            info = self._client.publish(event_topic(prefix, self.table, p.type), p.json, qos=1, retain=retain)
-            if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
-                log.warning(
-                    "mqtt: publish of seq %s not queued (%s); retrying", p.seq, mqtt.error_string(info.rc)
-                )
+            if not self._publish_event(p):
                 return
-            self._inflight[p.seq] = info.mid
-            self._mid_seq[info.mid] = p.seq
-            self._sent_through = p.seq
-            if p.type == "odds.update":
-                self._client.publish(self.topic_odds, p.json, qos=1, retain=True)
+
+    def _publish_event(self, p: PendingEvent) -> bool:
+        """Publish one event (under ``_send_lock``); False if paho did not
+        queue it (it is sent again from ``_sent_through``)."""
+        # `roads` has the same topic as its retained copy: one retained
+        # publish serves as both, rather than every subscriber getting it twice.
+        retain = p.type == "roads"
+        topic = event_topic(self._cfg.topic_prefix, self.table, p.type)
+        info = self._client.publish(topic, p.json, qos=1, retain=retain)
+        if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
+            log.warning(
+                "mqtt: publish of seq %s not queued (%s); retrying", p.seq, mqtt.error_string(info.rc)
+            )
+            return False
+        self._inflight[p.seq] = info.mid
+        self._mid_seq[info.mid] = p.seq
+        self._sent_through = p.seq
+        if p.type == "odds.update":
+            self._client.publish(self.topic_odds, p.json, qos=1, retain=True)
+        return True
 
     def _send_state(self) -> None:
         with self._state_lock:

@@ -1,0 +1,223 @@
+"""``python -m benchmarks.trace_daemon run -c CONFIG``: the daemon, with the
+card's path through it timed (``time.perf_counter_ns``, the same clock as
+the benchmark's, CLOCK_MONOTONIC), for ``benchmarks.bench_latency --trace``.
+
+Nothing in the project imports this: it wraps the daemon's, the journal's
+and the MQTT output's methods from outside, records a timestamp per stage
+for every input that produced a ``card`` event (keyed by the card event's
+seq), and writes them as JSON to ``$SHOE_TRACE`` at exit. A wrapper costs
+about a microsecond; the figures it gives are the stages' shares, not a
+replacement for the benchmark's end-to-end numbers.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import sys
+import threading
+from collections import defaultdict
+from time import perf_counter_ns as now
+from typing import Any
+
+import controller.daemon as daemon_mod
+import controller.outputs.mqtt as mqtt_mod
+from controller.journal import Journal
+
+#: seq of a card event -> stage -> ns
+MARKS: dict[int, dict[str, int]] = defaultdict(dict)
+#: other per-input costs: name -> list of ns durations
+COSTS: dict[str, list[int]] = defaultdict(list)
+_local = threading.local()
+_SEQ = re.compile(rb'"seq":(\d+)')
+
+
+def _wrap(cls: Any, name: str, before: Any = None, after: Any = None) -> None:
+    orig = getattr(cls, name)
+
+    def wrapper(self: Any, *a: Any, **kw: Any) -> Any:
+        if before is not None:
+            before(self, a, kw)
+        t0 = now()
+        try:
+            result = orig(self, *a, **kw)
+        finally:
+            t1 = now()
+            COSTS[f"{cls.__name__}.{name}"].append(t1 - t0)
+        if after is not None:
+            after(self, a, kw, result, t0, t1)
+        return result
+
+    setattr(cls, name, wrapper)
+
+
+def install() -> None:
+    D = daemon_mod.Daemon
+
+    orig_input = D._input
+
+    def _input(self: Any, t: float, kind: str, data: bytes, parsed: Any = None) -> None:
+        _local.card = None
+        _local.t_in = now()
+        orig_input(self, t, kind, data, parsed)
+        seq = getattr(_local, "card", None)
+        if seq is not None:
+            MARKS[seq]["input_done"] = now()
+        _local.card = None
+
+    D._input = _input  # type: ignore[method-assign]
+
+    orig_apply = D._apply_input
+
+    def _apply(self: Any, t: float, kind: str, data: bytes, parsed: Any = None) -> Any:
+        t0 = now()
+        events = orig_apply(self, t, kind, data, parsed)
+        t1 = now()
+        for e in events:
+            if e["type"] == "card" and self._live:
+                _local.card = e["seq"]
+                m = MARKS[e["seq"]]
+                m["read"] = getattr(_local, "t_read", t0)
+                m["input"] = getattr(_local, "t_in", t0)
+                m["applied"] = t1
+        return events
+
+    D._apply_input = _apply  # type: ignore[method-assign]
+
+    def mark(stage: str) -> Any:
+        def after(self: Any, a: Any, kw: Any, result: Any, t0: int, t1: int) -> None:
+            seq = getattr(_local, "card", None)
+            if seq is not None and stage not in MARKS[seq]:
+                MARKS[seq][stage] = t1
+
+        return after
+
+    class TimedLock:
+        """The journal's RLock, timing how long an acquire waits."""
+
+        def __init__(self) -> None:
+            self._lock = threading.RLock()
+
+        def __enter__(self) -> None:
+            t0 = now()
+            self._lock.acquire()
+            COSTS[f"journal lock wait ({threading.current_thread().name})"].append(now() - t0)
+
+        def __exit__(self, *exc: object) -> None:
+            self._lock.release()
+
+    orig_init = Journal.__init__
+
+    def init(self: Any, *a: Any, **kw: Any) -> None:
+        orig_init(self, *a, **kw)
+        self._lock = TimedLock()
+
+    Journal.__init__ = init  # type: ignore[method-assign]
+
+    orig_tx = Journal._transaction
+
+    import contextlib
+
+    @contextlib.contextmanager
+    def tx(self: Any, *, durable: bool = True) -> Any:
+        t0 = now()
+        with orig_tx(self, durable=durable) as db:
+            t1 = now()
+            yield db
+            t2 = now()
+        t3 = now()
+        kind = "durable" if durable else "relaxed"
+        COSTS[f"tx {kind}: begin"].append(t1 - t0)
+        COSTS[f"tx {kind}: body"].append(t2 - t1)
+        COSTS[f"tx {kind}: commit"].append(t3 - t2)
+
+    Journal._transaction = tx  # type: ignore[method-assign]
+    _wrap(Journal, "_reserve")
+    _wrap(Journal, "_committed")
+    _wrap(Journal, "append_input", after=mark("committed"))
+    _wrap(D, "_delivered", after=mark("handed"))
+    _wrap(D, "_commit")
+    _wrap(D, "_between_commits")
+    _wrap(Journal, "append_events")
+    _wrap(Journal, "set_meta")
+    _wrap(Journal, "mark_delivered")
+    _wrap(Journal, "pending")
+    _wrap(D, "_checkpoint")
+    _wrap(D, "_pump")
+
+    from controller.engine import Engine
+
+    _wrap(Engine, "drain_analytics")
+    _wrap(Engine, "snapshot")
+
+    from drivers.serial import SerialDriver
+
+    orig_read = SerialDriver.read
+
+    def read(self: Any, timeout: float) -> Any:
+        item = orig_read(self, timeout)
+        _local.t_read = now()
+        return item
+
+    SerialDriver.read = read  # type: ignore[method-assign]
+
+    M = mqtt_mod.MqttOutput
+    orig_fill = M._fill
+
+    def _fill(self: Any) -> None:
+        _local.fill = now()
+        orig_fill(self)
+
+    M._fill = _fill  # type: ignore[method-assign]
+
+    def start(self: Any) -> None:
+        orig_start(self)
+        client = self._client
+        orig_publish = client.publish
+
+        def publish(topic: str, payload: Any = None, qos: int = 0, retain: bool = False, **kw: Any) -> Any:
+            t0 = now()
+            info = orig_publish(topic, payload, qos, retain, **kw)
+            if topic.endswith("/card") and isinstance(payload, str):
+                m = _SEQ.search(payload.encode())
+                if m:
+                    marks = MARKS[int(m.group(1))]
+                    marks["sender_fill"] = getattr(_local, "fill", t0)
+                    marks["publish_call"] = t0
+                    marks["publish_ret"] = now()
+            return info
+
+        client.publish = publish
+        orig_send = client._sock_send
+
+        def sock_send(buf: bytes) -> int:
+            t0 = now()
+            n: int = orig_send(buf)
+            b = bytes(buf)
+            if b'"type":"card"' in b:
+                m = _SEQ.search(b)
+                if m:
+                    MARKS[int(m.group(1))].setdefault("sock_send", t0)
+            return n
+
+        client._sock_send = sock_send
+
+    orig_start = M.start
+    M.start = start  # type: ignore[method-assign]
+
+    def dump() -> None:
+        path = os.environ.get("SHOE_TRACE")
+        if path:
+            with open(path, "w") as f:
+                json.dump({"marks": MARKS, "costs": COSTS}, f)
+
+    atexit.register(dump)
+
+
+if __name__ == "__main__":
+    install()
+    from controller.cli import main
+
+    sys.exit(main(sys.argv[1:]))
