@@ -20,7 +20,7 @@ from controller.config import (
     MqttConfig,
     _error,
     _Model,
-    _read,
+    load_model,
     parse_host_port,
     parse_model,
     table_problem,
@@ -162,7 +162,7 @@ class BoardConfig(_Model):
 def load_board_config(path: str | os.PathLike[str]) -> BoardConfig:
     """Read and validate a board config; a problem is a ``ConfigError``
     naming the file and the bad key."""
-    return parse_model(_read(path), os.fspath(path), BoardConfig)
+    return load_model(path, BoardConfig)
 
 
 def parse_board_config(text: str, name: str = "<board config>") -> BoardConfig:
