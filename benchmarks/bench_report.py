@@ -24,22 +24,17 @@ import os
 import statistics
 import sys
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from benchmarks.floor_year import BULKY, year
+from tests.support.postgres import temporary_database
 
-ADMIN_DSN = os.environ.get("ARCHIVE_TEST_PG", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
 RUNS = 5
 DAYS = int(os.environ.get("FLOOR_BENCH_DAYS", "365"))
 FIRST_DAY = dt.date(2025, 11, 1)
 SIZING_DAYS = 28
 BATCH = 2000
-
-
-def _dsn(name: str) -> str:
-    return " ".join([*(p for p in ADMIN_DSN.split() if not p.startswith("dbname=")), f"dbname={name}"])
 
 
 def _store() -> Any:
@@ -77,23 +72,13 @@ def load(dsn: str, events: Iterable[dict[str, Any]]) -> tuple[int, float]:
     return n, time.perf_counter() - t0
 
 
-def _database(prefix: str) -> tuple[str, Any]:
-    import psycopg
-
+def _migrated(dsn: str) -> str:
     from controller.archive import migrate
     from controller.archive.db import connect
 
-    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    admin = psycopg.connect(ADMIN_DSN, autocommit=True, connect_timeout=5)
-    admin.execute(f'CREATE DATABASE "{name}"')
-    conn = connect(_dsn(name), autocommit=True)
-    migrate.apply(conn)
-    conn.close()
-    return name, admin
-
-
-def _drop(name: str, admin: Any) -> None:
-    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with connect(dsn, autocommit=True) as conn:
+        migrate.apply(conn)
+    return dsn
 
 
 def _report_args(**kw: Any) -> Any:
@@ -164,13 +149,9 @@ def run() -> list[dict[str, Any]]:
     keep = os.environ.get("FLOOR_BENCH_KEEP") == "1"
 
     # --- sizing: a week of one table, every event (cards included) ---
-    name, admin = _database("floor_size")
-    try:
-        dsn = _dsn(name)
-        n, _ = load(dsn, year(days=SIZING_DAYS, first_day=FIRST_DAY, live=True))
+    with temporary_database("floor_size") as dsn:
+        n, _ = load(_migrated(dsn), year(days=SIZING_DAYS, first_day=FIRST_DAY, live=True))
         sizes = _sizes(dsn)
-    finally:
-        _drop(name, admin)
     coups = sizes["coups"][0]
     total = sum(b for _, b in sizes.values())
     results.append(
@@ -192,9 +173,8 @@ def run() -> list[dict[str, Any]]:
     )
 
     # --- a year of one table, the report's queries ---
-    name, admin = _database("floor_bench")
-    try:
-        dsn = _dsn(name)
+    with temporary_database("floor_bench", keep=keep) as dsn:
+        _migrated(dsn)
         t0 = time.perf_counter()
         n, load_s = load(dsn, _without_bulky(year(days=DAYS, first_day=FIRST_DAY)))
         built = time.perf_counter() - t0
@@ -240,7 +220,4 @@ def run() -> list[dict[str, Any]]:
             )
         if keep:
             print(f"FLOOR_BENCH_KEEP: the year is in {dsn!r}", file=sys.stderr)
-    finally:
-        if not keep:
-            _drop(name, admin)
     return results

@@ -74,17 +74,19 @@ def dsn_for(name: str) -> str:
 
 
 @contextmanager
-def temporary_database(prefix: str = "shoe_archive_test") -> Iterator[str]:
-    """A fresh database; yields its DSN, drops it (and its sessions) after."""
+def temporary_database(prefix: str = "shoe_archive_test", *, keep: bool = False) -> Iterator[str]:
+    """A fresh database; yields its DSN, drops it (and its sessions) after,
+    unless ``keep`` (a benchmark's data kept to look at)."""
     name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(ADMIN_DSN, autocommit=True, connect_timeout=5) as admin:
         admin.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
     try:
         yield dsn_for(name)
     finally:
-        with psycopg.connect(ADMIN_DSN, autocommit=True, connect_timeout=5) as admin:
-            admin.execute(
-                psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                    psycopg.sql.Identifier(name)
+        if not keep:
+            with psycopg.connect(ADMIN_DSN, autocommit=True, connect_timeout=5) as admin:
+                admin.execute(
+                    psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                        psycopg.sql.Identifier(name)
+                    )
                 )
-            )
