@@ -21,5 +21,11 @@ def connect(dsn: str, *, autocommit: bool = False, application_name: str = "shoe
             dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S, application_name=application_name
         )
     except psycopg.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RuntimeFailure(f"cannot connect to PostgreSQL: {first}") from None
+        raise RuntimeFailure(f"cannot connect to PostgreSQL: {one_line(exc)}") from None
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's first line (libpq's messages run over several), or its
+    type's name when it has no text: what a log line or a one-line error shows."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -208,7 +208,7 @@ class Archiver:
                 lost = is_connection_error(exc)
                 (log.warning if lost else log.error)(
                     "archive.database_lost" if lost else "archive.write_failed",
-                    error=str(exc).splitlines()[0] if str(exc) else "",
+                    error=db.one_line(exc),
                     batch=len(batch),
                 )
                 self._drop_database()
@@ -224,7 +224,7 @@ class Archiver:
             made, dropped = self.store.maintain(conn)
         except psycopg.Error as exc:
             # Partitions and retention must not stop ingest: say so, retry next hour.
-            log.error("archive.maintenance_failed", error=str(exc).splitlines()[0] if str(exc) else repr(exc))
+            log.error("archive.maintenance_failed", error=db.one_line(exc))
             self._drop_database()
             return
         if made or dropped:

@@ -48,7 +48,7 @@ import psycopg
 import structlog
 
 from controller.archive import partitions
-from controller.archive.db import Conn
+from controller.archive.db import Conn, one_line
 from controller.archive.parse import Event, Invalid, classify, parse
 
 log = structlog.get_logger("archive")
@@ -175,7 +175,7 @@ class Store:
                 if len(messages) == 1:
                     return self._refused(conn, messages[0], exc, _part(mark, 0))
                 log.warning(
-                    "archive.batch_refused", size=len(messages), error=_one_line(exc), then="one by one"
+                    "archive.batch_refused", size=len(messages), error=one_line(exc), then="one by one"
                 )
         else:
             log.warning("archive.batch_resumed", size=len(messages), committed=start)
@@ -196,7 +196,7 @@ class Store:
     ) -> BatchResult:
         """A message PostgreSQL refused on its own: kept aside in ``rejects``."""
         topic, payload = message
-        reason = f"database refused it: {_one_line(exc)}"
+        reason = f"database refused it: {one_line(exc)}"
         log.error("archive.refused", topic=topic, reason=reason)
         return self._write_rejects(conn, [_Reject(topic, reason, payload)], part)
 
@@ -432,11 +432,6 @@ def _values(ev: Event, cols: Sequence[str]) -> list[Any]:
 def _rollback(conn: Conn) -> None:
     with contextlib.suppress(psycopg.Error):
         conn.rollback()
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def counters(conn: Conn) -> dict[str, dict[str, int]]:

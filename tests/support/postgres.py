@@ -13,6 +13,8 @@ from contextlib import contextmanager
 
 import psycopg
 
+from controller.archive.db import one_line
+
 ADMIN_DSN = os.environ.get("ARCHIVE_TEST_PG", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
 
 #: Where Debian's postgresql-common puts each installed server version.
@@ -63,7 +65,7 @@ def unavailable(dsn: str = ADMIN_DSN) -> str | None:
         with psycopg.connect(dsn, connect_timeout=5):
             return None
     except psycopg.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = one_line(exc)
         return f"PostgreSQL is not reachable ({first}): {how_to(first, installed_versions())}"
 
 
