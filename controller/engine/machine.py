@@ -63,11 +63,17 @@ SHOE_TRANSITIONS: dict[ShoePhase, dict[str, ShoePhase]] = {
 }
 
 
+#: a hook for tests: every (phase, cause) move ``set_phase`` makes is added to it
+SHOE_TRACE: set[tuple[ShoePhase, str]] | None = None
+
+
 def set_phase(s: Shoe, cause: str) -> None:
     """Moves the shoe on ``cause``, as :data:`SHOE_TRANSITIONS` says."""
     nxt = SHOE_TRANSITIONS[ShoePhase(s.phase)].get(cause)
     if nxt is None:
         raise IllegalTransition(f"shoe {s.id}: {cause!r} is no transition from phase {s.phase!r}")
+    if SHOE_TRACE is not None:
+        SHOE_TRACE.add((ShoePhase(s.phase), cause))
     s.phase = nxt
 
 
