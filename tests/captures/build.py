@@ -488,7 +488,8 @@ SCENARIOS: dict[str, tuple[dict[str, str], str]] = {
     ),
     "move_newshoe_during_burn": (
         {},
-        "HELLO\nBTN NEWSHOE\nCARD 5S\nCARD 4C\nBTN NEWSHOE\nCARD 3S\nCARD 4D\nCARD 5D\nCARD 6H\nCOUP 9S 2C KH 3D",
+        "HELLO\nBTN NEWSHOE\nCARD 5S\nCARD 4C\nBTN NEWSHOE\nCARD 3S\nCARD 4D\nCARD 5D\nCARD 6H\n"
+        "COUP 9S 2C KH 3D",
     ),
     "move_early_result_while_flagged": (
         {},
