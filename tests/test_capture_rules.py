@@ -256,6 +256,45 @@ def x_foreign_copy_one_deck(es: list[Event]) -> None:
     assert alerts(es) == [(1, "FOREIGN_CARD")]
 
 
+# --- the moves of the state tables no other capture takes
+#     (tests/test_engine_transitions.py checks each takes its move) ---
+
+
+@check
+def move_first_card_unread_void(es: list[Event]) -> None:
+    # the burn cannot be counted: coup 1 holds it until its deadline, and
+    # the shoe is dealt on from coup 2
+    assert voids(es) == [(1, "UNREAD_CARD")]
+    assert alerts(es) == [(1, "BURN_MISMATCH")]
+    assert results(es) == [(2, (["9S", "KH"], ["2C", "3D"]))]
+
+
+@check
+def move_newshoe_during_burn(es: list[Event]) -> None:
+    ended = [e for e in es if e["type"] == "shoe.ended"]
+    assert [(e["coups"], e["reason"]) for e in ended] == [(0, "new shoe loaded")]
+    assert [e["type"] for e in es].count("shoe.started") == 2
+    assert [c for c, _ in results(es)] == [1]
+
+
+@check
+def move_early_result_while_flagged(es: list[Event]) -> None:
+    assert misdeals(es) == [
+        (1, "DEVICE_FAULT", "awaiting_supervisor"),
+        (1, "PREMATURE_RESULT", "awaiting_supervisor"),
+        (1, "DEVICE_FAULT", "corrected"),
+        (1, "PREMATURE_RESULT", "corrected"),
+    ]
+    assert results(es) == [(1, (["TS", "KH", "4H"], ["7C", "QD"])), (2, (["9S", "KH"], ["2C", "3D"]))]
+
+
+@check
+def move_gap_after_early_result(es: list[Event]) -> None:
+    # the lost frame may have been the due card: never settled
+    assert voids(es) == [(1, "PREMATURE_RESULT")]
+    assert results(es) == [(2, (["9S", "KH"], ["2C", "3D"]))]
+
+
 @pytest.mark.parametrize("name", sorted(CHECKS))
 def test_the_capture_keeps_the_rule_it_pins(name: str) -> None:
     CHECKS[name](events_of(name))

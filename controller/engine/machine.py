@@ -63,11 +63,17 @@ SHOE_TRANSITIONS: dict[ShoePhase, dict[str, ShoePhase]] = {
 }
 
 
+#: a hook for tests: every (phase, cause) move ``set_phase`` makes is added to it
+SHOE_TRACE: set[tuple[ShoePhase, str]] | None = None
+
+
 def set_phase(s: Shoe, cause: str) -> None:
     """Moves the shoe on ``cause``, as :data:`SHOE_TRANSITIONS` says."""
     nxt = SHOE_TRANSITIONS[ShoePhase(s.phase)].get(cause)
     if nxt is None:
         raise IllegalTransition(f"shoe {s.id}: {cause!r} is no transition from phase {s.phase!r}")
+    if SHOE_TRACE is not None:
+        SHOE_TRACE.add((ShoePhase(s.phase), cause))
     s.phase = nxt
 
 
@@ -110,20 +116,36 @@ def coup_state(c: Coup) -> CoupState:
 
 
 _S = CoupState
-_LIVE = (_S.DEALING, _S.FLAGGED, _S.EARLY_RESULT, _S.HELD)
 
 #: state -> the states a coup may move to. A move is seen where a field is
 #: written, so one step may cover a few writes (a void clears what the coup
 #: held and its open misdeals at once). A coup opens dealing (or closed: one
 #: lost whole, counted by the supervisor's numbering); it settles only once
 #: closed; a void coup still dealing shows its cards until its boundary and
-#: is never settled.
+#: is never settled. Every move is taken by the capture corpus or, for those
+#: only a supervisor's command makes, by a scenario in
+#: ``tests/test_engine_transitions.py``.
 COUP_TRANSITIONS: dict[CoupState, frozenset[CoupState]] = {
     _S.NEW: frozenset((_S.DEALING, _S.CLOSED)),
-    **{live: frozenset((*(x for x in _LIVE if x is not live), _S.CLOSED, _S.VOID_DEALING)) for live in _LIVE},
+    _S.DEALING: frozenset((_S.FLAGGED, _S.EARLY_RESULT, _S.HELD, _S.CLOSED, _S.VOID_DEALING)),
+    _S.FLAGGED: frozenset((_S.DEALING, _S.EARLY_RESULT, _S.HELD, _S.CLOSED, _S.VOID_DEALING)),
+    # (never dealing: ``premature`` is set with its PREMATURE_RESULT misdeal
+    # opened at once (boundary.result) and cleared only by the due card,
+    # before that misdeal is corrected (boundary.after_card: flagged), or by
+    # a void (article_x.void). Closed only when a supervisor's enter_card
+    # completed its tableau: the RESULT after it closes the coup still waiting.)
+    _S.EARLY_RESULT: frozenset((_S.FLAGGED, _S.HELD, _S.CLOSED, _S.VOID_DEALING)),
+    # (never closed: a held coup is the shoe's current one, its frames all
+    # go to its hold, and close_dealing comes only after the hold is
+    # released (article_x.after_resolution, loss.ends_at_result) or the coup
+    # is void (article_x.void))
+    _S.HELD: frozenset((_S.DEALING, _S.FLAGGED, _S.EARLY_RESULT, _S.VOID_DEALING)),
     _S.CLOSED: frozenset((_S.SETTLED, _S.VOID)),
     _S.VOID_DEALING: frozenset((_S.VOID_HELD, _S.VOID)),
-    _S.VOID_HELD: frozenset((_S.VOID_DEALING, _S.VOID)),
+    # (never void at once: article_x.void returns on a void coup, so
+    # loss.discard_held never closes one; loss.ends_at_result, loss.bound_held
+    # and shoe.end_shoe clear its hold (void-dealing) before closing it)
+    _S.VOID_HELD: frozenset((_S.VOID_DEALING,)),
     _S.SETTLED: frozenset(),
     _S.VOID: frozenset(),
 }

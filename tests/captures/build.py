@@ -480,6 +480,27 @@ SCENARIOS: dict[str, tuple[dict[str, str], str]] = {
         "START1\nCARD AH - 2\nCARD KH\nCARD TS\nCARD QH\nBTN RESULT\nCARD AH - 1\nCARD KC\nCARD 9S\n"
         "CARD QC\nBTN RESULT",
     ),
+    # --- moves of the engine's state tables (controller/engine/machine.py)
+    #     that no other capture takes; SHOWS names each one ---
+    "move_first_card_unread_void": (
+        {},
+        "HELLO\nBTN NEWSHOE\nCARD XX\nCARD 4C\nCARD 5D\nWAIT 130\nSTAT OK\nCOUP 9S 2C KH 3D",
+    ),
+    "move_newshoe_during_burn": (
+        {},
+        "HELLO\nBTN NEWSHOE\nCARD 5S\nCARD 4C\nBTN NEWSHOE\nCARD 3S\nCARD 4D\nCARD 5D\nCARD 6H\n"
+        "COUP 9S 2C KH 3D",
+    ),
+    "move_early_result_while_flagged": (
+        {},
+        "START\nCARD TS\nCARD 7C\nSTAT JAM\nCARD KH\nCARD QD\nBTN RESULT\nSTAT OK\nCARD 4H\nBTN RESULT\n"
+        "COUP 9S 2C KH 3D",
+    ),
+    "move_gap_after_early_result": (
+        {},
+        "START\nCARD TS\nCARD 7C\nCARD KH\nCARD QD\nBTN RESULT\nGAP 1\nCARD 4H\nBTN RESULT\nWAIT 130\n"
+        "STAT OK\nCOUP 9S 2C KH 3D",
+    ),
     # --- the line: garbage, split frames, bad checksums ---
     "line_garbage": (
         {},
@@ -497,12 +518,29 @@ SCENARIOS: dict[str, tuple[dict[str, str], str]] = {
 }
 
 
+#: The move of a state table (``controller.engine.machine``: a coup's
+#: ``from -> to``, or a shoe's ``phase on cause``) each ``move_`` capture
+#: was written to show, written into its header; ``tests/
+#: test_engine_transitions.py`` checks the capture takes it.
+SHOWS: dict[str, tuple[str, ...]] = {
+    "move_first_card_unread_void": (
+        "shoe: burn on 'first card unread'",
+        "shoe: burn-unknown on 'frames lost during the burn'",
+    ),
+    "move_newshoe_during_burn": ("shoe: burn on 'shoe ends'",),
+    "move_early_result_while_flagged": ("coup: flagged -> early-result",),
+    "move_gap_after_early_result": ("coup: early-result -> held",),
+}
+
+
 def build(name: str) -> str:
     meta, script = SCENARIOS[name]
     w = _Writer({"protocol": "shoe-ascii/1", "table": "T01", **meta})
     if w.angel:
         w.lines[0] = "# " + " ".join(f"{k}={v}" for k, v in {"table": "T01", **meta}.items())
     w.lines.insert(1, f"# scenario: {name}")
+    for i, move in enumerate(SHOWS.get(name, ())):
+        w.lines.insert(2 + i, f"# shows the move {move}")
     for step in _expand(script):
         w.step(step)
     return "\n".join(w.lines) + "\n"
