@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal, overload
 
 from controller.config import did_you_mean
 from controller.errors import UsageError
@@ -43,7 +43,7 @@ META_KEYS: tuple[str, ...] = ("protocol", "table", "profile", "decks", *RULE_KEY
 
 
 #: A record's fields, as read: ``(t, direction, data, line)``.
-_Item = tuple[float, str, bytes, int]
+RecordFields = tuple[float, str, bytes, int]
 
 
 class ShoelogError(UsageError):
@@ -79,7 +79,7 @@ def parse_lines(lines: Iterable[str], source: str = "<capture>") -> Iterator[Rec
         yield item if isinstance(item, dict) else Record(*item)
 
 
-def _parse_line(line: str, n: int, source: str) -> _Item | dict[str, str] | None:
+def _parse_line(line: str, n: int, source: str) -> RecordFields | dict[str, str] | None:
     """One line (its line break stripped) as a record's fields ``(t,
     direction, data, line)`` or a metadata dict; None for a blank line or a
     comment without pairs. The one definition of what a line may hold."""
@@ -193,11 +193,16 @@ def _text_blocks(fh: IO[bytes], source: str) -> Iterator[tuple[int, str]]:
             raise ShoelogError(f"{source}:{n + 1}: line longer than {MAX_LINE} bytes")
 
 
-def _items(path: str | Path, meta: bool = True) -> Iterator[_Item | dict[str, str]]:
-    """Every record of a capture as ``(t, direction, data, line)`` and
-    (with ``meta``) every metadata dict, in file order: what
-    :func:`read_shoelog` yields, without building a ``Record`` per line.
-    A ``# key=value`` line is checked even when not yielded."""
+@overload
+def read_items(path: str | Path, *, meta: Literal[False]) -> Iterator[RecordFields]: ...
+@overload
+def read_items(path: str | Path, *, meta: bool = True) -> Iterator[RecordFields | dict[str, str]]: ...
+def read_items(path: str | Path, *, meta: bool = True) -> Iterator[RecordFields | dict[str, str]]:
+    """Every record of a capture as a tuple ``(t, direction, data, line)``
+    (``Record``'s fields) and, with ``meta``, every metadata dict, in file
+    order: what :func:`read_shoelog` yields without building a ``Record``
+    per line (replay's loop). A ``# key=value`` line is checked even when
+    not yielded."""
     source = str(path)
     with open_capture(path) as fh:
         for first, text in _text_blocks(fh, source):
@@ -242,7 +247,7 @@ def read_header(path: str | Path) -> dict[str, str]:
 
 
 def read_shoelog(path: str | Path) -> Iterator[Record | dict[str, str]]:
-    for item in _items(path):
+    for item in read_items(path):
         yield item if isinstance(item, dict) else Record(*item)
 
 
@@ -250,9 +255,9 @@ def device_reads(path: str | Path) -> Iterator[tuple[float, bytes]]:
     """The capture's reads from the device (``<`` records), as ``(t, bytes)``
     chunks: what ``drivers.replay.ReplayDriver`` plays back. Lazy, like
     :func:`read_shoelog`: a bad line is a ``ShoelogError`` when reached."""
-    for item in _items(path, meta=False):
-        if not isinstance(item, dict) and item[1] == "<":
-            yield item[0], item[2]
+    for t, direction, data, _ in read_items(path, meta=False):
+        if direction == "<":
+            yield t, data
 
 
 class ShoelogWriter:
