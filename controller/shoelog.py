@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal, overload
+from typing import IO, Any
 
 from controller.config import did_you_mean
 from controller.errors import UsageError
@@ -193,43 +193,55 @@ def _text_blocks(fh: IO[bytes], source: str) -> Iterator[tuple[int, str]]:
             raise ShoelogError(f"{source}:{n + 1}: line longer than {MAX_LINE} bytes")
 
 
-@overload
-def read_items(path: str | Path, *, meta: Literal[False]) -> Iterator[RecordFields]: ...
-@overload
-def read_items(path: str | Path, *, meta: bool = True) -> Iterator[RecordFields | dict[str, str]]: ...
-def read_items(path: str | Path, *, meta: bool = True) -> Iterator[RecordFields | dict[str, str]]:
+def _parse_block(text: str, first: int, source: str, meta: bool, out: list[Any]) -> None:
+    """Appends to ``out`` the records (and with ``meta`` the metadata) of
+    ``text``, lines ``first``... joined by LF; a bad line raises with what
+    precedes it in ``out``."""
+    add = out.append
+    fromhex = bytes.fromhex
+    cr = "\r" in text
+    n = first - 1
+    for line in text.split("\n"):
+        n += 1
+        if not cr:
+            # The common line, parsed as _parse_line would (same split,
+            # float, bound and decoding); any other line, and any of these
+            # that fails, takes _parse_line.
+            try:
+                ts, direction, payload = line.split(" ", 2)
+                t = float(ts)
+                if (direction == "<" or direction == ">") and 0 <= t <= MAX_T:
+                    if payload[:4] == "hex:":
+                        add((t, direction, fromhex(payload[4:]), n))
+                    else:
+                        add((t, direction, payload.encode("ascii") + b"\r\n", n))
+                    continue
+            except ValueError:
+                pass
+            item = _parse_line(line, n, source)
+        else:
+            item = _parse_line(line.rstrip("\r\n"), n, source)
+        if item is not None and (meta or type(item) is not dict):
+            add(item)
+
+
+def read_batches(path: str | Path) -> Iterator[list[RecordFields]]:
     """Every record of a capture as a tuple ``(t, direction, data, line)``
-    (``Record``'s fields) and, with ``meta``, every metadata dict, in file
-    order: what :func:`read_shoelog` yields without building a ``Record``
-    per line (replay's loop). A ``# key=value`` line is checked even when
-    not yielded."""
+    (``Record``'s fields), in lists of those read together (up to a few
+    thousand), in file order: replay's loop, which needs no ``Record`` and
+    no call per line. ``# key=value`` lines are checked, not returned. A
+    bad line is raised after the list of the records before it."""
     source = str(path)
     with open_capture(path) as fh:
         for first, text in _text_blocks(fh, source):
-            cr = "\r" in text
-            n = first - 1
-            for line in text.split("\n"):
-                n += 1
-                if not cr:
-                    # The common line, parsed as _parse_line would (same
-                    # split, float, bound and decoding); any other line,
-                    # and any of these that fails, takes _parse_line.
-                    try:
-                        ts, direction, payload = line.split(" ", 2)
-                        t = float(ts)
-                        if (direction == "<" or direction == ">") and 0 <= t <= MAX_T:
-                            if payload[:4] == "hex:":
-                                yield t, direction, bytes.fromhex(payload[4:]), n
-                                continue
-                            yield t, direction, payload.encode("ascii") + b"\r\n", n
-                            continue
-                    except ValueError:
-                        pass
-                    item = _parse_line(line, n, source)
-                else:
-                    item = _parse_line(line.rstrip("\r\n"), n, source)
-                if item is not None and (meta or type(item) is not dict):
-                    yield item
+            out: list[RecordFields] = []
+            try:
+                _parse_block(text, first, source, False, out)
+            except ShoelogError:
+                if out:
+                    yield out
+                raise
+            yield out
 
 
 def read_header(path: str | Path) -> dict[str, str]:
@@ -247,17 +259,29 @@ def read_header(path: str | Path) -> dict[str, str]:
 
 
 def read_shoelog(path: str | Path) -> Iterator[Record | dict[str, str]]:
-    for item in read_items(path):
-        yield item if isinstance(item, dict) else Record(*item)
+    """Every record and metadata dict of a capture, in file order; lazy: a
+    bad line is a ``ShoelogError`` once the lines before it were yielded."""
+    source = str(path)
+    with open_capture(path) as fh:
+        for first, text in _text_blocks(fh, source):
+            out: list[RecordFields | dict[str, str]] = []
+            try:
+                _parse_block(text, first, source, True, out)
+            except ShoelogError:
+                yield from (x if isinstance(x, dict) else Record(*x) for x in out)
+                raise
+            for x in out:
+                yield x if isinstance(x, dict) else Record(*x)
 
 
 def device_reads(path: str | Path) -> Iterator[tuple[float, bytes]]:
     """The capture's reads from the device (``<`` records), as ``(t, bytes)``
     chunks: what ``drivers.replay.ReplayDriver`` plays back. Lazy, like
     :func:`read_shoelog`: a bad line is a ``ShoelogError`` when reached."""
-    for t, direction, data, _ in read_items(path, meta=False):
-        if direction == "<":
-            yield t, data
+    for batch in read_batches(path):
+        for t, direction, data, _ in batch:
+            if direction == "<":
+                yield t, data
 
 
 class ShoelogWriter:
