@@ -236,50 +236,51 @@ class Decoder:
         # MAX_FRAME bytes), and the sequence tracked as _decode_body tracks
         # it. Anything else takes the general path.
         if type(data) is bytes and not self._buf and not self._skipping:
-            parts = data.split(b",", 2)
-            if len(parts) == 3:
-                shape = self._known.get(parts[2])
-                if shape is None:
-                    shape = self._shape(t, data, parts)
-                seq_b = parts[1]
-                if (
-                    shape is not None
-                    and shape[0] == parts[0]
-                    and seq_b.isdigit()
-                    and (seq_b[0] != 0x30 or len(seq_b) == 1)
-                    and len(data) <= MAX_FRAME
-                ):
-                    seq = int(seq_b)
-                    if seq < SEQ_MODULUS:
-                        sx = _SEQ_XOR[seq]
-                        if sx == 0xFF:
-                            sx = _SEQ_XOR[seq] = xor8(seq_b)
-                        if sx == shape[1]:
-                            if shape[2] == _CARD_FRAME:  # the hot path, inline
-                                tracker = self._seq
-                                last = tracker.last
-                                if last is not None and seq != last + 1:
-                                    return self._one(t, seq, shape)  # a duplicate or a gap
-                                tracker.last = seq
-                                self.stats["frames"] += 1
-                                # Card(t, seq, ...) at half the cost (see
-                                # framing.new_card), inline: once per card
-                                card = _new(Card)
-                                _CT(card, t)
-                                _CS(card, seq)
-                                _CC(card, shape[5])
-                                _CF(card, shape[6])
-                                _CD(card, shape[7])
-                                _CH(card, None)
-                                _CG(card, True)
-                                return [card]
-                            return self._one(t, seq, shape)
+            try:
+                talker, seq_b, rest = data.split(b",", 2)
+            except ValueError:  # not three fields
+                return self._feed(t, data)
+            shape = self._known.get(rest) or self._shape(t, data, talker, seq_b, rest)
+            if (
+                shape is not None
+                and shape[0] == talker
+                and seq_b.isdigit()
+                and (seq_b[0] != 0x30 or len(seq_b) == 1)
+                and len(data) <= MAX_FRAME
+            ):
+                seq = int(seq_b)
+                if seq < SEQ_MODULUS:
+                    sx = _SEQ_XOR[seq]
+                    if sx == 0xFF:
+                        sx = _SEQ_XOR[seq] = xor8(seq_b)
+                    if sx == shape[1]:
+                        if shape[2] == _CARD_FRAME:  # the hot path, inline
+                            tracker = self._seq
+                            last = tracker.last
+                            if last is not None and seq != last + 1:
+                                return self._one(t, seq, shape)  # a duplicate or a gap
+                            tracker.last = seq
+                            self.stats["frames"] += 1
+                            # Card(t, seq, ...) at half the cost (see
+                            # framing.new_card), inline: once per card
+                            card = _new(Card)
+                            _CT(card, t)
+                            _CS(card, seq)
+                            _CC(card, shape[5])
+                            _CF(card, shape[6])
+                            _CD(card, shape[7])
+                            _CH(card, None)
+                            _CG(card, True)
+                            return [card]
+                        return self._one(t, seq, shape)
         return self._feed(t, data)
 
-    def _shape(self, t: float, data: bytes, parts: list[bytes]) -> tuple[Any, ...] | None:
-        """The shape of ``data`` (``parts``: it split at its first two
-        commas) if it is exactly one good frame, remembered by what follows
-        its sequence number (``parts[2]``: fields, checksum, CRLF); None if
+    def _shape(
+        self, t: float, data: bytes, talker: bytes, seq_b: bytes, rest: bytes
+    ) -> tuple[Any, ...] | None:
+        """The shape of ``data`` (split at its first two commas: ``talker``
+        with its ``$``, ``seq_b``, ``rest``) if it is exactly one good
+        frame, remembered by ``rest`` (fields, checksum, CRLF); None if
         it is not (the general path then decodes it and counts what is
         wrong). A shape is ``(b"$" + talker, the XOR of the sequence digits
         that makes the checksum right, kind, the frame's class, its fields
@@ -289,12 +290,11 @@ class Decoder:
         digits is the checksum's XOR that of the rest (``_bases`` keeps that
         per shape without its checksum, so a shape met with another
         checksum is not parsed again)."""
-        rest = parts[2]
         ck = _CK_CRLF.get(rest[-4:])
         if ck is None:
             return None
         base = self._bases.get(rest[:-4])
-        if base is None or base[0] != parts[0]:
+        if base is None or base[0] != talker:
             m = _CLEAN_FRAME.fullmatch(data)
             if m is None or xor8(m.group(1)) != ck:
                 return None
@@ -312,7 +312,7 @@ class Decoder:
             else:
                 kind = _DEVICE_FRAME
             values = tuple(getattr(frame, f.name) for f in dataclasses.fields(frame))[2:]
-            base = (parts[0], xor8(parts[1]) ^ ck, kind, cls, values, *values[:3])
+            base = (talker, xor8(seq_b) ^ ck, kind, cls, values, *values[:3])
             _remember(self._bases, rest[:-4], base)
         shape = (base[0], base[1] ^ ck, *base[2:])
         _remember(self._known, rest, shape)
