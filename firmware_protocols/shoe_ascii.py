@@ -99,6 +99,13 @@ _SEQ_XOR = bytearray(b"\xff" * SEQ_MODULUS)
 MAX_KNOWN = 4096
 _CT, _CS, _CC, _CF, _CD, _CH, _CG = CARD_SETTERS
 _new = object.__new__
+#: Frame shapes met by any decoder (see ``Decoder._shape``), at most
+#: MAX_KNOWN of each: memos of what the bytes alone decide (no t, no seq,
+#: no decoder state), so they change no result; kept here, not in a decoder,
+#: so that a decoder restored from a checkpoint (its saved fields only) has
+#: them too.
+_KNOWN: dict[bytes, tuple[Any, ...]] = {}
+_BASES: dict[bytes, tuple[Any, ...]] = {}
 _CARD_FRAME = 0  # a remembered shape's kind: a Card ...
 _DEVICE_FRAME = 1  # ... another frame that advances the sequence ...
 _HELLO_FRAME = 2  # ... a HELLO, which restarts it ...
@@ -210,10 +217,6 @@ class Decoder:
         self.stats: collections.Counter[str] = collections.Counter()
         self._seq = SequenceTracker(SEQ_MODULUS)
         self._buf = b""
-        # Frame shapes met (see _shape), at most MAX_KNOWN of each: caches
-        # that change no result.
-        self._known: dict[bytes, tuple[Any, ...]] = {}
-        self._bases: dict[bytes, tuple[Any, ...]] = {}
         # Inside the tail of an over-long frame: its bytes up to the next
         # "$" or LF belong to that frame, not to the garbage count.
         self._skipping = False
@@ -240,7 +243,7 @@ class Decoder:
                 talker, seq_b, rest = data.split(b",", 2)
             except ValueError:  # not three fields
                 return self._feed(t, data)
-            shape = self._known.get(rest) or self._shape(t, data, talker, seq_b, rest)
+            shape = _KNOWN.get(rest) or self._shape(t, data, talker, seq_b, rest)
             if (
                 shape is not None
                 and shape[0] == talker
@@ -287,13 +290,13 @@ class Decoder:
         but t and seq, and for a Card its card, face_up, deck)``.
 
         The XOR of a frame's body is its checksum, so that of its sequence
-        digits is the checksum's XOR that of the rest (``_bases`` keeps that
+        digits is the checksum's XOR that of the rest (``_BASES`` keeps that
         per shape without its checksum, so a shape met with another
         checksum is not parsed again)."""
         ck = _CK_CRLF.get(rest[-4:])
         if ck is None:
             return None
-        base = self._bases.get(rest[:-4])
+        base = _BASES.get(rest[:-4])
         if base is None or base[0] != talker:
             m = _CLEAN_FRAME.fullmatch(data)
             if m is None or xor8(m.group(1)) != ck:
@@ -313,9 +316,9 @@ class Decoder:
                 kind = _DEVICE_FRAME
             values = tuple(getattr(frame, f.name) for f in dataclasses.fields(frame))[2:]
             base = (talker, xor8(seq_b) ^ ck, kind, cls, values, *values[:3])
-            _remember(self._bases, rest[:-4], base)
+            _remember(_BASES, rest[:-4], base)
         shape = (base[0], base[1] ^ ck, *base[2:])
-        _remember(self._known, rest, shape)
+        _remember(_KNOWN, rest, shape)
         return shape
 
     def _one(self, t: float, seq: int, shape: tuple[Any, ...]) -> list[Frame]:
