@@ -18,7 +18,7 @@ from controller.engine import Engine
 from controller.errors import UsageError
 from controller.events import Event
 from controller.rules import RULE_KEYS, coerce_rule_overrides, load_profile
-from controller.shoelog import Record, read_header, read_shoelog
+from controller.shoelog import Record, read_batches, read_header
 from firmware_protocols.detect import make_decoder
 
 DEFAULTS = {"protocol": "shoe-ascii/1", "table": "T01", "profile": "punto_banco", "decks": "8"}
@@ -37,6 +37,9 @@ class ReplayOptions:
 
 @dataclass
 class ReplayStats:
+    """What :func:`replay_events` read, decoded and dropped; complete once
+    its generator has ended (or was closed)."""
+
     records: int = 0
     bytes: int = 0
     frames: int = 0
@@ -162,19 +165,48 @@ def replay_events(
     drain = engine.drain_analytics
     stats = stats if stats is not None else ReplayStats()
     feed = engine.feed
-    for rec in read_shoelog(path):
-        if not isinstance(rec, Record):
-            continue
-        if on_record is not None:
-            on_record(rec)
-        stats.records += 1
-        if rec.direction != "<":
-            continue  # host -> device bytes: the device's answer tells
-        stats.bytes += len(rec.data)
-        frames = decoder.feed(rec.t, rec.data)
-        stats.frames += len(frames)
-        for frame in frames:
-            yield from feed(frame)
-            if analytics:
-                yield from drain()
+    decode = decoder.feed
+    # counted in locals, written to ``stats`` when the capture ends (or the
+    # generator is closed): an attribute update per record costs more than
+    # the record's read
+    records = nbytes = nframes = 0
+    try:
+        for batch in read_batches(path):
+            if on_record is not None:  # called before each record's events
+                for item in batch:
+                    t, direction, data, _ = item
+                    on_record(Record(*item))
+                    records += 1
+                    if direction != "<":
+                        continue  # host -> device bytes: the device's answer tells
+                    nbytes += len(data)
+                    frames = decode(t, data)
+                    nframes += len(frames)
+                    for frame in frames:
+                        yield from feed(frame)
+                        if analytics:
+                            yield from drain()
+                continue
+            # The batch's records decoded, then their frames through the
+            # engine: the same frames in the same order (a decoder does not
+            # depend on the engine), and measurably faster than record by
+            # record (30 shoes on the 2-core build box: 0.28 s, not 0.33 s;
+            # the decoder's and the engine's code and data take turns in the
+            # CPU's caches less often, presumably). A batch is one block
+            # of the file (read_batches), a few thousand records at most.
+            frames = []
+            for t, direction, data, _ in batch:
+                if direction == "<":
+                    nbytes += len(data)
+                    frames += decode(t, data)
+            records += len(batch)
+            nframes += len(frames)
+            for frame in frames:
+                yield from feed(frame)
+                if analytics:
+                    yield from drain()
+    finally:
+        stats.records += records
+        stats.bytes += nbytes
+        stats.frames += nframes
     stats.dropped.update({k: v for k, v in decoder.stats.items() if k != "frames" and v})

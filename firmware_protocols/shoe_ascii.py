@@ -50,8 +50,10 @@ capture's ``>`` lines are decoded) pass through without touching it.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import re
 from collections.abc import Callable
+from typing import Any
 
 from firmware_protocols.cards import ALL_CARDS
 from firmware_protocols.frames import (
@@ -65,8 +67,8 @@ from firmware_protocols.frames import (
     ShuffleOrder,
     Status,
 )
+from firmware_protocols.framing import CARD_SETTERS, SequenceTracker, new_card, xor8
 from firmware_protocols.framing import Malformed as _Malformed
-from firmware_protocols.framing import SequenceTracker, xor8
 
 NAME = "shoe-ascii/1"
 MAX_FRAME = 120  # bytes, including "$" and CRLF
@@ -81,11 +83,33 @@ _CARDS = frozenset(ALL_CARDS)
 _HEX_LOWER = frozenset("0123456789abcdef")
 # The checksum digits, strictly upper case: int(x, 16) would also take " f" or "+F".
 _CK_VALUE: dict[bytes, int] = {f"{i:02X}".encode(): i for i in range(256)}
+# ... and with the CRLF that ends a frame
+_CK_CRLF: dict[bytes, int] = {k + b"\r\n": v for k, v in _CK_VALUE.items()}
 _FORBIDDEN = frozenset(",*$\r\n")
 # A frame with nothing wrong in its framing: printable ASCII but "$" and "*"
 # between them, at most 120 bytes. Anything else takes the careful path,
 # which classifies what is wrong; both reach the same verdict on this form.
 _CLEAN_FRAME = re.compile(rb"\$([\x20-\x23\x25-\x29\x2b-\x7e]{0,114})\*([0-9A-F]{2})\r\n")
+#: The XOR of the digits of each sequence number, filled as met (0xFF: not
+#: yet; an XOR of ASCII digits is at most 0x3F).
+_SEQ_XOR = bytearray(b"\xff" * SEQ_MODULUS)
+#: How many frame shapes a decoder remembers (see ``Decoder._shape``): a
+#: shape with each of its checksums (a card's 52 codes with a sequence
+#: number's 32 possible XORs are 1,664), and without them.
+MAX_KNOWN = 4096
+_CT, _CS, _CC, _CF, _CD, _CH, _CG = CARD_SETTERS
+_new = object.__new__
+#: Frame shapes met by any decoder (see ``Decoder._shape``), at most
+#: MAX_KNOWN of each: memos of what the bytes alone decide (no t, no seq,
+#: no decoder state), so they change no result; kept here, not in a decoder,
+#: so that a decoder restored from a checkpoint (its saved fields only) has
+#: them too.
+_KNOWN: dict[bytes, tuple[Any, ...]] = {}
+_BASES: dict[bytes, tuple[Any, ...]] = {}
+_CARD_FRAME = 0  # a remembered shape's kind: a Card ...
+_DEVICE_FRAME = 1  # ... another frame that advances the sequence ...
+_HELLO_FRAME = 2  # ... a HELLO, which restarts it ...
+_HOST_FRAME = 3  # ... or a host frame, which does not touch it
 
 
 def _uint(text: str, maximum: int) -> int:
@@ -208,6 +232,120 @@ class Decoder:
     def feed(self, t: float, data: bytes) -> list[Frame]:
         """Decode a chunk read at ``t``; returns the frames it completed,
         each stamped with ``t``."""
+        # The common read: exactly one frame, of a shape met before: the
+        # same bytes but for the sequence number (see _shape). The number
+        # is checked here as the general path checks it (canonical decimal
+        # below 65536, making the checksum right, the frame at most
+        # MAX_FRAME bytes), and the sequence tracked as _decode_body tracks
+        # it. Anything else takes the general path.
+        if type(data) is bytes and not self._buf and not self._skipping:
+            try:
+                talker, seq_b, rest = data.split(b",", 2)
+            except ValueError:  # not three fields
+                return self._feed(t, data)
+            shape = _KNOWN.get(rest) or self._shape(t, data, talker, seq_b, rest)
+            if (
+                shape is not None
+                and shape[0] == talker
+                and seq_b.isdigit()
+                and (seq_b[0] != 0x30 or len(seq_b) == 1)
+                and len(data) <= MAX_FRAME
+            ):
+                seq = int(seq_b)
+                if seq < SEQ_MODULUS:
+                    sx = _SEQ_XOR[seq]
+                    if sx == 0xFF:
+                        sx = _SEQ_XOR[seq] = xor8(seq_b)
+                    if sx == shape[1]:
+                        if shape[2] == _CARD_FRAME:  # the hot path, inline
+                            tracker = self._seq
+                            last = tracker.last
+                            if last is not None and seq != last + 1:
+                                return self._one(t, seq, shape)  # a duplicate or a gap
+                            tracker.last = seq
+                            self.stats["frames"] += 1
+                            # Card(t, seq, ...) at half the cost (see
+                            # framing.new_card), inline: once per card
+                            card = _new(Card)
+                            _CT(card, t)
+                            _CS(card, seq)
+                            _CC(card, shape[5])
+                            _CF(card, shape[6])
+                            _CD(card, shape[7])
+                            _CH(card, None)
+                            _CG(card, True)
+                            return [card]
+                        return self._one(t, seq, shape)
+        return self._feed(t, data)
+
+    def _shape(
+        self, t: float, data: bytes, talker: bytes, seq_b: bytes, rest: bytes
+    ) -> tuple[Any, ...] | None:
+        """The shape of ``data`` (split at its first two commas: ``talker``
+        with its ``$``, ``seq_b``, ``rest``) if it is exactly one good
+        frame, remembered by ``rest`` (fields, checksum, CRLF); None if
+        it is not (the general path then decodes it and counts what is
+        wrong). A shape is ``(b"$" + talker, the XOR of the sequence digits
+        that makes the checksum right, kind, the frame's class, its fields
+        but t and seq, and for a Card its card, face_up, deck)``.
+
+        The XOR of a frame's body is its checksum, so that of its sequence
+        digits is the checksum's XOR that of the rest (``_BASES`` keeps that
+        per shape without its checksum, so a shape met with another
+        checksum is not parsed again)."""
+        ck = _CK_CRLF.get(rest[-4:])
+        if ck is None:
+            return None
+        base = _BASES.get(rest[:-4])
+        if base is None or base[0] != talker:
+            m = _CLEAN_FRAME.fullmatch(data)
+            if m is None or xor8(m.group(1)) != ck:
+                return None
+            try:
+                _, frame = _parse_body(t, m.group(1))
+            except (_Malformed, UnicodeDecodeError):
+                return None
+            cls = type(frame)
+            if isinstance(frame, Card) and frame.hand is None and frame.game:
+                kind = _CARD_FRAME
+            elif cls is Hello:
+                kind = _HELLO_FRAME
+            elif cls is HostRequest:
+                kind = _HOST_FRAME
+            else:
+                kind = _DEVICE_FRAME
+            values = tuple(getattr(frame, f.name) for f in dataclasses.fields(frame))[2:]
+            base = (talker, xor8(seq_b) ^ ck, kind, cls, values, *values[:3])
+            _remember(_BASES, rest[:-4], base)
+        shape = (base[0], base[1] ^ ck, *base[2:])
+        _remember(_KNOWN, rest, shape)
+        return shape
+
+    def _one(self, t: float, seq: int, shape: tuple[Any, ...]) -> list[Frame]:
+        """The one frame of a known shape, its sequence tracked."""
+        stats = self.stats
+        kind = shape[2]
+        out: list[Frame] = []
+        if kind != _HOST_FRAME:
+            tracker = self._seq
+            if kind == _HELLO_FRAME:
+                tracker.last = seq
+            elif seq == tracker.last:
+                stats["duplicate"] += 1
+                return out
+            else:
+                gap = tracker.advance(t, seq)
+                if gap is not None:
+                    stats["sequence_gap"] += 1
+                    out.append(gap)
+        stats["frames"] += 1
+        if kind == _CARD_FRAME:
+            out.append(new_card(t, seq, *shape[4]))
+        else:
+            out.append(shape[3](t, seq, *shape[4]))
+        return out
+
+    def _feed(self, t: float, data: bytes) -> list[Frame]:
         out: list[Frame] = []
         buf = self._buf + data if self._buf else bytes(data)
         n = len(buf)
@@ -277,17 +415,7 @@ class Decoder:
             stats["bad_checksum"] += 1
             return
         try:
-            text = body.decode("ascii")
-            if not text.isprintable() or "*" in text:
-                raise _Malformed
-            fields = text.split(",")
-            if len(fields) < 3 or not fields[0]:
-                raise _Malformed
-            seq = _uint(fields[1], SEQ_MODULUS - 1)
-            parse = _PARSERS.get(fields[2])
-            if parse is None:
-                raise _Malformed
-            frame = parse(t, seq, fields[3:])
+            seq, frame = _parse_body(t, body)
         except (_Malformed, UnicodeDecodeError):
             stats["malformed"] += 1
             return
@@ -303,6 +431,28 @@ class Decoder:
                 out.append(gap)
         stats["frames"] += 1
         out.append(frame)
+
+
+def _remember(cache: dict[bytes, tuple[Any, ...]], key: bytes, value: tuple[Any, ...]) -> None:
+    if len(cache) >= MAX_KNOWN:
+        cache.clear()
+    cache[key] = value
+
+
+def _parse_body(t: float, body: bytes) -> tuple[int, Frame]:
+    """The sequence number and frame of a body whose checksum verified;
+    ``_Malformed`` (or ``UnicodeDecodeError``) if it breaks the protocol."""
+    text = body.decode("ascii")
+    if not text.isprintable() or "*" in text:
+        raise _Malformed
+    fields = text.split(",")
+    if len(fields) < 3 or not fields[0]:
+        raise _Malformed
+    seq = _uint(fields[1], SEQ_MODULUS - 1)
+    parse = _PARSERS.get(fields[2])
+    if parse is None:
+        raise _Malformed
+    return seq, parse(t, seq, fields[3:])
 
 
 def _first_of(buf: bytes, start: int, end: int) -> int:

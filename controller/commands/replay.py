@@ -73,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
             if bar is not None:
                 bar.update(len(rec.data) * 2 + 20)
 
-        events = replay_events(path, opts, stats=stats, on_record=on_record)
+        # without a bar or a pacer, no callback: replay_events then decodes
+        # records in batches (faster), which a pacer per record cannot allow
+        paced = bar is not None or pacer is not None
+        events = replay_events(path, opts, stats=stats, on_record=on_record if paced else None)
         published = None
         if publisher is not None:
             published = publisher.publish(events, flush_each=pacer is not None)
