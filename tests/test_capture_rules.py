@@ -295,6 +295,15 @@ def move_gap_after_early_result(es: list[Event]) -> None:
     assert results(es) == [(2, (["9S", "KH"], ["2C", "3D"]))]
 
 
+@check
+def move_early_result_closed(es: list[Event]) -> None:
+    # closed by the second RESULT, never settled: its due card was not
+    # entered; the next coup is not held behind it
+    assert voids(es) == [(1, "PREMATURE_RESULT")]
+    assert results(es) == [(2, (["9S", "KH"], ["2C", "3D"]))]
+    assert [e["coup"] for e in es if e["type"] in ("coup.result", "coup.void")] == [2, 1]
+
+
 @pytest.mark.parametrize("name", sorted(CHECKS))
 def test_the_capture_keeps_the_rule_it_pins(name: str) -> None:
     CHECKS[name](events_of(name))

@@ -98,21 +98,6 @@ def _gap_after_early_result_accepted() -> None:
     tb.result()
 
 
-def _early_result_due_card_entered() -> None:
-    # an early RESULT (P3 due), the due card unread and entered by the
-    # supervisor: the tableau is complete with the RESULT's misdeal still
-    # open (only a due card dealt corrects it), so the next RESULT closes
-    # the coup as it waits
-    tb = Table()
-    tb.start()
-    tb.cards("TS", "7C", "KH", "QD")
-    tb.result()
-    tb.card(None)
-    reply, _ = tb.command(cmd="enter_card", coup=1, card="4H")
-    assert reply["ok"], reply
-    tb.result()
-
-
 #: move -> (why a capture cannot make it, a scenario that makes it)
 COMMAND_ONLY: dict[Move, tuple[str, Callable[[], None]]] = {
     (ShoePhase.BURN_UNKNOWN, "first card entered"): ("enter_card of the first card", _first_card_entered),
@@ -129,10 +114,6 @@ COMMAND_ONLY: dict[Move, tuple[str, Callable[[], None]]] = {
         "the hold of a coup pressed early ends only by accept or enter_card (the next RESULT "
         "clears a gap only in a void coup or one the gap opened: loss.ends_at_result)",
         _gap_after_early_result_accepted,
-    ),
-    (CoupState.EARLY_RESULT, CoupState.CLOSED): (
-        "its tableau completes with the RESULT's misdeal open only by enter_card",
-        _early_result_due_card_entered,
     ),
 }
 

@@ -501,6 +501,14 @@ SCENARIOS: dict[str, tuple[dict[str, str], str]] = {
         "START\nCARD TS\nCARD 7C\nCARD KH\nCARD QD\nBTN RESULT\nGAP 1\nCARD 4H\nBTN RESULT\nWAIT 130\n"
         "STAT OK\nCOUP 9S 2C KH 3D",
     ),
+    # (the unread due card cannot change the tableau, Banker 7 standing, so
+    # the second RESULT closes the coup still early; never entered, it is
+    # void at the deadline, and coup 2 is settled at once)
+    "move_early_result_closed": (
+        {},
+        "START\nCARD TS\nCARD 7C\nCARD KH\nCARD QD\nBTN RESULT\nCARD XX\nBTN RESULT\n"
+        "COUP 9S 2C KH 3D\nWAIT 130\nSTAT OK",
+    ),
     # --- the line: garbage, split frames, bad checksums ---
     "line_garbage": (
         {},
@@ -530,6 +538,7 @@ SHOWS: dict[str, tuple[str, ...]] = {
     "move_newshoe_during_burn": ("shoe: burn on 'shoe ends'",),
     "move_early_result_while_flagged": ("coup: flagged -> early-result",),
     "move_gap_after_early_result": ("coup: early-result -> held",),
+    "move_early_result_closed": ("coup: early-result -> closed",),
 }
 
 

@@ -1,0 +1,136 @@
+"""Cases a random walk of frames and commands over the engine's state
+tables found (``tests/test_engine_transitions.py``), each fed to the engine
+as frames and supervisor commands (``tests.table.Table``).
+
+- The due card after an early RESULT, unread, then entered by a supervisor:
+  it was dealt, so the early RESULT is corrected and the coup settled, as
+  when the due card is read (``boundary.after_card``); before, the early
+  RESULT stayed open and voided the complete coup at its deadline.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.table import Table
+
+PLAYER_DRAWS = ("TS", "7C", "KH", "QD")  # Player 0 draws; Banker 7 stands whatever P3 is
+NATURAL = ("9S", "2C", "KH", "3D")
+
+
+def _misdeals(tb: Table) -> list[tuple[int, str, str]]:
+    return [(e["coup"], e["code"], e["action"]) for e in tb.of_type("misdeal")]
+
+
+def _results(tb: Table) -> list[tuple[int, list[str], list[str], list[str]]]:
+    return [
+        (e["coup"], e["player"]["cards"], e["banker"]["cards"], e["corrections"])
+        for e in tb.of_type("coup.result")
+    ]
+
+
+def _no_wait_on_a_void_coup(tb: Table) -> None:
+    void: set[int] = set()
+    for e in tb.events:
+        if e["type"] == "coup.void":
+            void.add(e["coup"])
+        elif e["type"] == "misdeal" and e["action"] == "awaiting_supervisor":
+            assert e["coup"] not in void, f"coup {e['coup']} is void and awaits a supervisor: {e}"
+
+
+def _early_result_then_unread_due_card() -> Table:
+    tb = Table()
+    tb.start()
+    tb.cards(*PLAYER_DRAWS)
+    tb.result()  # P3 still due: PREMATURE_RESULT awaiting
+    tb.card(None)  # the due card, unread
+    return tb
+
+
+# --- 1. the due card after an early RESULT, entered ------------------------
+
+
+def test_the_due_card_entered_after_an_early_result_corrects_it_and_settles_the_coup() -> None:
+    tb = _early_result_then_unread_due_card()
+    reply, out = tb.command(cmd="enter_card", coup=1, card="4H")
+    assert reply["ok"], reply
+    assert [(e["type"], e.get("code"), e.get("action")) for e in out] == [
+        ("card", None, None),
+        ("misdeal", "UNREAD_CARD", "corrected"),
+        ("misdeal", "PREMATURE_RESULT", "corrected"),
+        ("coup.result", None, None),
+    ]
+    assert out[2]["detail"] == "the due card was dealt after an early RESULT"
+    assert _results(tb) == [(1, ["TS", "KH", "4H"], ["7C", "QD"], ["UNREAD_CARD", "PREMATURE_RESULT"])]
+    # the dealer's second RESULT, as after a due card read; then coup 2
+    assert tb.result() == []
+    tb.cards(*NATURAL)
+    tb.result()
+    tb.tick(130)
+    assert not tb.of_type("coup.void")
+    assert [r[0] for r in _results(tb)] == [1, 2]
+    assert (1, "PREMATURE_RESULT", "void") not in _misdeals(tb)
+
+
+def test_an_entered_due_card_settles_as_the_same_card_read_does() -> None:
+    read = Table()
+    read.start()
+    read.cards(*PLAYER_DRAWS)
+    read.result()
+    read.card("4H")
+    read.result()
+    read.cards(*NATURAL)
+    read.result()
+    entered = _early_result_then_unread_due_card()
+    entered.command(cmd="enter_card", coup=1, card="4H")
+    entered.result()
+    entered.cards(*NATURAL)
+    entered.result()
+
+    def hands(tb: Table) -> list[tuple[Any, ...]]:
+        return [(c, p, b) for c, p, b, _ in _results(tb)]
+
+    assert hands(entered) == hands(read)
+    assert [e["winner"] for e in entered.of_type("coup.result")] == [
+        e["winner"] for e in read.of_type("coup.result")
+    ]
+
+
+def test_the_due_card_entered_after_the_result_that_closed_the_coup_settles_it() -> None:
+    # the unread due card cannot change the tableau (Banker 7 stands), so
+    # the next RESULT closes the coup; entering the card settles it
+    tb = _early_result_then_unread_due_card()
+    tb.result()
+    assert not tb.of_type("coup.result")
+    reply, _ = tb.command(cmd="enter_card", coup=1, card="4H")
+    assert reply["ok"], reply
+    assert _misdeals(tb)[-2:] == [(1, "UNREAD_CARD", "corrected"), (1, "PREMATURE_RESULT", "corrected")]
+    assert _results(tb) == [(1, ["TS", "KH", "4H"], ["7C", "QD"], ["UNREAD_CARD", "PREMATURE_RESULT"])]
+    # the next coup opens at once: no second RESULT is awaited
+    tb.cards(*NATURAL)
+    tb.result()
+    tb.tick(130)
+    assert [r[0] for r in _results(tb)] == [1, 2]
+    assert not tb.of_type("coup.void")
+
+
+def test_the_due_card_entered_releases_what_was_held_behind_it_after_the_coup_settles() -> None:
+    # Player 0, Banker 3: the unread P3 decides whether Banker draws, so
+    # the RESULT and the next coup's cards are held until it is entered
+    tb = Table()
+    tb.start()
+    tb.cards("TS", "3C", "KH", "QD")
+    tb.result()
+    tb.card(None)
+    tb.result()
+    tb.cards(*NATURAL)
+    tb.result()
+    assert not tb.of_type("coup.result")
+    reply, _ = tb.command(cmd="enter_card", coup=1, card="8H")  # an 8: Banker 3 stands
+    assert reply["ok"], reply
+    assert _results(tb) == [
+        (1, ["TS", "KH", "8H"], ["3C", "QD"], ["UNREAD_CARD", "PREMATURE_RESULT"]),
+        (2, ["9S", "KH"], ["2C", "3D"], []),
+    ]
+    tb.tick(130)
+    assert not tb.of_type("coup.void")
