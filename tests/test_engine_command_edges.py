@@ -1,4 +1,4 @@
-"""Cases a random walk of frames and commands over the engine's state
+"""Three cases a random walk of frames and commands over the engine's state
 tables found (``tests/test_engine_transitions.py``), each fed to the engine
 as frames and supervisor commands (``tests.table.Table``).
 
@@ -6,6 +6,14 @@ as frames and supervisor commands (``tests.table.Table``).
   it was dealt, so the early RESULT is corrected and the coup settled, as
   when the due card is read (``boundary.after_card``); before, the early
   RESULT stayed open and voided the complete coup at its deadline.
+- A frame lost before a shoe's first card opens coup 1 (held: the frames
+  lost may be burn cards); once the gap is accepted, the burn goes on with
+  coup 1 as the coup it precedes. A read first card kept it so; an unread
+  one opened coup 2 and left coup 1 open with no card until the shoe ended.
+- A coup already void awaits no supervisor (``dealing.deal_void``,
+  ``loss.on_gap`` on a void coup): an unread first card in one opens no
+  ``UNREAD_CARD``; the burn ends there, unchecked, and the void coup is
+  dealt on until its RESULT.
 """
 
 from __future__ import annotations
@@ -134,3 +142,92 @@ def test_the_due_card_entered_releases_what_was_held_behind_it_after_the_coup_se
     ]
     tb.tick(130)
     assert not tb.of_type("coup.void")
+
+
+# --- 2 and 3. a frame lost before the first card ---------------------------
+
+
+def test_an_unread_first_card_after_an_accepted_gap_is_held_by_coup_1() -> None:
+    tb = Table()
+    tb.hello()
+    tb.new_shoe()
+    tb.gap(1)
+    tb.card(None)  # held by coup 1, which the gap opened
+    reply, _ = tb.command(cmd="accept", coup=1)
+    assert reply["ok"], reply
+    assert _misdeals(tb)[-1] == (1, "UNREAD_CARD", "awaiting_supervisor")
+    reply, _ = tb.command(cmd="enter_card", coup=1, card="2S")
+    assert reply["ok"], reply
+    tb.cards("4C", "5D")  # the burn: two cards
+    tb.cards(*NATURAL)
+    tb.result()
+    assert tb.last("shoe.burn")["first_card"] == "2S"
+    assert _results(tb) == [(1, ["9S", "KH"], ["2C", "3D"], ["SEQUENCE_GAP", "UNREAD_CARD"])]
+    assert sorted(tb.engine.shoe.coups) == []  # type: ignore[union-attr]
+
+
+def test_a_gap_before_the_first_card_then_the_cut_card_leaves_no_coup_without_cards() -> None:
+    # the reporter's walk: a lost frame, the cut card (after_cut: last),
+    # an unread first card, accept, a new shoe
+    tb = Table(after_cut="last")
+    tb.hello()
+    tb.new_shoe()
+    tb.gap(1)
+    tb.cut()
+    tb.card(None)
+    reply, _ = tb.command(cmd="accept", coup=1)
+    assert reply["ok"], reply
+    # the cut card came with coup 1 not yet dealt: coup 1 is the last, and
+    # the unread first card is its burn's, not an overrun coup's
+    assert not [m for m in _misdeals(tb) if m[1] == "CUT_CARD_OVERRUN"]
+    assert _misdeals(tb)[-1] == (1, "UNREAD_CARD", "awaiting_supervisor")
+    tb.new_shoe()
+    _no_wait_on_a_void_coup(tb)
+    ended = tb.of_type("shoe.ended")
+    assert [e["coups"] for e in ended] == [1]
+    assert [(e["coup"], e["code"]) for e in tb.of_type("coup.void")] == [(1, "SHOE_ENDED")]
+
+
+def test_the_cut_card_case_deals_coup_1_once_its_first_card_is_entered() -> None:
+    tb = Table(after_cut="last")
+    tb.hello()
+    tb.new_shoe()
+    tb.gap(1)
+    tb.cut()
+    tb.card(None)
+    tb.command(cmd="accept", coup=1)
+    reply, _ = tb.command(cmd="enter_card", coup=1, card="AS")
+    assert reply["ok"], reply
+    tb.card("4C")  # the burn: one card
+    tb.cards(*NATURAL)
+    tb.result()
+    assert [r[0] for r in _results(tb)] == [1]
+    assert tb.last("shoe.ended")["reason"] == "last coup dealt"
+    assert not tb.of_type("coup.void")
+
+
+def test_an_unread_first_card_in_a_coup_already_void_awaits_no_supervisor() -> None:
+    # the gap's coup accepted, then voided by the supervisor during the burn
+    tb = Table()
+    tb.hello()
+    tb.new_shoe()
+    tb.gap(1)
+    tb.command(cmd="accept", coup=1)
+    reply, _ = tb.command(cmd="void", coup=1, reason="test")
+    assert reply["ok"], reply
+    tb.card(None)  # the first card, unread: the burn cannot be counted
+    _no_wait_on_a_void_coup(tb)
+    assert not [m for m in _misdeals(tb) if m[1] == "UNREAD_CARD"]
+    alert = tb.last("security.alert")
+    assert alert["code"] == "BURN_MISMATCH" and alert["coup"] == 1
+    burn = tb.last("shoe.burn")
+    assert (burn["first_card"], burn["burned"]) == (None, 0)
+    # the burn and coup 1's cards are the void coup's until its RESULT; the
+    # shoe is dealt on from coup 2
+    tb.cards("4C", "5D", "6H", "7S")
+    tb.result()
+    tb.cards(*NATURAL)
+    tb.result()
+    assert [(e["coup"], e["code"]) for e in tb.of_type("coup.void")] == [(1, "SUPERVISOR_VOID")]
+    assert _results(tb) == [(2, ["9S", "KH"], ["2C", "3D"], [])]
+    assert tb.engine.shoe.phase == "deal"  # type: ignore[union-attr]

@@ -47,23 +47,6 @@ def _first_card_entered() -> None:
     tb.cards("2C", "2D", "2H")
 
 
-def _shoe_ends_with_the_burn_unknown() -> None:
-    # a frame lost before the first card opens coup 1 (held), and the cut
-    # card held behind it makes coup 1 the last; once the gap is accepted,
-    # the first card, unread, opens coup 2 void from the start (an overrun),
-    # so no void ends the burn (loss.discard_held), and the next shoe ends
-    # this one with its burn count still unknown
-    tb = Table(after_cut="last")
-    tb.hello()
-    tb.new_shoe()
-    tb.gap(1)
-    tb.cut()
-    tb.card(None)
-    reply, _ = tb.command(cmd="accept", coup=1)
-    assert reply["ok"], reply
-    tb.new_shoe()
-
-
 def _coup_lost_whole() -> None:
     # five frames lost between coups 2 and 3: a whole coup, or coup 3's
     # first cards; the numbering is lost at coup 3's deadline, and the
@@ -101,11 +84,6 @@ def _gap_after_early_result_accepted() -> None:
 #: move -> (why a capture cannot make it, a scenario that makes it)
 COMMAND_ONLY: dict[Move, tuple[str, Callable[[], None]]] = {
     (ShoePhase.BURN_UNKNOWN, "first card entered"): ("enter_card of the first card", _first_card_entered),
-    (ShoePhase.BURN_UNKNOWN, "shoe ends"): (
-        "the unread first card opens a coup void from the start, past a coup 1 that a gap before "
-        "it opened and only accept releases (found by a random walk of frames and commands)",
-        _shoe_ends_with_the_burn_unknown,
-    ),
     (CoupState.NEW, CoupState.CLOSED): (
         "accept with a coup number while the numbering is lost (dealing.void_lost_whole)",
         _coup_lost_whole,

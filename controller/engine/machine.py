@@ -51,8 +51,9 @@ SHOE_TRANSITIONS: dict[ShoePhase, dict[str, ShoePhase]] = {
     },
     ShoePhase.BURN_UNKNOWN: {
         "first card entered": ShoePhase.BURN,
+        # (never "shoe ends": the coup holding the burn is voided first, which
+        # ends the burn: loss.discard_held)
         "frames lost during the burn": ShoePhase.DEAL,
-        "shoe ends": ShoePhase.ENDED,
     },
     ShoePhase.DEAL: {
         "shoe ends": ShoePhase.ENDED,
