@@ -252,6 +252,14 @@ def hold_void_coup_early_result_either_way(es: list[Event]) -> None:
 
 
 @check
+def hold_void_coup_early_result_next_void(es: list[Event]) -> None:
+    assert results(es) == [(1, (["9S", "KH"], ["2C", "3D"]))]
+    # every misdeal that voids a coup is followed by that coup's coup.void
+    assert [(c, code) for c, code, action in misdeals(es) if action == "void"] == voids(es)
+    assert voids(es) == [(2, "CUT_CARD_OVERRUN"), (3, "CUT_CARD_OVERRUN")]
+
+
+@check
 def x_foreign_copy_one_deck(es: list[Event]) -> None:
     assert alerts(es) == [(1, "FOREIGN_CARD")]
 

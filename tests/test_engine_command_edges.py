@@ -1,4 +1,4 @@
-"""Three cases a random walk of frames and commands over the engine's state
+"""Cases a random walk of frames and commands over the engine's state
 tables found (``tests/test_engine_transitions.py``), each fed to the engine
 as frames and supervisor commands (``tests.table.Table``).
 
@@ -14,12 +14,16 @@ as frames and supervisor commands (``tests.table.Table``).
   ``loss.on_gap`` on a void coup): an unread first card in one opens no
   ``UNREAD_CARD``; the burn ends there, unchecked, and the void coup is
   dealt on until its RESULT.
+- (found by ``python -m fuzz fuzz_engine`` while checking these) a misdeal
+  that would void a coup already void reports nothing: a ``misdeal`` void
+  with no ``coup.void`` after it broke the engine harness's invariant.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from firmware_protocols.frames import DeviceResult
 from tests.table import Table
 
 PLAYER_DRAWS = ("TS", "7C", "KH", "QD")  # Player 0 draws; Banker 7 stands whatever P3 is
@@ -231,3 +235,19 @@ def test_an_unread_first_card_in_a_coup_already_void_awaits_no_supervisor() -> N
     assert [(e["coup"], e["code"]) for e in tb.of_type("coup.void")] == [(1, "SUPERVISOR_VOID")]
     assert _results(tb) == [(2, ["9S", "KH"], ["2C", "3D"], [])]
     assert tb.engine.shoe.phase == "deal"  # type: ignore[union-attr]
+
+
+# --- 4. a misdeal that voids a coup already void ---------------------------
+
+
+def test_a_quit_announced_for_a_coup_already_void_reports_no_second_void() -> None:
+    # (capture hold_void_coup_early_result_next_void shows the other way
+    # there: an early RESULT's next coup, void already)
+    tb = Table(decks=1)
+    tb.start()
+    tb.cards("9S", "9S")  # a second 9S in a one-deck shoe: FOREIGN_CARD, void
+    tb.t += 1
+    tb.seq += 1
+    tb.feed(DeviceResult(tb.t, tb.seq, "quit", False, False))
+    voiding = [(c, code) for c, code, action in _misdeals(tb) if action == "void"]
+    assert voiding == [(e["coup"], e["code"]) for e in tb.of_type("coup.void")] == [(1, "FOREIGN_CARD")]

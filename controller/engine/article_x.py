@@ -191,7 +191,11 @@ def correct(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> None:
 
 
 def void_misdeal(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
-    """The misdeal that voids ``coup`` now: reported, then the coup void."""
+    """The misdeal that voids ``coup`` now: reported, then the coup void.
+    A coup already void (or settled) has nothing left to void: no misdeal
+    is reported on it (as ``void_for``, ``dealing.deal_void``)."""
+    if coup.resolved:
+        return
     misdeal(eng, t, coup, code, detail, VOID)
     yield from void(eng, t, coup, code, detail)
 
