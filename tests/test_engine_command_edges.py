@@ -16,7 +16,9 @@ as frames and supervisor commands (``tests.table.Table``).
   dealt on until its RESULT.
 - (found by ``python -m fuzz fuzz_engine`` while checking these) a misdeal
   that would void a coup already void reports nothing: a ``misdeal`` void
-  with no ``coup.void`` after it broke the engine harness's invariant.
+  with no ``coup.void`` after it broke the engine harness's invariant; so
+  did a gap that opened a coup past the last one (void at once) to await a
+  supervisor, when the supervisor's numbering had passed the last coup.
 """
 
 from __future__ import annotations
@@ -251,3 +253,29 @@ def test_a_quit_announced_for_a_coup_already_void_reports_no_second_void() -> No
     tb.feed(DeviceResult(tb.t, tb.seq, "quit", False, False))
     voiding = [(c, code) for c, code, action in _misdeals(tb) if action == "void"]
     assert voiding == [(e["coup"], e["code"]) for e in tb.of_type("coup.void")] == [(1, "FOREIGN_CARD")]
+
+
+def test_a_gap_when_the_supervisors_numbering_passes_the_last_coup_opens_no_coup() -> None:
+    # the numbering lost at coup 2's deadline; the cut card makes coup 3
+    # the last; the supervisor says the next coup is 4 (coup 3 lost whole):
+    # a frame lost now is after the last coup, as with no numbering given
+    tb = Table(after_cut="last")
+    tb.start()
+    tb.cards(*NATURAL)
+    tb.result()
+    tb.gap(5)
+    tb.cards("7H", "7D", "TC", "JS")
+    tb.result()
+    tb.tick(130)
+    tb.cut()
+    reply, _ = tb.command(cmd="accept", coup=4)
+    assert reply["ok"], reply
+    out = tb.gap(1)
+    assert [(e["type"], e["code"], e["coup"]) for e in out] == [("security.alert", "SEQUENCE_GAP", None)]
+    assert out[0]["detail"].endswith("after the last coup")
+    tb.cards(*NATURAL)  # coup 3 counted void, the shoe ends, coup 4 overruns it
+    _no_wait_on_a_void_coup(tb)
+    assert [(e["coup"], e["code"]) for e in tb.of_type("coup.void")][-2:] == [
+        (3, "SEQUENCE_GAP"),
+        (4, "CUT_CARD_OVERRUN"),
+    ]
