@@ -252,6 +252,14 @@ def hold_void_coup_early_result_either_way(es: list[Event]) -> None:
 
 
 @check
+def hold_void_coup_early_result_next_void(es: list[Event]) -> None:
+    assert results(es) == [(1, (["9S", "KH"], ["2C", "3D"]))]
+    # every misdeal that voids a coup is followed by that coup's coup.void
+    assert [(c, code) for c, code, action in misdeals(es) if action == "void"] == voids(es)
+    assert voids(es) == [(2, "CUT_CARD_OVERRUN"), (3, "CUT_CARD_OVERRUN")]
+
+
+@check
 def x_foreign_copy_one_deck(es: list[Event]) -> None:
     assert alerts(es) == [(1, "FOREIGN_CARD")]
 
@@ -293,6 +301,15 @@ def move_gap_after_early_result(es: list[Event]) -> None:
     # the lost frame may have been the due card: never settled
     assert voids(es) == [(1, "PREMATURE_RESULT")]
     assert results(es) == [(2, (["9S", "KH"], ["2C", "3D"]))]
+
+
+@check
+def move_early_result_closed(es: list[Event]) -> None:
+    # closed by the second RESULT, never settled: its due card was not
+    # entered; the next coup is not held behind it
+    assert voids(es) == [(1, "PREMATURE_RESULT")]
+    assert results(es) == [(2, (["9S", "KH"], ["2C", "3D"]))]
+    assert [e["coup"] for e in es if e["type"] in ("coup.result", "coup.void")] == [2, 1]
 
 
 @pytest.mark.parametrize("name", sorted(CHECKS))

@@ -47,23 +47,6 @@ def _first_card_entered() -> None:
     tb.cards("2C", "2D", "2H")
 
 
-def _shoe_ends_with_the_burn_unknown() -> None:
-    # a frame lost before the first card opens coup 1 (held), and the cut
-    # card held behind it makes coup 1 the last; once the gap is accepted,
-    # the first card, unread, opens coup 2 void from the start (an overrun),
-    # so no void ends the burn (loss.discard_held), and the next shoe ends
-    # this one with its burn count still unknown
-    tb = Table(after_cut="last")
-    tb.hello()
-    tb.new_shoe()
-    tb.gap(1)
-    tb.cut()
-    tb.card(None)
-    reply, _ = tb.command(cmd="accept", coup=1)
-    assert reply["ok"], reply
-    tb.new_shoe()
-
-
 def _coup_lost_whole() -> None:
     # five frames lost between coups 2 and 3: a whole coup, or coup 3's
     # first cards; the numbering is lost at coup 3's deadline, and the
@@ -98,29 +81,9 @@ def _gap_after_early_result_accepted() -> None:
     tb.result()
 
 
-def _early_result_due_card_entered() -> None:
-    # an early RESULT (P3 due), the due card unread and entered by the
-    # supervisor: the tableau is complete with the RESULT's misdeal still
-    # open (only a due card dealt corrects it), so the next RESULT closes
-    # the coup as it waits
-    tb = Table()
-    tb.start()
-    tb.cards("TS", "7C", "KH", "QD")
-    tb.result()
-    tb.card(None)
-    reply, _ = tb.command(cmd="enter_card", coup=1, card="4H")
-    assert reply["ok"], reply
-    tb.result()
-
-
 #: move -> (why a capture cannot make it, a scenario that makes it)
 COMMAND_ONLY: dict[Move, tuple[str, Callable[[], None]]] = {
     (ShoePhase.BURN_UNKNOWN, "first card entered"): ("enter_card of the first card", _first_card_entered),
-    (ShoePhase.BURN_UNKNOWN, "shoe ends"): (
-        "the unread first card opens a coup void from the start, past a coup 1 that a gap before "
-        "it opened and only accept releases (found by a random walk of frames and commands)",
-        _shoe_ends_with_the_burn_unknown,
-    ),
     (CoupState.NEW, CoupState.CLOSED): (
         "accept with a coup number while the numbering is lost (dealing.void_lost_whole)",
         _coup_lost_whole,
@@ -129,10 +92,6 @@ COMMAND_ONLY: dict[Move, tuple[str, Callable[[], None]]] = {
         "the hold of a coup pressed early ends only by accept or enter_card (the next RESULT "
         "clears a gap only in a void coup or one the gap opened: loss.ends_at_result)",
         _gap_after_early_result_accepted,
-    ),
-    (CoupState.EARLY_RESULT, CoupState.CLOSED): (
-        "its tableau completes with the RESULT's misdeal open only by enter_card",
-        _early_result_due_card_entered,
     ),
 }
 

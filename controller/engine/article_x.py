@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from controller.engine import analytics, boundary, loss, machine, shoe, tableau
-from controller.engine.state import AWAITING, Coup, Work, release
+from controller.engine.state import AWAITING, Coup, Shoe, Work, release
 from controller.event_types import CoupVoid, Misdeal, MisdealAction
 from controller.events import format_ts
 from firmware_protocols.frames import Card, Frame
@@ -191,7 +191,11 @@ def correct(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> None:
 
 
 def void_misdeal(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
-    """The misdeal that voids ``coup`` now: reported, then the coup void."""
+    """The misdeal that voids ``coup`` now: reported, then the coup void.
+    A coup already void (or settled) has nothing left to void: no misdeal
+    is reported on it (as ``void_for``, ``dealing.deal_void``)."""
+    if coup.resolved:
+        return
     misdeal(eng, t, coup, code, detail, VOID)
     yield from void(eng, t, coup, code, detail)
 
@@ -244,14 +248,17 @@ def after_resolution(eng: Engine, coup: Coup, t: float) -> Work:
     if it is complete and nothing else is open."""
     s = eng.shoe
     assert s is not None
+    released: list[Frame] = []
     if coup.held is not None and not coup.open.keys() & HOLDING:
         held, coup.held = coup.held, None
         machine.moved(coup)
-        entered = [Card(t, None, c) for c in coup.gap_entered]
+        released = [Card(t, None, c) for c in coup.gap_entered] + held
         coup.gap_entered = []
         if s.current is None and coup.dealing:
             s.current = coup
-        yield from release(entered + held)
+    if coup.premature and coup.held is None and tableau.next_position(eng, coup) is None:
+        yield from _due_card_entered(eng, s, coup, t)
+    yield from release(released)
     if coup.resolved or coup.held is not None or coup.open:
         return
     nxt = tableau.next_position(eng, coup)
@@ -266,6 +273,23 @@ def after_resolution(eng: Engine, coup: Coup, t: float) -> Work:
         yield from shoe.maybe_finish_shoe(eng, t)
     elif nxt is None and not eng.button:
         yield from boundary.close_dealing(eng, coup, t)
+
+
+def _due_card_entered(eng: Engine, s: Shoe, coup: Coup, t: float) -> Work:
+    """The due card after an early RESULT came unread and a supervisor
+    entered it: it was dealt, so it corrects the early RESULT as a due card
+    read does (``boundary.after_card``), before anything the coup held is
+    dealt on. A coup still dealing closes there and the dealer's RESULT
+    after it is awaited as the second one; a coup a RESULT already closed
+    (the unread card could not change its tableau) is settled by the caller."""
+    if coup.dealing:
+        work = boundary.after_card(eng, s, coup, Card(t, None, coup.cards[-1]))
+        if work is not None:
+            yield from work
+        return
+    coup.premature = False
+    machine.moved(coup)
+    correct(eng, t, coup, "PREMATURE_RESULT", "the due card was dealt after an early RESULT")
 
 
 def expire(eng: Engine, now: float) -> Work:

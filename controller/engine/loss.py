@@ -308,7 +308,11 @@ def on_gap(eng: Engine, f: SequenceGap) -> Work:
         yield from boundary.close_dealing(eng, coup, f.t)
         coup = None
     if coup is None or not coup.dealing:
-        if s.last_coup is not None and s.next_coup > s.last_coup:
+        # (the next coup is the one the supervisor numbered, if one was)
+        nxt = s.next_coup if s.renumber_to is None else max(s.next_coup, s.renumber_to)
+        if s.last_coup is not None and nxt > s.last_coup:
+            # no coup is opened for it: one past the last is void at once,
+            # and a void coup awaits no supervisor
             eng._alert(f.t, "SEQUENCE_GAP", detail + " after the last coup", None)
             return
         coup = yield from dealing.open_coup(eng, s, f.t)

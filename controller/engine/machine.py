@@ -51,8 +51,9 @@ SHOE_TRANSITIONS: dict[ShoePhase, dict[str, ShoePhase]] = {
     },
     ShoePhase.BURN_UNKNOWN: {
         "first card entered": ShoePhase.BURN,
+        # (never "shoe ends": the coup holding the burn is voided first, which
+        # ends the burn: loss.discard_held)
         "frames lost during the burn": ShoePhase.DEAL,
-        "shoe ends": ShoePhase.ENDED,
     },
     ShoePhase.DEAL: {
         "shoe ends": ShoePhase.ENDED,
@@ -130,10 +131,11 @@ COUP_TRANSITIONS: dict[CoupState, frozenset[CoupState]] = {
     _S.DEALING: frozenset((_S.FLAGGED, _S.EARLY_RESULT, _S.HELD, _S.CLOSED, _S.VOID_DEALING)),
     _S.FLAGGED: frozenset((_S.DEALING, _S.EARLY_RESULT, _S.HELD, _S.CLOSED, _S.VOID_DEALING)),
     # (never dealing: ``premature`` is set with its PREMATURE_RESULT misdeal
-    # opened at once (boundary.result) and cleared only by the due card,
-    # before that misdeal is corrected (boundary.after_card: flagged), or by
-    # a void (article_x.void). Closed only when a supervisor's enter_card
-    # completed its tableau: the RESULT after it closes the coup still waiting.)
+    # opened at once (boundary.result) and cleared only by the due card, read
+    # or entered, before that misdeal is corrected (boundary.after_card,
+    # article_x.after_resolution: flagged), or by a void (article_x.void).
+    # Closed by a RESULT while its due card, unread, cannot change the
+    # tableau: boundary.result.)
     _S.EARLY_RESULT: frozenset((_S.FLAGGED, _S.HELD, _S.CLOSED, _S.VOID_DEALING)),
     # (never closed: a held coup is the shoe's current one, its frames all
     # go to its hold, and close_dealing comes only after the hold is

@@ -168,8 +168,25 @@ def burn_card(eng: Engine, s: Shoe, f: Card) -> Work:
         s.first_card = f.card
         if f.card is None:
             # the burn count is unknowable: hold coup 1 until a supervisor
-            # enters the first card
-            coup = yield from dealing.open_coup(eng, s, f.t)
+            # enters the first card. A coup in play now was opened by
+            # frames lost before this card and, its gap accepted, has no
+            # card yet: it is the coup this burn comes before (as it is
+            # when the first card is read), not one to leave open behind
+            # a new one.
+            coup = s.current
+            if coup is None or not coup.dealing:
+                coup = yield from dealing.open_coup(eng, s, f.t)
+            if coup.resolved:
+                # void already: it awaits no supervisor (a void coup's
+                # cards are shown, never corrected: dealing.deal_void), so
+                # nothing would end a hold. The burn ends here unchecked,
+                # as when a coup holding it is voided (loss.discard_held),
+                # and the void coup is dealt on until its boundary.
+                detail = "the first (burn) card was unread in a void coup: burn count unknown"
+                eng._alert(f.t, "BURN_MISMATCH", detail, coup.number)
+                machine.set_phase(s, "frames lost during the burn")
+                eng._emit(f.t, ShoeBurn(first_card=None, burned=s.burned))
+                return
             coup.held = []
             machine.moved(coup)
             coup.had_unread = True

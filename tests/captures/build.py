@@ -475,6 +475,14 @@ SCENARIOS: dict[str, tuple[dict[str, str], str]] = {
         {},
         "START1\nCARD 5C\nCARD 2H - 9\nCARD TS\nCARD 3S\nBTN RESULT\nCOUP 2S 9C KD 7H 8C\nWAIT 130\nSTAT OK",
     ),
+    # (the overrun coup 2, void, has its RESULT with P3 due; no second RESULT
+    # comes in the eight cards after it, so coup 3's first card may be its
+    # due card, but coup 3 is void already, an overrun too)
+    "hold_void_coup_early_result_next_void": (
+        {"after_cut": "last"},
+        "START\nCUT\nCOUP 9S 2C KH 3D\nCOUP TS 7C KH QD\nCARD 9D\nCARD 2S\nCARD KC\nCARD 3H\n"
+        "CARD 9H\nCARD 2H\nCARD KD\nCARD 3S\nBTN RESULT",
+    ),
     "x_foreign_copy_one_deck": (
         {"decks": "1"},
         "START1\nCARD AH - 2\nCARD KH\nCARD TS\nCARD QH\nBTN RESULT\nCARD AH - 1\nCARD KC\nCARD 9S\n"
@@ -500,6 +508,14 @@ SCENARIOS: dict[str, tuple[dict[str, str], str]] = {
         {},
         "START\nCARD TS\nCARD 7C\nCARD KH\nCARD QD\nBTN RESULT\nGAP 1\nCARD 4H\nBTN RESULT\nWAIT 130\n"
         "STAT OK\nCOUP 9S 2C KH 3D",
+    ),
+    # (the unread due card cannot change the tableau, Banker 7 standing, so
+    # the second RESULT closes the coup still early; never entered, it is
+    # void at the deadline, and coup 2 is settled at once)
+    "move_early_result_closed": (
+        {},
+        "START\nCARD TS\nCARD 7C\nCARD KH\nCARD QD\nBTN RESULT\nCARD XX\nBTN RESULT\n"
+        "COUP 9S 2C KH 3D\nWAIT 130\nSTAT OK",
     ),
     # --- the line: garbage, split frames, bad checksums ---
     "line_garbage": (
@@ -530,6 +546,7 @@ SHOWS: dict[str, tuple[str, ...]] = {
     "move_newshoe_during_burn": ("shoe: burn on 'shoe ends'",),
     "move_early_result_while_flagged": ("coup: flagged -> early-result",),
     "move_gap_after_early_result": ("coup: early-result -> held",),
+    "move_early_result_closed": ("coup: early-result -> closed",),
 }
 
 
