@@ -14,7 +14,7 @@ held their end.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from controller.cards import CARD_VALUE
 from controller.engine import analytics, article_x, dealing, loss, machine, shoe, tableau
@@ -212,19 +212,40 @@ def close_dealing(eng: Engine, coup: Coup, t: float) -> Work:
         yield from release(carry)
 
 
+#: What settling needs of a coup's outcome, computed once per outcome: the
+#: outcome (``rules.outcome_of``), its tags and the profile's settlement
+#: (each bet's net as JSON writes it). Keyed by the facts it depends on.
+Settled: TypeAlias = tuple[dict[str, Any], tuple[str, ...], dict[str, int | float]]
+
+
+def _settled(eng: Engine, pv: list[int], bv: list[int], ppair: bool, bpair: bool, natural: bool) -> Settled:
+    """The outcome of a coup with these hands' values, pairs and natural,
+    from the engine's cache. An outcome is a function of the hands' totals
+    and sizes, the pairs and the natural: at most 9,600 keys, most of them
+    impossible, and a shoe repeats most of the rest."""
+    key = (sum(pv) % 10, sum(bv) % 10, len(pv), len(bv), ppair, bpair, natural)
+    got = eng._outcomes.get(key)
+    if got is None:
+        outcome = outcome_of(pv, bv, ppair, bpair, natural)
+        settlement = {k: net(v) for k, v in eng.profile.settle(outcome).items()}
+        got = (outcome, tuple(tags_of(outcome)), settlement)
+        eng._outcomes[key] = got
+    return got
+
+
 def settle(eng: Engine, coup: Coup, t: float) -> Work:
     s = eng.shoe
     assert s is not None
     player = [c for p, c in zip(coup.positions, coup.cards, strict=True) if p[0] == "P"]
     banker = [c for p, c in zip(coup.positions, coup.cards, strict=True) if p[0] == "B"]
-    if any(c is None for c in player + banker):  # pragma: no cover - guarded by open misdeals
+    if None in player or None in banker:  # pragma: no cover - guarded by open misdeals
         return
-    pv = [CARD_VALUE[c] for c in player if c is not None]
-    bv = [CARD_VALUE[c] for c in banker if c is not None]
+    pv = [CARD_VALUE[c] for c in player]  # type: ignore[index]
+    bv = [CARD_VALUE[c] for c in banker]  # type: ignore[index]
     ppair = player[0][0] == player[1][0]  # type: ignore[index]
     bpair = banker[0][0] == banker[1][0]  # type: ignore[index]
     natural = eng.tab.natural[sum(pv[:2]) % 10] or eng.tab.natural[sum(bv[:2]) % 10]
-    outcome = outcome_of(pv, bv, ppair, bpair, natural)
+    outcome, tags, settlement = _settled(eng, pv, bv, ppair, bpair, natural)
     dr = coup.device_result
     if dr is not None and (
         dr.winner != outcome["winner"] or dr.player_pair != ppair or dr.banker_pair != bpair
@@ -245,18 +266,18 @@ def settle(eng: Engine, coup: Coup, t: float) -> Work:
             coup.corrections.append("SHOE_DISAGREES")
     coup.settled = True
     machine.moved(coup)
-    settlement = None
-    tags = tags_of(outcome)
+    winner = outcome["winner"]
     if not coup.demo:
-        s.tally[outcome["winner"]] += 1
-        settlement = {k: net(v) for k, v in eng.profile.settle(outcome).items()}
+        s.tally[winner] += 1
         st = s.stats
         st["naturals"] += natural
         st["player_pairs"] += ppair
         st["banker_pairs"] += bpair
-        for tag in tags:
-            st["tags"][tag] = st["tags"].get(tag, 0) + 1
-        s.results.append({"winner": outcome["winner"], "player_pair": ppair, "banker_pair": bpair})
+        if tags:
+            counts = st["tags"]
+            for tag in tags:
+                counts[tag] = counts.get(tag, 0) + 1
+        s.results.append({"winner": winner, "player_pair": ppair, "banker_pair": bpair})
     eng._emit(
         t,
         CoupResult(
@@ -264,12 +285,12 @@ def settle(eng: Engine, coup: Coup, t: float) -> Work:
             demo=coup.demo,
             player=Hand(cards=player, total=outcome["player_total"]),  # type: ignore[typeddict-item]
             banker=Hand(cards=banker, total=outcome["banker_total"]),  # type: ignore[typeddict-item]
-            winner=outcome["winner"],
+            winner=winner,
             natural=natural,
             player_pair=ppair,
             banker_pair=bpair,
-            tags=tags,  # type: ignore[arg-type]
-            settlement=settlement,
+            tags=list(tags),  # type: ignore[arg-type]
+            settlement=None if coup.demo else dict(settlement),
             corrections=list(coup.corrections),
         ),
     )
