@@ -15,12 +15,13 @@ import pytest
 from benchmarks.bench_replay import make_capture
 from controller import events
 from controller.engine import Engine, fast
-from controller.event_types import CardEvent
+from controller.event_types import CardEvent, CoupResult
 from controller.replay import ReplayOptions, replay_events
 from controller.rules import load_profile
 from drivers.fake_settings import FAULT_KINDS
 
 CAPTURES = sorted((Path(__file__).parent / "captures").glob("*.shoelog"))
+ENVELOPE = ("v", "type", "event_id", "table", "shoe", "seq", "ts")
 
 OPTIONS = {
     "as-captured": ReplayOptions(),
@@ -142,3 +143,14 @@ def test_timestamps_are_strftimes() -> None:
         ms = min(max(round(t * 1000), 0), events.MAX_MS)
         want = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
         assert events.format_ts(t) == want, t
+
+
+def test_a_coup_result_built_at_once_is_the_typed_one(tmp_path: Path) -> None:
+    path = tmp_path / "clean.shoelog"
+    make_capture(path, shoes=1)
+    results = [ev for ev in replay_events(path, OPTIONS["next-coup"]) if ev["type"] == "coup.result"]
+    assert any(ev["demo"] for ev in results) and not all(ev["demo"] for ev in results)
+    for ev in results:
+        payload = {k: v for k, v in ev.items() if k not in ENVELOPE}
+        typed = events.payload_dict(CoupResult(**payload))
+        assert list(typed.items()) == list(payload.items())

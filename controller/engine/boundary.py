@@ -20,7 +20,6 @@ from controller.cards import CARD_VALUE
 from controller.engine import analytics, article_x, dealing, loss, machine, shoe, tableau
 from controller.engine.machine import BURN
 from controller.engine.state import AWAITING, UNKNOWN, Coup, Shoe, Work, release
-from controller.event_types import CoupResult, Hand
 from controller.events import net
 from controller.rules import outcome_of, tags_of
 from firmware_protocols.frames import (
@@ -234,17 +233,30 @@ def _settled(eng: Engine, pv: list[int], bv: list[int], ppair: bool, bpair: bool
 
 
 def settle(eng: Engine, coup: Coup, t: float) -> Work:
+    work = settle_now(eng, coup, t)
+    if work is not None:
+        yield from work
+
+
+def settle_now(eng: Engine, coup: Coup, t: float) -> Work | None:
+    """Settles the coup now, by the profile's bet table; what is left to do
+    if the device's own result disagrees and a card was unread (its void)."""
     s = eng.shoe
     assert s is not None
-    player = [c for p, c in zip(coup.positions, coup.cards, strict=True) if p[0] == "P"]
-    banker = [c for p, c in zip(coup.positions, coup.cards, strict=True) if p[0] == "B"]
-    if None in player or None in banker:  # pragma: no cover - guarded by open misdeals
-        return
-    pv = [CARD_VALUE[c] for c in player]  # type: ignore[index]
-    bv = [CARD_VALUE[c] for c in banker]  # type: ignore[index]
-    ppair = player[0][0] == player[1][0]  # type: ignore[index]
-    bpair = banker[0][0] == banker[1][0]  # type: ignore[index]
-    natural = eng.tab.natural[sum(pv[:2]) % 10] or eng.tab.natural[sum(bv[:2]) % 10]
+    player: list[str] = []
+    banker: list[str] = []
+    for p, c in zip(coup.positions, coup.cards, strict=True):
+        if c is None:  # pragma: no cover - guarded by open misdeals
+            return None
+        if p[0] == "P":
+            player.append(c)
+        elif p[0] == "B":
+            banker.append(c)
+    pv = [CARD_VALUE[c] for c in player]
+    bv = [CARD_VALUE[c] for c in banker]
+    ppair = player[0][0] == player[1][0]
+    bpair = banker[0][0] == banker[1][0]
+    natural = eng.tab.natural[(pv[0] + pv[1]) % 10] or eng.tab.natural[(bv[0] + bv[1]) % 10]
     outcome, tags, settlement = _settled(eng, pv, bv, ppair, bpair, natural)
     dr = coup.device_result
     if dr is not None and (
@@ -257,8 +269,7 @@ def settle(eng: Engine, coup: Coup, t: float) -> Work:
         eng._alert(t, "SHOE_DISAGREES", detail, coup.number)
         if coup.had_unread:
             article_x.misdeal(eng, t, coup, "SHOE_DISAGREES", detail + "; a card was unread", "void")
-            yield from article_x.void(eng, t, coup, "SHOE_DISAGREES", detail)
-            return
+            return article_x.void(eng, t, coup, "SHOE_DISAGREES", detail)
         article_x.misdeal(
             eng, t, coup, "SHOE_DISAGREES", detail + "; every card was read: the tableau stands", "corrected"
         )
@@ -278,25 +289,28 @@ def settle(eng: Engine, coup: Coup, t: float) -> Work:
             for tag in tags:
                 counts[tag] = counts.get(tag, 0) + 1
         s.results.append({"winner": winner, "player_pair": ppair, "banker_pair": bpair})
-    eng._emit(
+    # (a CoupResult, its dict built at once: see Engine._emit_fields)
+    eng._emit_fields(
         t,
-        CoupResult(
-            coup=coup.number,
-            demo=coup.demo,
-            player=Hand(cards=player, total=outcome["player_total"]),  # type: ignore[typeddict-item]
-            banker=Hand(cards=banker, total=outcome["banker_total"]),  # type: ignore[typeddict-item]
-            winner=winner,
-            natural=natural,
-            player_pair=ppair,
-            banker_pair=bpair,
-            tags=list(tags),  # type: ignore[arg-type]
-            settlement=None if coup.demo else dict(settlement),
-            corrections=list(coup.corrections),
-        ),
+        "coup.result",
+        {
+            "coup": coup.number,
+            "demo": coup.demo,
+            "player": {"cards": player, "total": outcome["player_total"]},
+            "banker": {"cards": banker, "total": outcome["banker_total"]},
+            "winner": winner,
+            "natural": natural,
+            "player_pair": ppair,
+            "banker_pair": bpair,
+            "tags": list(tags),
+            "settlement": None if coup.demo else dict(settlement),
+            "corrections": list(coup.corrections),
+        },
     )
     if not coup.demo and eng.roads:
         eng._later(functools.partial(analytics.emit_roads, eng, t, s.results, len(s.results)))
     analytics.publish_odds(eng, t)
+    return None
 
 
 def on_device_result(eng: Engine, f: DeviceResult) -> Work:

@@ -348,6 +348,26 @@ class Engine:
         ev.update(payload_dict(payload))
         self._out.append(ev)
 
+    def _emit_fields(self, t: float, kind: str, fields: dict[str, Any]) -> None:
+        """An event of type ``kind`` whose payload's dict is built by the
+        caller, as ``_emit`` would make it of the payload's Struct: its
+        fields in declared order, none ``UNSET``
+        (``tests/test_engine_fast_path.py`` compares the two)."""
+        self.seq = seq = self.seq + 1
+        s = self.shoe
+        shoe = s.id if s is not None else None
+        ev: Event = {
+            "v": SCHEMA_VERSION,
+            "type": kind,
+            "event_id": f"{self.table}/{shoe or '-'}/{seq}",
+            "table": self.table,
+            "shoe": shoe,
+            "seq": seq,
+            "ts": format_ts(t),
+        }
+        ev.update(fields)
+        self._out.append(ev)
+
     def _emit_card(
         self, t: float, coup: int | None, position: str, card: str | None, value: int | None, face_up: bool
     ) -> None:

@@ -128,7 +128,7 @@ def card(eng: Engine, f: Card) -> Work | Literal[False] | None:
     return None
 
 
-def result(eng: Engine, f: Button) -> Work | Literal[False]:
+def result(eng: Engine, f: Button) -> Work | Literal[False] | None:
     """The dealer's RESULT (with the RESULT button) on the live coup, clean
     (nothing open, held, void or early) and complete: the work that closes
     and settles it, as ``boundary.on_button`` would do. Anything else:
@@ -156,4 +156,14 @@ def result(eng: Engine, f: Button) -> Work | Literal[False]:
         or tableau.next_position(eng, coup) is not None
     ):
         return False
-    return boundary.close_dealing(eng, coup, f.t)
+    if coup.carry or coup.device_result is not None or s.dealing_over or s.last_coup is not None:
+        return boundary.close_dealing(eng, coup, f.t)
+    # (boundary.close_dealing, with nothing to carry, no device result to
+    # compare and no last coup: the coup settles and the shoe goes on)
+    coup.dealing = False
+    machine.moved(coup)
+    s.current = None
+    boundary.settle_now(eng, coup, f.t)  # (no device result: nothing left to do)
+    if coup.resolved:
+        coups.pop(coup.number, None)
+    return None
