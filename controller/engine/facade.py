@@ -6,9 +6,12 @@ of a capture reproduces a live session event for event, ids included.
 
 Owns the engine's public calls (``feed``, ``tick``, ``command``,
 ``next_deadline``, ``snapshot``), the frame dispatch (``HANDLERS``: one
-handler per frame type, in the module that owns that part of the game) and
-the one place events are made (``Engine._emit``). The game itself lives in
-the sibling modules (see ``controller.engine``'s docstring for the map).
+handler per frame type, in the module that owns that part of the game),
+the fast path's place in ``feed`` (``fast``) and the one place events are
+made (``Engine._emit``; ``_emit_card`` and ``_emit_fields`` for the two
+types whose dict is built at once, ``card`` and ``coup.result``). The game
+itself lives in the sibling modules (see ``controller.engine``'s docstring
+for the map).
 """
 
 from __future__ import annotations
@@ -144,6 +147,8 @@ class Engine:
             if kind is Card:
                 if fast.ENABLED:
                     work = fast.card(self, frame)  # type: ignore[arg-type]
+                    if work is None:
+                        return out  # (dealt: nothing held, nothing left to do)
             elif kind is Button and fast.ENABLED:
                 work = fast.result(self, frame)  # type: ignore[arg-type]
             if work is False:
