@@ -18,6 +18,8 @@ from controller.engine import Engine, fast
 from controller.event_types import CardEvent, CoupResult
 from controller.replay import ReplayOptions, replay_events
 from controller.rules import load_profile
+from controller.shoelog import ShoelogWriter
+from drivers.fake import PROTOCOLS, FakeShoe
 from drivers.fake_settings import FAULT_KINDS
 
 CAPTURES = sorted((Path(__file__).parent / "captures").glob("*.shoelog"))
@@ -32,11 +34,21 @@ OPTIONS = {
 
 
 @pytest.fixture(scope="module")
-def fault_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("fast") / "faults.shoelog"
+def fault_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Long fake-shoe runs with every fault kind, in each protocol (Angel
+    Eye's cards name their hand; shoe-bin's their deck)."""
+    d = tmp_path_factory.mktemp("fast")
     faults = ",".join(f"{kind}:0.03" for kind in FAULT_KINDS)
-    make_capture(path, shoes=10, seed=5, faults=faults)
-    return path
+    paths = []
+    for i, protocol in enumerate(PROTOCOLS):
+        path = d / f"faults{i}.shoelog"
+        fake = FakeShoe(seed=5 + i, protocol=protocol, decks=8, faults=faults, shoes=4, cards_per_second=2)
+        with open(path, "w", encoding="utf-8") as fh:
+            w = ShoelogWriter(fh, {"protocol": protocol, "table": "T01"})
+            for t, data in fake.stream():
+                w.write(t, "<", data)
+        paths.append(path)
+    return paths
 
 
 def _lines(path: Path, opts: ReplayOptions) -> Iterator[str]:
@@ -56,10 +68,10 @@ def _both_ways(
 
 @pytest.mark.parametrize("rules", list(OPTIONS))
 def test_the_fast_path_gives_the_general_paths_events(
-    rules: str, fault_run: Path, monkeypatch: pytest.MonkeyPatch
+    rules: str, fault_runs: list[Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     taken = 0
-    for path in [*CAPTURES, fault_run]:
+    for path in [*CAPTURES, *fault_runs]:
         fast_lines, general = _both_ways(path, OPTIONS[rules], monkeypatch)
         assert fast_lines == general, path.name
         taken += len(fast_lines)
