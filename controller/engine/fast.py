@@ -137,13 +137,15 @@ def card(eng: Engine, f: Card) -> Work | Literal[False] | None:
             "face_up": f.face_up,
         }
     )
-    # (boundary.after_card)
+    # (boundary.after_card: with the RESULT button a complete tableau waits
+    # for the dealer's RESULT, so only the shoe's last card has more to do)
+    if eng.button:
+        return boundary.after_card(eng, s, coup, f) if dealt + 1 >= capacity else None
     k = len(cards)
     nxt = ORDER[k] if k < 4 else tableau.next_position(eng, coup)
     if nxt is None:
-        if not eng.button:
-            return boundary.close_dealing(eng, coup, t)
-    elif dealt + 1 >= capacity:
+        return boundary.close_dealing(eng, coup, t)
+    if dealt + 1 >= capacity:
         return boundary.after_card(eng, s, coup, f)  # SHOE_EXHAUSTED
     return None
 
