@@ -102,8 +102,8 @@ ENGINE_CONFIG = (
 #: the odds tables (built per profile), the output list of the call in
 #: progress, the frame handlers (bound methods), whether a call is in
 #: progress, the analytics queued for ``drain_analytics`` (empty between inputs: ``dump``
-#: refuses otherwise)
-ENGINE_SCRATCH = ("_calc", "_out", "_handlers", "_running", "_deferred")
+#: refuses otherwise), the settled outcomes cached (a function of the profile)
+ENGINE_SCRATCH = ("_calc", "_out", "_handlers", "_running", "_deferred", "_outcomes")
 
 SHOE_FIELDS = (
     "id",

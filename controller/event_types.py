@@ -8,7 +8,10 @@ At run time an event stays the plain dict consumers read (``ev["type"]``):
 ``controller.engine`` builds a payload Struct and ``Engine._emit`` turns it
 into the dict, envelope first (``v, type, event_id, table, shoe, seq, ts``)
 then the payload's fields in the order declared here; a field whose value
-is ``UNSET`` is left out (the optional ``detail``, ``entered``...). Nested
+is ``UNSET`` is left out (the optional ``detail``, ``entered``...). The two
+types of nearly every event, ``card`` and ``coup.result``, have that dict
+built at once (``Engine._emit_card``, ``boundary.settle_now``): the same
+dict, which ``tests/test_engine_fast_path.py`` checks against these. Nested
 objects are ``TypedDict``s: they are dicts already, so nothing converts them.
 """
 

@@ -15,6 +15,9 @@ What the engine owns, module by module:
 * ``shoe``: the shoe procedure: start, burn (the first card decides how
   many), cut card, last coup, end; the shuffler's secret order;
 * ``dealing``: each card taken from the shoe and placed by the tableau;
+* ``fast``: the fast path: a plain card into a clean live coup, and a clean
+  complete coup's RESULT, applied directly when a guard (that changes
+  nothing) says the general path would do exactly that;
 * ``tableau``: the profile's third-card rule, as pure functions;
 * ``boundary``: where a coup ends (the dealer's RESULT, or the completed
   tableau; an early RESULT; extra cards) and its settlement;

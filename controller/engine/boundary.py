@@ -14,13 +14,12 @@ held their end.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from controller.cards import CARD_VALUE
 from controller.engine import analytics, article_x, dealing, loss, machine, shoe, tableau
 from controller.engine.machine import BURN
 from controller.engine.state import AWAITING, UNKNOWN, Coup, Shoe, Work, release
-from controller.event_types import CoupResult, Hand
 from controller.events import net
 from controller.rules import outcome_of, tags_of
 from firmware_protocols.frames import (
@@ -212,19 +211,53 @@ def close_dealing(eng: Engine, coup: Coup, t: float) -> Work:
         yield from release(carry)
 
 
+#: What settling needs of a coup's outcome, computed once per outcome: the
+#: outcome (``rules.outcome_of``), its tags and the profile's settlement
+#: (each bet's net as JSON writes it). Keyed by the facts it depends on.
+Settled: TypeAlias = tuple[dict[str, Any], tuple[str, ...], dict[str, int | float]]
+
+
+def _settled(eng: Engine, pv: list[int], bv: list[int], ppair: bool, bpair: bool, natural: bool) -> Settled:
+    """The outcome of a coup with these hands' values, pairs and natural,
+    from the engine's cache. An outcome is a function of the hands' totals
+    and sizes, the pairs and the natural: at most 9,600 keys, most of them
+    impossible, and a shoe repeats most of the rest."""
+    key = (sum(pv) % 10, sum(bv) % 10, len(pv), len(bv), ppair, bpair, natural)
+    got = eng._outcomes.get(key)
+    if got is None:
+        outcome = outcome_of(pv, bv, ppair, bpair, natural)
+        settlement = {k: net(v) for k, v in eng.profile.settle(outcome).items()}
+        got = (outcome, tuple(tags_of(outcome)), settlement)
+        eng._outcomes[key] = got
+    return got
+
+
 def settle(eng: Engine, coup: Coup, t: float) -> Work:
+    work = settle_now(eng, coup, t)
+    if work is not None:
+        yield from work
+
+
+def settle_now(eng: Engine, coup: Coup, t: float) -> Work | None:
+    """Settles the coup now, by the profile's bet table; what is left to do
+    if the device's own result disagrees and a card was unread (its void)."""
     s = eng.shoe
     assert s is not None
-    player = [c for p, c in zip(coup.positions, coup.cards, strict=True) if p[0] == "P"]
-    banker = [c for p, c in zip(coup.positions, coup.cards, strict=True) if p[0] == "B"]
-    if any(c is None for c in player + banker):  # pragma: no cover - guarded by open misdeals
-        return
-    pv = [CARD_VALUE[c] for c in player if c is not None]
-    bv = [CARD_VALUE[c] for c in banker if c is not None]
-    ppair = player[0][0] == player[1][0]  # type: ignore[index]
-    bpair = banker[0][0] == banker[1][0]  # type: ignore[index]
-    natural = eng.tab.natural[sum(pv[:2]) % 10] or eng.tab.natural[sum(bv[:2]) % 10]
-    outcome = outcome_of(pv, bv, ppair, bpair, natural)
+    player: list[str] = []
+    banker: list[str] = []
+    for p, c in zip(coup.positions, coup.cards, strict=True):
+        if c is None:  # pragma: no cover - guarded by open misdeals
+            return None
+        if p[0] == "P":
+            player.append(c)
+        elif p[0] == "B":
+            banker.append(c)
+    pv = [CARD_VALUE[c] for c in player]
+    bv = [CARD_VALUE[c] for c in banker]
+    ppair = player[0][0] == player[1][0]
+    bpair = banker[0][0] == banker[1][0]
+    natural = eng.tab.natural[(pv[0] + pv[1]) % 10] or eng.tab.natural[(bv[0] + bv[1]) % 10]
+    outcome, tags, settlement = _settled(eng, pv, bv, ppair, bpair, natural)
     dr = coup.device_result
     if dr is not None and (
         dr.winner != outcome["winner"] or dr.player_pair != ppair or dr.banker_pair != bpair
@@ -236,8 +269,7 @@ def settle(eng: Engine, coup: Coup, t: float) -> Work:
         eng._alert(t, "SHOE_DISAGREES", detail, coup.number)
         if coup.had_unread:
             article_x.misdeal(eng, t, coup, "SHOE_DISAGREES", detail + "; a card was unread", "void")
-            yield from article_x.void(eng, t, coup, "SHOE_DISAGREES", detail)
-            return
+            return article_x.void(eng, t, coup, "SHOE_DISAGREES", detail)
         article_x.misdeal(
             eng, t, coup, "SHOE_DISAGREES", detail + "; every card was read: the tableau stands", "corrected"
         )
@@ -245,37 +277,40 @@ def settle(eng: Engine, coup: Coup, t: float) -> Work:
             coup.corrections.append("SHOE_DISAGREES")
     coup.settled = True
     machine.moved(coup)
-    settlement = None
-    tags = tags_of(outcome)
+    winner = outcome["winner"]
     if not coup.demo:
-        s.tally[outcome["winner"]] += 1
-        settlement = {k: net(v) for k, v in eng.profile.settle(outcome).items()}
+        s.tally[winner] += 1
         st = s.stats
         st["naturals"] += natural
         st["player_pairs"] += ppair
         st["banker_pairs"] += bpair
-        for tag in tags:
-            st["tags"][tag] = st["tags"].get(tag, 0) + 1
-        s.results.append({"winner": outcome["winner"], "player_pair": ppair, "banker_pair": bpair})
-    eng._emit(
+        if tags:
+            counts = st["tags"]
+            for tag in tags:
+                counts[tag] = counts.get(tag, 0) + 1
+        s.results.append({"winner": winner, "player_pair": ppair, "banker_pair": bpair})
+    # (a CoupResult, its dict built at once: see Engine._emit_fields)
+    eng._emit_fields(
         t,
-        CoupResult(
-            coup=coup.number,
-            demo=coup.demo,
-            player=Hand(cards=player, total=outcome["player_total"]),  # type: ignore[typeddict-item]
-            banker=Hand(cards=banker, total=outcome["banker_total"]),  # type: ignore[typeddict-item]
-            winner=outcome["winner"],
-            natural=natural,
-            player_pair=ppair,
-            banker_pair=bpair,
-            tags=tags,  # type: ignore[arg-type]
-            settlement=settlement,
-            corrections=list(coup.corrections),
-        ),
+        "coup.result",
+        {
+            "coup": coup.number,
+            "demo": coup.demo,
+            "player": {"cards": player, "total": outcome["player_total"]},
+            "banker": {"cards": banker, "total": outcome["banker_total"]},
+            "winner": winner,
+            "natural": natural,
+            "player_pair": ppair,
+            "banker_pair": bpair,
+            "tags": list(tags),
+            "settlement": None if coup.demo else dict(settlement),
+            "corrections": list(coup.corrections),
+        },
     )
     if not coup.demo and eng.roads:
         eng._later(functools.partial(analytics.emit_roads, eng, t, s.results, len(s.results)))
     analytics.publish_odds(eng, t)
+    return None
 
 
 def on_device_result(eng: Engine, f: DeviceResult) -> Work:

@@ -15,7 +15,6 @@ from controller.cards import CARD_VALUE
 from controller.engine import analytics, article_x, boundary, loss, machine, shoe, tableau
 from controller.engine.machine import BURN, ENDED
 from controller.engine.state import AWAITING, BURN_HANDS, UNKNOWN, Coup, Shoe, Steps, Work
-from controller.event_types import CardEvent
 from firmware_protocols.frames import Card
 
 if TYPE_CHECKING:
@@ -115,16 +114,7 @@ def take(eng: Engine, s: Shoe, f: Card, coup: Coup | None) -> tuple[str, str] | 
 
 
 def card_event(eng: Engine, f: Card, coup: int | None, position: str) -> None:
-    eng._emit(
-        f.t,
-        CardEvent(
-            coup=coup,
-            position=position,  # type: ignore[arg-type]
-            card=f.card,
-            value=CARD_VALUE[f.card] if f.card is not None else None,
-            face_up=f.face_up,
-        ),
-    )
+    eng._emit_card(f.t, coup, position, f.card, CARD_VALUE[f.card] if f.card is not None else None, f.face_up)
 
 
 def out_of_game_card(eng: Engine, f: Card) -> None:

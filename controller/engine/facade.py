@@ -6,22 +6,25 @@ of a capture reproduces a live session event for event, ids included.
 
 Owns the engine's public calls (``feed``, ``tick``, ``command``,
 ``next_deadline``, ``snapshot``), the frame dispatch (``HANDLERS``: one
-handler per frame type, in the module that owns that part of the game) and
-the one place events are made (``Engine._emit``). The game itself lives in
-the sibling modules (see ``controller.engine``'s docstring for the map).
+handler per frame type, in the module that owns that part of the game),
+the fast path's place in ``feed`` (``fast``) and the one place events are
+made (``Engine._emit``; ``_emit_card`` and ``_emit_fields`` for the two
+types whose dict is built at once, ``card`` and ``coup.result``). The game
+itself lives in the sibling modules (see ``controller.engine``'s docstring
+for the map).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from controller.commands_schema import (
     CommandError,
     EngineCommand,
     command_from_dict,
 )
-from controller.engine import article_x, boundary, commands, dealing, device, loss, shoe
+from controller.engine import article_x, boundary, commands, dealing, device, fast, loss, shoe
 from controller.engine.machine import ENDED
 from controller.engine.state import Shoe, Work, _Commit, _copy_stats
 from controller.event_types import DeviceInfo, Payload, SecurityAlert
@@ -120,6 +123,8 @@ class Engine:
         self._odds_quiet = False  # coups lost whole are being counted
         self._out: list[Event] = []
         self._handlers = HANDLERS
+        #: settled outcomes by their facts (``boundary._settled``)
+        self._outcomes: dict[tuple[int, int, int, int, bool, bool, bool], boundary.Settled] = {}
         self._running = False  # inside feed, tick or command (never re-entered)
 
     def feed(self, frame: Frame) -> list[Event]:
@@ -128,19 +133,35 @@ class Engine:
         device back), the frame itself, the bound on held frames."""
         out: list[Event] = []
         self._out = out
-        self._enter()
+        if self._running:
+            self._enter()  # (raises)
+        self._running = True
         try:
-            self._run_deferred()
-            s = self.shoe
-            if s is not None and any(c.open for c in s.coups.values()):  # (most frames: none)
-                self._drain(article_x.expire(self, frame.t))
-            if isinstance(frame, SequenceGap) and frame.exact and frame.missing > 0:
-                self._lost_frames += frame.missing
-            elif isinstance(frame, (SequenceGap, Hello)):  # a loss of unknown size
-                self._lost_unknown += 1
-            if self._fault_waiting == "frame" and not isinstance(frame, (Link, SequenceGap, Hello)):
-                self._drain(device.device_back(self, frame.t))
-            work = self._dispatch(frame)
+            if self._deferred:
+                self._run_deferred()
+            # Most frames are a plain card or the RESULT of a clean coup:
+            # ``fast`` applies those when its guard says the general path
+            # below would do no more than it does (False: it does not apply).
+            kind = type(frame)
+            work: Work | Literal[False] | None = False
+            if kind is Card:
+                if fast.ENABLED:
+                    work = fast.card(self, frame)  # type: ignore[arg-type]
+                    if work is None:
+                        return out  # (dealt: nothing held, nothing left to do)
+            elif kind is Button and fast.ENABLED:
+                work = fast.result(self, frame)  # type: ignore[arg-type]
+            if work is False:
+                s = self.shoe
+                if s is not None and any(c.open for c in s.coups.values()):  # (most frames: none)
+                    self._drain(article_x.expire(self, frame.t))
+                if isinstance(frame, SequenceGap) and frame.exact and frame.missing > 0:
+                    self._lost_frames += frame.missing
+                elif isinstance(frame, (SequenceGap, Hello)):  # a loss of unknown size
+                    self._lost_unknown += 1
+                if self._fault_waiting == "frame" and not isinstance(frame, (Link, SequenceGap, Hello)):
+                    self._drain(device.device_back(self, frame.t))
+                work = self._dispatch(frame)
             if work is not None:
                 self._drain(work)
             s = self.shoe
@@ -317,19 +338,68 @@ class Engine:
         }
 
     def _emit(self, t: float, payload: Payload) -> None:
-        self.seq += 1
-        shoe = self.shoe.id if self.shoe is not None else None
+        self.seq = seq = self.seq + 1
+        s = self.shoe
+        shoe = s.id if s is not None else None
         ev: Event = {
             "v": SCHEMA_VERSION,
             "type": payload.TYPE,
-            "event_id": f"{self.table}/{shoe or '-'}/{self.seq}",
+            "event_id": f"{self.table}/{shoe or '-'}/{seq}",
             "table": self.table,
             "shoe": shoe,
-            "seq": self.seq,
+            "seq": seq,
             "ts": format_ts(t),
         }
         ev.update(payload_dict(payload))
         self._out.append(ev)
+
+    def _emit_fields(self, t: float, kind: str, fields: dict[str, Any]) -> None:
+        """An event of type ``kind`` whose payload's dict is built by the
+        caller, as ``_emit`` would make it of the payload's Struct: its
+        fields in declared order, none ``UNSET``
+        (``tests/test_engine_fast_path.py`` compares the two)."""
+        self.seq = seq = self.seq + 1
+        s = self.shoe
+        shoe = s.id if s is not None else None
+        ev: Event = {
+            "v": SCHEMA_VERSION,
+            "type": kind,
+            "event_id": f"{self.table}/{shoe or '-'}/{seq}",
+            "table": self.table,
+            "shoe": shoe,
+            "seq": seq,
+            "ts": format_ts(t),
+        }
+        ev.update(fields)
+        self._out.append(ev)
+
+    def _emit_card(
+        self, t: float, coup: int | None, position: str, card: str | None, value: int | None, face_up: bool
+    ) -> None:
+        """A ``card`` event (:class:`CardEvent`, its ``entered`` left out),
+        the dict built at once: ``_emit`` of the Struct makes the same
+        dict, at three times the cost, and a shoe is mostly cards
+        (``tests/test_engine_fast_path.py`` compares the two). ``fast.card``
+        builds the same dict inline."""
+        self.seq = seq = self.seq + 1
+        s = self.shoe
+        shoe = s.id if s is not None else None
+        self._out.append(
+            {
+                "v": SCHEMA_VERSION,
+                "type": "card",
+                "event_id": f"{self.table}/{shoe or '-'}/{seq}",
+                "table": self.table,
+                "shoe": shoe,
+                "seq": seq,
+                "ts": format_ts(t),
+                "coup": coup,
+                "position": position,
+                "card": card,
+                "value": value,
+                "face_up": face_up,
+            }
+        )
 
     def _alert(self, t: float, code: str, detail: str, coup: int | None) -> None:
         self._emit(t, SecurityAlert(code=code, detail=detail, coup=coup))
