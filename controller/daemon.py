@@ -62,7 +62,7 @@ from controller.commands_schema import (
     parse_journalled,
 )
 from controller.config import Config
-from controller.engine import Engine
+from controller.engine import Engine, analytics
 from controller.events import Event
 from controller.journal import History, Journal, JournalError, PendingEvent
 from controller.outputs import Output
@@ -456,7 +456,14 @@ class Daemon:
         last_retention = time.monotonic()
         while not self._stop.is_set():
             # the device first; with commands waiting, only a short wait for it
-            item = driver.read(0.01 if self._commands.pending() else 0.2)
+            item = driver.read(0.0)
+            if item is None:
+                # nothing has come: work ahead while idle, a step at a time,
+                # looking at the device between two steps
+                while item is None and self._idle_step():
+                    item = driver.read(0.0)
+                if item is None:
+                    item = driver.read(0.01 if self._commands.pending() else 0.2)
             if item is None:
                 if self.stop_at_eof and getattr(driver, "eof", False):
                     break
@@ -500,6 +507,15 @@ class Daemon:
         self.notifier.send("STOPPING=1\nSTATUS=draining outputs")
         self._pump()
         return 0
+
+    def _idle_step(self) -> bool:
+        """One bounded step of work done ahead while no input waits (each at
+        most one odds computation, under a millisecond): True if it did one.
+        Now: the odds the coup being dealt will publish when it settles
+        (``analytics.prepare_odds``), so that its RESULT and the next coup's
+        first card, a millisecond behind it, do not wait for them."""
+        engine = self.engine
+        return engine is not None and analytics.prepare_odds(engine)
 
     def _new_epoch(self, history: History) -> None:
         """The journal lost history: carry on above every seq ever issued
