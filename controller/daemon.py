@@ -79,6 +79,14 @@ log = structlog.get_logger("shoe-controller")
 CHECKPOINT_KEY = "engine_checkpoint"
 CHECKPOINT_EVERY_INPUTS = 500
 STATE_EVERY_S = 1.0
+#: While an fsync is under way the loop looks at the device this often (s),
+#: and publishes the moment the fsync ends.
+SYNC_POLL_S = 0.0002
+#: Idle-time work (``Daemon._idle_step``) starts no sooner than this (s)
+#: after the last publish: computing holds the GIL, which paho's network
+#: thread needs to send what was published, and its acknowledgement to be
+#: read (QoS 1 over loopback takes well under this).
+IDLE_AFTER_S = 0.002
 
 
 class Notifier:
@@ -129,6 +137,86 @@ class Notifier:
             self.send("WATCHDOG=1")
 
 
+class Syncer:
+    """Makes the journal's commits durable (``Journal.sync``: one fdatasync
+    of the WAL) in threads of their own, so that the daemon's loop reads
+    and applies the next input while the disk syncs the last one: a coup's
+    first card, a millisecond behind the RESULT, is applied and stored while
+    the RESULT's sync is under way, and its own sync starts at once, beside
+    it, not after it. Nothing is published before the sync that makes it
+    durable: the daemon publishes an input's events once ``done`` has
+    reached the ticket ``request`` gave it, and the journal hands none of
+    them to an output before. A sync covers every commit made before it
+    began, so tickets are done in order whatever order the syncs end in."""
+
+    #: syncs under way at once, at most
+    THREADS = 2
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self._cond = threading.Condition()
+        #: requests made, each with the journal's ``sync_point`` after its commit
+        self._requested = 0
+        self._point = (0, 0)
+        self._started = 0  # the latest request a sync under way or done covers
+        #: the latest request a completed sync covers
+        self.done = 0
+        self.error: JournalError | None = None
+        self._closing = False
+        self._threads = [
+            threading.Thread(target=self._run, name=f"journal-sync-{i}", daemon=True)
+            for i in range(self.THREADS)
+        ]
+        for th in self._threads:
+            th.start()
+
+    def request(self) -> int:
+        """After a commit: its ticket, done once a sync begun after it ends."""
+        point = self._journal.sync_point()
+        with self._cond:
+            self._requested += 1
+            self._point = point
+            self._cond.notify()
+            return self._requested
+
+    def wait(self, ticket: int, timeout: float | None) -> bool:
+        """Until ``ticket`` is done (True) or ``timeout`` passes (False);
+        raises the journal's error if a sync failed."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.done >= ticket or self.error is not None, timeout)
+        if self.error is not None:
+            raise self.error
+        return self.done >= ticket
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        for th in self._threads:
+            th.join(10)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(
+                    lambda: self._requested > self._started or self._closing or self.error is not None
+                )
+                if self.error is not None or self._requested <= self._started:
+                    return  # a sync failed, or closing with nothing left to sync
+                target, point = self._requested, self._point
+                self._started = target
+            try:
+                self._journal.sync(point)
+            except JournalError as exc:
+                with self._cond:
+                    self.error = exc
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self.done = max(self.done, target)
+                self._cond.notify_all()
+
+
 @dataclass
 class Stats:
     frames: int = 0
@@ -173,6 +261,12 @@ class Daemon:
         self.metrics: Any = None
         self._inputs_since_checkpoint = 0
         self._checkpoint_input = 0
+        #: with the loop running: the journal's fsyncs, in their own thread
+        self._syncer: Syncer | None = None
+        #: committed, not yet published: (the syncer's ticket that makes them
+        #: durable, the journal's copy, the events), in commit order
+        self._awaiting: list[tuple[int, list[PendingEvent], list[Event]]] = []
+        self._published_at = 0.0  # monotonic time of the last publish
         # For a replayed capture the engine's clock is the file's: commands
         # and ticks are stamped on it (paced: the last chunk's time plus the
         # wall time since; unpaced: no ticks at all, time only from frames).
@@ -438,6 +532,7 @@ class Daemon:
         self.gate = CommandGate(cfg.table, journal, self._command_key)
         self._rebuild(journal)
         self._checkpoint(journal)
+        self._syncer = Syncer(journal)
         if history.lost is not None:
             self._new_epoch(history)
         driver = self._open_driver()
@@ -454,16 +549,33 @@ class Daemon:
             "running", table=cfg.table, profile=self.profile.name, decks=cfg.decks, device=cfg.device.driver
         )
         last_retention = time.monotonic()
+        syncer = self._syncer
         while not self._stop.is_set():
+            # what an fsync has made durable since goes out first
+            self._publish_durable()
             # the device first; with commands waiting, only a short wait for it
             item = driver.read(0.0)
+            while item is None and self._awaiting:
+                # a commit is being made durable: published the moment it
+                # is, and an input that comes meanwhile is applied (and
+                # stored) at once
+                if syncer.wait(self._awaiting[0][0], SYNC_POLL_S):
+                    self._publish_durable()
+                else:
+                    item = driver.read(0.0)
             if item is None:
                 # nothing has come: work ahead while idle, a step at a time,
                 # looking at the device between two steps
+                timeout = 0.01 if self._commands.pending() else 0.2
+                quiet = self._published_at + IDLE_AFTER_S - time.monotonic()
+                if quiet > 0:
+                    # what was just published is still on its way out (paho's
+                    # network thread needs the GIL to send it): no work yet
+                    item = driver.read(min(quiet, timeout))
                 while item is None and self._idle_step():
                     item = driver.read(0.0)
                 if item is None:
-                    item = driver.read(0.01 if self._commands.pending() else 0.2)
+                    item = driver.read(timeout)
             if item is None:
                 if self.stop_at_eof and getattr(driver, "eof", False):
                     break
@@ -504,6 +616,7 @@ class Daemon:
                     outputs=[o.name for o in self.outputs] + (["mqtt"] if self.mqtt is not None else []),
                     keep_inputs_from=self._checkpoint_input + 1,
                 )
+        self._publish_durable(wait=True)
         self.notifier.send("STOPPING=1\nSTATUS=draining outputs")
         self._pump()
         return 0
@@ -593,7 +706,6 @@ class Daemon:
         engine = self.engine
         assert engine is not None
         self._commit(t, kind, data, events)
-        self._delivered(events)
         # Then the analytics this input queued (odds, roads): computed,
         # stored and published only now, so that the events above went out
         # first. (Computing them in this thread while another commits the
@@ -609,8 +721,8 @@ class Daemon:
             # a power cut that loses them is made good by the rebuild, under
             # the same ids; the next input's commit makes them durable
             journal.append_events(analytics, durable=False)
-            self._publish(journal.last_stored)
-            self._delivered(analytics)
+            # after the input's own events: at once, or with them once durable
+            self._release(journal.last_stored, analytics)
             events = events + analytics
         self._inputs_since_checkpoint += 1
         # a checkpoint bounds the inputs a rebuild replays; one per shoe and
@@ -626,13 +738,49 @@ class Daemon:
         committed and delivered, before its analytics are stored."""
 
     def _commit(self, t: float, kind: str, data: bytes, events: list[Event]) -> None:
-        """Store an input and its events (one transaction, one fsync), then
-        publish them from this thread."""
+        """Store an input and its events (one transaction), and publish them
+        from this thread once durable: with the loop running, the fsync is
+        the syncer's, and they go out when it is done (``_publish_durable``);
+        otherwise the commit does its own fsync and they go out at once."""
         journal = self.journal
         assert journal is not None
-        journal.append_input(t, kind, data, events)
-        if events:
-            self._publish(journal.last_stored)
+        syncer = self._syncer
+        engine = self.engine
+        assert engine is not None
+        # Overlapped only where there is work to overlap: an input whose
+        # analytics follow (a coup's end: its fsync runs while they are
+        # computed and stored, and while the next coup's first card,
+        # close behind, is applied), or one behind an fsync still under
+        # way. Any other input (a card within a coup) does its own fsync
+        # here, without a hand-over to another thread.
+        if syncer is None or not (self._awaiting or analytics.queued(engine)):
+            journal.append_input(t, kind, data, events)
+            self._release(journal.last_stored, events)
+            return
+        journal.append_input(t, kind, data, events, durable=False)
+        self._awaiting.append((syncer.request(), journal.last_stored, events))
+
+    def _release(self, stored: list[PendingEvent], events: list[Event]) -> None:
+        """Events committed whose input is durable (or, for analytics, whose
+        input is stored): published now, or, if events before them still
+        wait for their fsync, right after those."""
+        if self._awaiting:
+            self._awaiting.append((self._awaiting[-1][0], stored, events))
+        else:
+            self._publish(stored)
+            self._delivered(events)
+
+    def _publish_durable(self, *, wait: bool = False) -> None:
+        """Publish, in commit order, what the syncer has made durable
+        (``wait``: all of it, waiting for the fsyncs still under way)."""
+        syncer = self._syncer
+        while self._awaiting and syncer is not None:
+            ticket, stored, events = self._awaiting[0]
+            if syncer.done < ticket and not syncer.wait(ticket, None if wait else 0.0):
+                return
+            del self._awaiting[0]
+            self._publish(stored)
+            self._delivered(events)
 
     def _publish(self, stored: list[PendingEvent]) -> None:
         """Events just committed (``stored``, the journal's copy): MQTT
@@ -640,6 +788,7 @@ class Daemon:
         wake-up of its sender on a card's path)."""
         if self.mqtt is not None and stored:
             self.mqtt.deliver(stored)
+            self._published_at = time.monotonic()
 
     def _delivered(self, events: list[Event]) -> None:
         """Events committed and published: counted, and the other outputs
@@ -726,6 +875,10 @@ class Daemon:
             self.notifier.send(f"STATUS={status}")
 
     def _close(self) -> None:
+        if self._syncer is not None:
+            # what is committed and not yet synced: the journal's close syncs it
+            self._syncer.close()
+            self._syncer = None
         if self.mqtt is not None:
             try:
                 self.mqtt.stop(timeout=5.0)

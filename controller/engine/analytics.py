@@ -69,6 +69,12 @@ def prepare_odds(eng: Engine) -> bool:
     return False
 
 
+def queued(eng: Engine) -> bool:
+    """Whether the last ``feed``, ``tick`` or ``command`` left analytics for
+    ``drain_analytics`` (with ``defer_analytics``)."""
+    return bool(eng._deferred)
+
+
 def emit_odds(
     eng: Engine,
     t: float,
