@@ -82,6 +82,9 @@ STATE_EVERY_S = 1.0
 #: While an fsync is under way the loop looks at the device this often (s),
 #: and publishes the moment the fsync ends.
 SYNC_POLL_S = 0.0002
+#: Inputs stored and waiting to be published beyond which publishing goes
+#: before the next input (a device that never pauses: replay at full speed).
+AWAITING_MAX = 64
 #: Idle-time work (``Daemon._idle_step``) starts no sooner than this (s)
 #: after the last publish: computing holds the GIL, which paho's network
 #: thread needs to send what was published, and its acknowledgement to be
@@ -267,6 +270,10 @@ class Daemon:
         #: durable, the journal's copy, the events), in commit order
         self._awaiting: list[tuple[int, list[PendingEvent], list[Event]]] = []
         self._published_at = 0.0  # monotonic time of the last publish
+        #: the last input's analytics are still queued in the engine
+        #: (``_input``): drained when no input waits, or emitted by the next
+        self._analytics_late = False
+        self._shoe_ended = False  # since the last checkpoint
         # For a replayed capture the engine's clock is the file's: commands
         # and ticks are stamped on it (paced: the last chunk's time plus the
         # wall time since; unpaced: no ticks at all, time only from frames).
@@ -552,9 +559,14 @@ class Daemon:
         syncer = self._syncer
         while not self._stop.is_set():
             # what an fsync has made durable since goes out first
-            self._publish_durable()
-            # the device first; with commands waiting, only a short wait for it
+            # the device first; with commands waiting, only a short wait for
+            # it. An input already there is applied and stored before what an
+            # fsync has made durable since is published: its own fsync then
+            # runs while they go out (a coup's first card, right behind the
+            # RESULT, does not wait for the RESULT's analytics to be sent).
             item = driver.read(0.0)
+            if item is None or len(self._awaiting) > AWAITING_MAX:
+                self._publish_durable()
             while item is None and self._awaiting:
                 # a commit is being made durable: published the moment it
                 # is, and an input that comes meanwhile is applied (and
@@ -563,6 +575,9 @@ class Daemon:
                     self._publish_durable()
                 else:
                     item = driver.read(0.0)
+            if item is None and self._analytics_late:
+                self._drain_analytics()
+                continue
             if item is None:
                 # nothing has come: work ahead while idle, a step at a time,
                 # looking at the device between two steps
@@ -616,6 +631,8 @@ class Daemon:
                     outputs=[o.name for o in self.outputs] + (["mqtt"] if self.mqtt is not None else []),
                     keep_inputs_from=self._checkpoint_input + 1,
                 )
+        if self._analytics_late:
+            self._drain_analytics()
         self._publish_durable(wait=True)
         self.notifier.send("STOPPING=1\nSTATUS=draining outputs")
         self._pump()
@@ -697,40 +714,61 @@ class Daemon:
     def _input(self, t: float, kind: str, data: bytes, parsed: EngineCommand | None = None) -> None:
         journal = self.journal
         assert journal is not None
+        engine = self.engine
+        assert engine is not None
         # Applied first, then the input and its events are stored in one
         # transaction, before anything is published: one fsync per read.
         # Should the process die in between, neither is stored: the read is
         # lost as if on the line (the next frame's sequence shows the gap)
         # and the engine rebuilt from the journal never saw it.
+        late = analytics.queue_token(engine) if self._analytics_late else None
         events = self._apply_input(t, kind, data, parsed)
-        engine = self.engine
-        assert engine is not None
+        if late is not None and analytics.queue_token(engine) is not late:
+            # the engine emitted the previous input's analytics first: they
+            # are stored with this input, ahead of its own events
+            self._analytics_late = False
+            self._between_commits()
         self._commit(t, kind, data, events)
-        # Then the analytics this input queued (odds, roads): computed,
-        # stored and published only now, so that the events above went out
-        # first. (Computing them in this thread while another commits the
-        # input was tried: every SQLite call of the committing thread then
-        # waits for the GIL behind the odds, and the next coup's first card
-        # gained nothing; see benchmarks.bench_latency --trace.)
-        analytics = engine.drain_analytics()
+        self._inputs_since_checkpoint += 1
+        self._shoe_ended |= any(e["type"] == "shoe.ended" for e in events)
+        if self._awaiting and analytics.queued(engine):
+            # This input's fsync is under way (a coup's end): its analytics
+            # wait for a moment with no input (``_drain_analytics``), or go
+            # with the next input, which the engine emits them ahead of; the
+            # next coup's first card, a millisecond behind, is not kept
+            # waiting while they are stored.
+            self._analytics_late = True
+            return
+        self._drain_analytics()
+
+    def _drain_analytics(self) -> None:
+        """The analytics the last input queued (odds, roads): computed,
+        stored and published after its own events. (Computing them in a
+        thread beside the commit was tried: every SQLite call of the
+        committing thread then waited for the GIL behind the odds; see
+        benchmarks.bench_latency --trace.) Then a checkpoint, if one is due:
+        never with analytics queued (a checkpoint does not keep them)."""
+        journal = self.journal
+        engine = self.engine
+        assert journal is not None and engine is not None
+        self._analytics_late = False
+        analytics_ = engine.drain_analytics()
         # A crash before the analytics' commit loses nothing: the input is
         # stored, and the rebuild re-feeds it and stores them under the same seqs.
-        if analytics:
+        if analytics_:
             self._between_commits()
             # no fsync of their own: the input they come from is stored, so
             # a power cut that loses them is made good by the rebuild, under
             # the same ids; the next input's commit makes them durable
-            journal.append_events(analytics, durable=False)
+            journal.append_events(analytics_, durable=False)
             # after the input's own events: at once, or with them once durable
-            self._release(journal.last_stored, analytics)
-            events = events + analytics
-        self._inputs_since_checkpoint += 1
+            self._release(journal.last_stored, analytics_)
+            self._shoe_ended |= any(e["type"] == "shoe.ended" for e in analytics_)
         # a checkpoint bounds the inputs a rebuild replays; one per shoe and
         # every few hundred inputs keeps that short without serialising the engine and
         # a third fsync after every coup (the next coup's first card waited)
-        if self._inputs_since_checkpoint >= CHECKPOINT_EVERY_INPUTS or any(
-            e["type"] == "shoe.ended" for e in events
-        ):
+        if self._inputs_since_checkpoint >= CHECKPOINT_EVERY_INPUTS or self._shoe_ended:
+            self._shoe_ended = False
             self._checkpoint(journal, durable=False)
 
     def _between_commits(self) -> None:

@@ -201,6 +201,10 @@ class Journal:
         #: the highest seq stored so far (0: none since open)
         self._stored_top = 0
         self._wal_fd: int | None = None
+        #: guards the five fields above (and the high-water mark's
+        #: ``committed``): a thread syncing takes it, never ``_lock``, which a
+        #: whole transaction holds
+        self._sync_lock = threading.Lock()
         self._lock = threading.RLock()
         #: the events the last ``append_input``/``append_events`` stored, as
         #: stored (``json`` byte for byte what ``pending`` returns), for the
@@ -267,8 +271,9 @@ class Journal:
             # WAL with synchronous=NORMAL: written, not fsynced; the next
             # durable commit's fsync covers it (the WAL is appended in order)
             db.execute("PRAGMA synchronous = NORMAL")
-            self._unsynced = True
-            self._relaxed_commits += 1
+            with self._sync_lock:
+                self._unsynced = True
+                self._relaxed_commits += 1
         try:
             db.execute("BEGIN IMMEDIATE")
             changes = db.total_changes
@@ -276,8 +281,9 @@ class Journal:
                 yield db
                 db.execute("COMMIT")
                 if durable and db.total_changes > changes:
-                    self._unsynced = False  # its fsync covered the WAL before it
-                    self._held.clear()
+                    with self._sync_lock:
+                        self._unsynced = False  # its fsync covered the WAL before it
+                        self._held.clear()
             except BaseException:
                 # Also after a failed COMMIT (disk full): leave no transaction open.
                 if db.in_transaction:
@@ -349,18 +355,19 @@ class Journal:
                 stored: list[PendingEvent] = []
                 new = self._store_events(db, events, time.time(), stored) if events else []
             self.last_stored = stored
-            if stored:
-                self._stored_top = max(self._stored_top, stored[-1].seq)
+            with self._sync_lock:
+                if stored:
+                    self._stored_top = max(self._stored_top, stored[-1].seq)
+                if not durable and stored:
+                    self._held.append((self._relaxed_commits, stored[0].seq))
             if durable:
                 self._committed(new)
-            elif stored:
-                self._held.append((self._relaxed_commits, stored[0].seq))
             return int(cur.lastrowid or 0)
 
     def sync_point(self) -> tuple[int, int]:
         """Where the commits stand now, for a ``sync`` begun after this call:
         (relaxed commits so far, the highest seq stored)."""
-        with self._lock:
+        with self._sync_lock:
             return self._relaxed_commits, self._stored_top
 
     def sync(self, point: tuple[int, int] | None = None) -> None:
@@ -375,7 +382,7 @@ class Journal:
         upto, top = self.sync_point() if point is None else point
         fd = self._wal_fd
         if fd is None:
-            with self._lock:
+            with self._sync_lock:
                 if self._wal_fd is None:
                     try:
                         self._wal_fd = os.open(self.path + "-wal", os.O_RDONLY)
@@ -388,16 +395,14 @@ class Journal:
             os.fdatasync(fd)
         except OSError as exc:
             raise JournalError(f"journal {self.path}: syncing its WAL failed: {exc}") from None
-        with self._lock:
+        with self._sync_lock:
             while self._held and self._held[0][0] <= upto:
                 self._held.popleft()
             if self._relaxed_commits == upto:
                 self._unsynced = False
-            mark = self._hwm
-            if mark is not None and top > mark.committed:
-                mark.committed = top
-                with contextlib.suppress(OSError):
-                    mark.update(sync=False)  # as ``_committed``
+        mark = self._hwm
+        if mark is not None:
+            mark.advance(top)
 
     def inputs_since(self, after_id: int = 0, *, batch: int = 1000) -> Iterator[InputRecord]:
         """Every input with id > ``after_id``, oldest first, read in batches
@@ -453,7 +458,8 @@ class Journal:
                 new = self._store_events(db, events, created, stored)
             self.last_stored = stored
             if stored:
-                self._stored_top = max(self._stored_top, stored[-1].seq)
+                with self._sync_lock:
+                    self._stored_top = max(self._stored_top, stored[-1].seq)
             if durable:
                 self._committed(new)
             return new
@@ -628,13 +634,7 @@ class Journal:
         mark = self._hwm
         if mark is None or not new:
             return
-        top = max(int(e["seq"]) for e in new)
-        if top > mark.committed:
-            mark.committed = top
-            # no fsync: a kill -9 keeps it (page cache), a power cut is
-            # covered by ``reserved`` and the WAL check
-            with contextlib.suppress(OSError):
-                mark.update(sync=False)
+        mark.advance(max(int(e["seq"]) for e in new))
 
     def events_since(self, after_seq: int = 0, *, batch: int = 1000) -> Iterator[PendingEvent]:
         """Every stored event with seq > ``after_seq``, in order."""
@@ -669,7 +669,8 @@ class Journal:
         them), in seq order."""
         with self._lock, self._guard("reading the outbox"):
             # nothing from an input stored without its fsync on (``sync``)
-            below = self._held[0][1] if self._held else _NO_SEQ
+            with self._sync_lock:
+                below = self._held[0][1] if self._held else _NO_SEQ
             rows = self._db.execute(
                 "SELECT seq, event_id, json, type FROM events WHERE seq > ? AND seq < ? ORDER BY seq LIMIT ?",
                 (max(self._mark(self._db, output), after), below, limit),
@@ -842,6 +843,10 @@ class _HighWaterMark:
         self.reserved = 0
         self._clean = False
         self._boot = boot_id()
+        #: one write at a time, each of the fields as they are then (a
+        #: thread syncing the journal moves ``committed`` beside the one
+        #: that reserves): no older copy ever overwrites a newer one
+        self._write_lock = threading.Lock()
 
     @classmethod
     def open(cls, path: str) -> _HighWaterMark:
@@ -889,24 +894,36 @@ class _HighWaterMark:
         return fields
 
     def update(self, *, clean: bool | None = None, committed: int | None = None, sync: bool) -> None:
-        if clean is not None:
-            self._clean = clean
-        if committed is not None:
+        with self._write_lock:
+            if clean is not None:
+                self._clean = clean
+            if committed is not None:
+                self.committed = committed
+            line = json.dumps(
+                {
+                    "table": self.table,
+                    "journal": self.journal,
+                    "committed": self.committed,
+                    "reserved": self.reserved,
+                    "clean": self._clean,
+                    "boot": self._boot,
+                },
+                separators=(",", ":"),
+            ).encode()
+            os.pwrite(self._fd, line.ljust(_HWM_SIZE - 1) + b"\n", 0)
+            if sync:
+                os.fsync(self._fd)
+
+    def advance(self, committed: int) -> None:
+        """``committed`` moved up to ``committed`` (never down), written
+        without an fsync (a kill -9 keeps it; a power cut is covered by
+        ``reserved`` and the WAL check)."""
+        with self._write_lock:
+            if committed <= self.committed:
+                return
             self.committed = committed
-        line = json.dumps(
-            {
-                "table": self.table,
-                "journal": self.journal,
-                "committed": self.committed,
-                "reserved": self.reserved,
-                "clean": self._clean,
-                "boot": self._boot,
-            },
-            separators=(",", ":"),
-        ).encode()
-        os.pwrite(self._fd, line.ljust(_HWM_SIZE - 1) + b"\n", 0)
-        if sync:
-            os.fsync(self._fd)
+        with contextlib.suppress(OSError):
+            self.update(sync=False)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
