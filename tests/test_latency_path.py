@@ -131,7 +131,7 @@ def test_the_live_loop_with_its_idle_work_stores_and_outputs_what_replay_emits(t
         )
     )
     out = io.StringIO()
-    daemon = Daemon(cfg, driver=_Pausing(CAPTURE), stdout=out, stop_at_eof=True)  # type: ignore[arg-type]
+    daemon = Daemon(cfg, driver=_Pausing(CAPTURE), stdout=out, stop_at_eof=True)
     assert daemon.run() == 0
     want = [dumps(e) for e in replay_events(CAPTURE, ReplayOptions(odds=True, roads=True))]
     assert out.getvalue().splitlines() == want
