@@ -7,18 +7,28 @@ published twice under a new id:
 
 1. the raw chunk is decoded and fed to the engine;
 2. the chunk (as an input) and the events it caused (the outbox) are
-   committed to the journal in one transaction, one fsync: both or neither
-   (a crash before the commit loses the read as if on the line, and the
-   engine rebuilt from the journal never saw it);
-3. outputs deliver from the journal after their own marks;
-4. then the analytics that input queued (``roads``, ``odds.update`` and
-   their ADVANTAGE alerts: ``Engine.drain_analytics``) are computed,
-   committed and delivered, and the retained ``shoe/state`` follows; all
-   before the next input is applied. A card's events never wait for the
-   previous coup's analytics, and the analytics' seqs follow the input's
-   events, the same order a rebuild or a replay produces. Should the process
-   die between the two commits, the rebuild re-feeds the input (it is in the
-   journal) and stores the analytics it lost under the same seqs and ids.
+   committed to the journal in one transaction: both or neither (a crash
+   before the commit loses the read as if on the line, and the engine
+   rebuilt from the journal never saw it);
+3. the commit is made durable (one fsync), then outputs deliver from the
+   journal after their own marks: nothing is published before its fsync.
+   An input within a coup does its own fsync. A coup's end (an input whose
+   analytics follow) is synced by ``Syncer``'s threads while the loop goes
+   on, and the journal holds its events back from every output until then;
+   an input read meanwhile (the next coup's first card, a millisecond
+   behind) is applied and stored at once, and its own sync starts beside;
+4. the analytics an input queued (``roads``, ``odds.update`` and their
+   ADVANTAGE alerts: ``Engine.drain_analytics``) are computed, committed
+   without an fsync of their own and delivered after its events: at once,
+   or, while its sync is under way, when no input waits, or with the next
+   input, which the engine emits them ahead of. Their seqs follow the
+   input's events either way, the same order a rebuild or a replay
+   produces, and a card's events never wait for the previous coup's
+   analytics to be stored or sent. Should the process die before they are
+   stored, the rebuild re-feeds the input (it is in the journal) and
+   stores them under the same seqs and ids;
+5. with nothing to read, the loop works ahead: the odds the coup being
+   dealt will publish when it settles (``analytics.prepare_odds``).
 
 After a crash the daemon loads the latest engine checkpoint
 (``controller.checkpoint``: versioned JSON; one it cannot use is ignored and
@@ -558,7 +568,6 @@ class Daemon:
         last_retention = time.monotonic()
         syncer = self._syncer
         while not self._stop.is_set():
-            # what an fsync has made durable since goes out first
             # the device first; with commands waiting, only a short wait for
             # it. An input already there is applied and stored before what an
             # fsync has made durable since is published: its own fsync then
