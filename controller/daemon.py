@@ -7,18 +7,28 @@ published twice under a new id:
 
 1. the raw chunk is decoded and fed to the engine;
 2. the chunk (as an input) and the events it caused (the outbox) are
-   committed to the journal in one transaction, one fsync: both or neither
-   (a crash before the commit loses the read as if on the line, and the
-   engine rebuilt from the journal never saw it);
-3. outputs deliver from the journal after their own marks;
-4. then the analytics that input queued (``roads``, ``odds.update`` and
-   their ADVANTAGE alerts: ``Engine.drain_analytics``) are computed,
-   committed and delivered, and the retained ``shoe/state`` follows; all
-   before the next input is applied. A card's events never wait for the
-   previous coup's analytics, and the analytics' seqs follow the input's
-   events, the same order a rebuild or a replay produces. Should the process
-   die between the two commits, the rebuild re-feeds the input (it is in the
-   journal) and stores the analytics it lost under the same seqs and ids.
+   committed to the journal in one transaction: both or neither (a crash
+   before the commit loses the read as if on the line, and the engine
+   rebuilt from the journal never saw it);
+3. the commit is made durable (one fsync), then outputs deliver from the
+   journal after their own marks: nothing is published before its fsync.
+   An input within a coup does its own fsync. A coup's end (an input whose
+   analytics follow) is synced by ``Syncer``'s threads while the loop goes
+   on, and the journal holds its events back from every output until then;
+   an input read meanwhile (the next coup's first card, a millisecond
+   behind) is applied and stored at once, and its own sync starts beside;
+4. the analytics an input queued (``roads``, ``odds.update`` and their
+   ADVANTAGE alerts: ``Engine.drain_analytics``) are computed, committed
+   without an fsync of their own and delivered after its events: at once,
+   or, while its sync is under way, when no input waits, or with the next
+   input, which the engine emits them ahead of. Their seqs follow the
+   input's events either way, the same order a rebuild or a replay
+   produces, and a card's events never wait for the previous coup's
+   analytics to be stored or sent. Should the process die before they are
+   stored, the rebuild re-feeds the input (it is in the journal) and
+   stores them under the same seqs and ids;
+5. with nothing to read, the loop works ahead: the odds the coup being
+   dealt will publish when it settles (``analytics.prepare_odds``).
 
 After a crash the daemon loads the latest engine checkpoint
 (``controller.checkpoint``: versioned JSON; one it cannot use is ignored and
@@ -62,7 +72,7 @@ from controller.commands_schema import (
     parse_journalled,
 )
 from controller.config import Config
-from controller.engine import Engine
+from controller.engine import Engine, analytics
 from controller.events import Event
 from controller.journal import History, Journal, JournalError, PendingEvent
 from controller.outputs import Output
@@ -79,6 +89,17 @@ log = structlog.get_logger("shoe-controller")
 CHECKPOINT_KEY = "engine_checkpoint"
 CHECKPOINT_EVERY_INPUTS = 500
 STATE_EVERY_S = 1.0
+#: While an fsync is under way the loop looks at the device this often (s),
+#: and publishes the moment the fsync ends.
+SYNC_POLL_S = 0.0002
+#: Inputs stored and waiting to be published beyond which publishing goes
+#: before the next input (a device that never pauses: replay at full speed).
+AWAITING_MAX = 64
+#: Idle-time work (``Daemon._idle_step``) starts no sooner than this (s)
+#: after the last publish: computing holds the GIL, which paho's network
+#: thread needs to send what was published, and its acknowledgement to be
+#: read (QoS 1 over loopback takes well under this).
+IDLE_AFTER_S = 0.002
 
 
 class Notifier:
@@ -129,6 +150,86 @@ class Notifier:
             self.send("WATCHDOG=1")
 
 
+class Syncer:
+    """Makes the journal's commits durable (``Journal.sync``: one fdatasync
+    of the WAL) in threads of their own, so that the daemon's loop reads
+    and applies the next input while the disk syncs the last one: a coup's
+    first card, a millisecond behind the RESULT, is applied and stored while
+    the RESULT's sync is under way, and its own sync starts at once, beside
+    it, not after it. Nothing is published before the sync that makes it
+    durable: the daemon publishes an input's events once ``done`` has
+    reached the ticket ``request`` gave it, and the journal hands none of
+    them to an output before. A sync covers every commit made before it
+    began, so tickets are done in order whatever order the syncs end in."""
+
+    #: syncs under way at once, at most
+    THREADS = 2
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self._cond = threading.Condition()
+        #: requests made, each with the journal's ``sync_point`` after its commit
+        self._requested = 0
+        self._point = (0, 0)
+        self._started = 0  # the latest request a sync under way or done covers
+        #: the latest request a completed sync covers
+        self.done = 0
+        self.error: JournalError | None = None
+        self._closing = False
+        self._threads = [
+            threading.Thread(target=self._run, name=f"journal-sync-{i}", daemon=True)
+            for i in range(self.THREADS)
+        ]
+        for th in self._threads:
+            th.start()
+
+    def request(self) -> int:
+        """After a commit: its ticket, done once a sync begun after it ends."""
+        point = self._journal.sync_point()
+        with self._cond:
+            self._requested += 1
+            self._point = point
+            self._cond.notify()
+            return self._requested
+
+    def wait(self, ticket: int, timeout: float | None) -> bool:
+        """Until ``ticket`` is done (True) or ``timeout`` passes (False);
+        raises the journal's error if a sync failed."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.done >= ticket or self.error is not None, timeout)
+        if self.error is not None:
+            raise self.error
+        return self.done >= ticket
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        for th in self._threads:
+            th.join(10)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(
+                    lambda: self._requested > self._started or self._closing or self.error is not None
+                )
+                if self.error is not None or self._requested <= self._started:
+                    return  # a sync failed, or closing with nothing left to sync
+                target, point = self._requested, self._point
+                self._started = target
+            try:
+                self._journal.sync(point)
+            except JournalError as exc:
+                with self._cond:
+                    self.error = exc
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self.done = max(self.done, target)
+                self._cond.notify_all()
+
+
 @dataclass
 class Stats:
     frames: int = 0
@@ -173,6 +274,16 @@ class Daemon:
         self.metrics: Any = None
         self._inputs_since_checkpoint = 0
         self._checkpoint_input = 0
+        #: with the loop running: the journal's fsyncs, in their own thread
+        self._syncer: Syncer | None = None
+        #: committed, not yet published: (the syncer's ticket that makes them
+        #: durable, the journal's copy, the events), in commit order
+        self._awaiting: list[tuple[int, list[PendingEvent], list[Event]]] = []
+        self._published_at = 0.0  # monotonic time of the last publish
+        #: the last input's analytics are still queued in the engine
+        #: (``_input``): drained when no input waits, or emitted by the next
+        self._analytics_late = False
+        self._shoe_ended = False  # since the last checkpoint
         # For a replayed capture the engine's clock is the file's: commands
         # and ticks are stamped on it (paced: the last chunk's time plus the
         # wall time since; unpaced: no ticks at all, time only from frames).
@@ -438,6 +549,7 @@ class Daemon:
         self.gate = CommandGate(cfg.table, journal, self._command_key)
         self._rebuild(journal)
         self._checkpoint(journal)
+        self._syncer = Syncer(journal)
         if history.lost is not None:
             self._new_epoch(history)
         driver = self._open_driver()
@@ -454,9 +566,40 @@ class Daemon:
             "running", table=cfg.table, profile=self.profile.name, decks=cfg.decks, device=cfg.device.driver
         )
         last_retention = time.monotonic()
+        syncer = self._syncer
         while not self._stop.is_set():
-            # the device first; with commands waiting, only a short wait for it
-            item = driver.read(0.01 if self._commands.pending() else 0.2)
+            # the device first; with commands waiting, only a short wait for
+            # it. An input already there is applied and stored before what an
+            # fsync has made durable since is published: its own fsync then
+            # runs while they go out (a coup's first card, right behind the
+            # RESULT, does not wait for the RESULT's analytics to be sent).
+            item = driver.read(0.0)
+            if item is None or len(self._awaiting) > AWAITING_MAX:
+                self._publish_durable()
+            while item is None and self._awaiting:
+                # a commit is being made durable: published the moment it
+                # is, and an input that comes meanwhile is applied (and
+                # stored) at once
+                if syncer.wait(self._awaiting[0][0], SYNC_POLL_S):
+                    self._publish_durable()
+                else:
+                    item = driver.read(0.0)
+            if item is None and self._analytics_late:
+                self._drain_analytics()
+                continue
+            if item is None:
+                # nothing has come: work ahead while idle, a step at a time,
+                # looking at the device between two steps
+                timeout = 0.01 if self._commands.pending() else 0.2
+                quiet = self._published_at + IDLE_AFTER_S - time.monotonic()
+                if quiet > 0:
+                    # what was just published is still on its way out (paho's
+                    # network thread needs the GIL to send it): no work yet
+                    item = driver.read(min(quiet, timeout))
+                while item is None and self._idle_step():
+                    item = driver.read(0.0)
+                if item is None:
+                    item = driver.read(timeout)
             if item is None:
                 if self.stop_at_eof and getattr(driver, "eof", False):
                     break
@@ -497,9 +640,21 @@ class Daemon:
                     outputs=[o.name for o in self.outputs] + (["mqtt"] if self.mqtt is not None else []),
                     keep_inputs_from=self._checkpoint_input + 1,
                 )
+        if self._analytics_late:
+            self._drain_analytics()
+        self._publish_durable(wait=True)
         self.notifier.send("STOPPING=1\nSTATUS=draining outputs")
         self._pump()
         return 0
+
+    def _idle_step(self) -> bool:
+        """One bounded step of work done ahead while no input waits (each at
+        most one odds computation, under a millisecond): True if it did one.
+        Now: the odds the coup being dealt will publish when it settles
+        (``analytics.prepare_odds``), so that its RESULT and the next coup's
+        first card, a millisecond behind it, do not wait for them."""
+        engine = self.engine
+        return engine is not None and analytics.prepare_odds(engine)
 
     def _new_epoch(self, history: History) -> None:
         """The journal lost history: carry on above every seq ever issued
@@ -568,41 +723,61 @@ class Daemon:
     def _input(self, t: float, kind: str, data: bytes, parsed: EngineCommand | None = None) -> None:
         journal = self.journal
         assert journal is not None
+        engine = self.engine
+        assert engine is not None
         # Applied first, then the input and its events are stored in one
         # transaction, before anything is published: one fsync per read.
         # Should the process die in between, neither is stored: the read is
         # lost as if on the line (the next frame's sequence shows the gap)
         # and the engine rebuilt from the journal never saw it.
+        late = analytics.queue_token(engine) if self._analytics_late else None
         events = self._apply_input(t, kind, data, parsed)
-        engine = self.engine
-        assert engine is not None
+        if late is not None and analytics.queue_token(engine) is not late:
+            # the engine emitted the previous input's analytics first: they
+            # are stored with this input, ahead of its own events
+            self._analytics_late = False
+            self._between_commits()
         self._commit(t, kind, data, events)
-        self._delivered(events)
-        # Then the analytics this input queued (odds, roads): computed,
-        # stored and published only now, so that the events above went out
-        # first. (Computing them in this thread while another commits the
-        # input was tried: every SQLite call of the committing thread then
-        # waits for the GIL behind the odds, and the next coup's first card
-        # gained nothing; see benchmarks.bench_latency --trace.)
-        analytics = engine.drain_analytics()
+        self._inputs_since_checkpoint += 1
+        self._shoe_ended |= any(e["type"] == "shoe.ended" for e in events)
+        if self._awaiting and analytics.queued(engine):
+            # This input's fsync is under way (a coup's end): its analytics
+            # wait for a moment with no input (``_drain_analytics``), or go
+            # with the next input, which the engine emits them ahead of; the
+            # next coup's first card, a millisecond behind, is not kept
+            # waiting while they are stored.
+            self._analytics_late = True
+            return
+        self._drain_analytics()
+
+    def _drain_analytics(self) -> None:
+        """The analytics the last input queued (odds, roads): computed,
+        stored and published after its own events. (Computing them in a
+        thread beside the commit was tried: every SQLite call of the
+        committing thread then waited for the GIL behind the odds; see
+        benchmarks.bench_latency --trace.) Then a checkpoint, if one is due:
+        never with analytics queued (a checkpoint does not keep them)."""
+        journal = self.journal
+        engine = self.engine
+        assert journal is not None and engine is not None
+        self._analytics_late = False
+        analytics_ = engine.drain_analytics()
         # A crash before the analytics' commit loses nothing: the input is
         # stored, and the rebuild re-feeds it and stores them under the same seqs.
-        if analytics:
+        if analytics_:
             self._between_commits()
             # no fsync of their own: the input they come from is stored, so
             # a power cut that loses them is made good by the rebuild, under
             # the same ids; the next input's commit makes them durable
-            journal.append_events(analytics, durable=False)
-            self._publish(journal.last_stored)
-            self._delivered(analytics)
-            events = events + analytics
-        self._inputs_since_checkpoint += 1
+            journal.append_events(analytics_, durable=False)
+            # after the input's own events: at once, or with them once durable
+            self._release(journal.last_stored, analytics_)
+            self._shoe_ended |= any(e["type"] == "shoe.ended" for e in analytics_)
         # a checkpoint bounds the inputs a rebuild replays; one per shoe and
         # every few hundred inputs keeps that short without serialising the engine and
         # a third fsync after every coup (the next coup's first card waited)
-        if self._inputs_since_checkpoint >= CHECKPOINT_EVERY_INPUTS or any(
-            e["type"] == "shoe.ended" for e in events
-        ):
+        if self._inputs_since_checkpoint >= CHECKPOINT_EVERY_INPUTS or self._shoe_ended:
+            self._shoe_ended = False
             self._checkpoint(journal, durable=False)
 
     def _between_commits(self) -> None:
@@ -610,13 +785,49 @@ class Daemon:
         committed and delivered, before its analytics are stored."""
 
     def _commit(self, t: float, kind: str, data: bytes, events: list[Event]) -> None:
-        """Store an input and its events (one transaction, one fsync), then
-        publish them from this thread."""
+        """Store an input and its events (one transaction), and publish them
+        from this thread once durable: with the loop running, the fsync is
+        the syncer's, and they go out when it is done (``_publish_durable``);
+        otherwise the commit does its own fsync and they go out at once."""
         journal = self.journal
         assert journal is not None
-        journal.append_input(t, kind, data, events)
-        if events:
-            self._publish(journal.last_stored)
+        syncer = self._syncer
+        engine = self.engine
+        assert engine is not None
+        # Overlapped only where there is work to overlap: an input whose
+        # analytics follow (a coup's end: its fsync runs while they are
+        # computed and stored, and while the next coup's first card,
+        # close behind, is applied), or one behind an fsync still under
+        # way. Any other input (a card within a coup) does its own fsync
+        # here, without a hand-over to another thread.
+        if syncer is None or not (self._awaiting or analytics.queued(engine)):
+            journal.append_input(t, kind, data, events)
+            self._release(journal.last_stored, events)
+            return
+        journal.append_input(t, kind, data, events, durable=False)
+        self._awaiting.append((syncer.request(), journal.last_stored, events))
+
+    def _release(self, stored: list[PendingEvent], events: list[Event]) -> None:
+        """Events committed whose input is durable (or, for analytics, whose
+        input is stored): published now, or, if events before them still
+        wait for their fsync, right after those."""
+        if self._awaiting:
+            self._awaiting.append((self._awaiting[-1][0], stored, events))
+        else:
+            self._publish(stored)
+            self._delivered(events)
+
+    def _publish_durable(self, *, wait: bool = False) -> None:
+        """Publish, in commit order, what the syncer has made durable
+        (``wait``: all of it, waiting for the fsyncs still under way)."""
+        syncer = self._syncer
+        while self._awaiting and syncer is not None:
+            ticket, stored, events = self._awaiting[0]
+            if syncer.done < ticket and not syncer.wait(ticket, None if wait else 0.0):
+                return
+            del self._awaiting[0]
+            self._publish(stored)
+            self._delivered(events)
 
     def _publish(self, stored: list[PendingEvent]) -> None:
         """Events just committed (``stored``, the journal's copy): MQTT
@@ -624,6 +835,7 @@ class Daemon:
         wake-up of its sender on a card's path)."""
         if self.mqtt is not None and stored:
             self.mqtt.deliver(stored)
+            self._published_at = time.monotonic()
 
     def _delivered(self, events: list[Event]) -> None:
         """Events committed and published: counted, and the other outputs
@@ -710,6 +922,10 @@ class Daemon:
             self.notifier.send(f"STATUS={status}")
 
     def _close(self) -> None:
+        if self._syncer is not None:
+            # what is committed and not yet synced: the journal's close syncs it
+            self._syncer.close()
+            self._syncer = None
         if self.mqtt is not None:
             try:
                 self.mqtt.stop(timeout=5.0)

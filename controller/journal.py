@@ -38,6 +38,7 @@ same file (WAL readers never block the writer).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import fcntl
 import json
@@ -102,6 +103,9 @@ class JournalConflict(JournalError):
     seq: the engine did not reproduce its own past, or two tables share a
     journal."""
 
+
+#: Above every seq (SQLite's largest integer): ``pending`` holds nothing back.
+_NO_SEQ = 2**63 - 1
 
 #: Beside the journal: ``<journal>`` + this suffix (see ``Journal.claim``).
 HWM_SUFFIX = ".hwm"
@@ -187,6 +191,20 @@ class Journal:
         #: a commit without its own fsync (``durable=False``) since the last
         #: durable one: ``close`` syncs the WAL before the mark says clean
         self._unsynced = False
+        #: commits without an fsync of their own so far (``sync`` tells by
+        #: it which of them its fsync covered)
+        self._relaxed_commits = 0
+        #: inputs stored by ``append_input(durable=False)`` not yet made
+        #: durable by ``sync``: (relaxed commit number, first seq stored).
+        #: ``pending`` hands out nothing from the first such seq on.
+        self._held: collections.deque[tuple[int, int]] = collections.deque()
+        #: the highest seq stored so far (0: none since open)
+        self._stored_top = 0
+        self._wal_fd: int | None = None
+        #: guards the five fields above (and the high-water mark's
+        #: ``committed``): a thread syncing takes it, never ``_lock``, which a
+        #: whole transaction holds
+        self._sync_lock = threading.Lock()
         self._lock = threading.RLock()
         #: the events the last ``append_input``/``append_events`` stored, as
         #: stored (``json`` byte for byte what ``pending`` returns), for the
@@ -253,7 +271,9 @@ class Journal:
             # WAL with synchronous=NORMAL: written, not fsynced; the next
             # durable commit's fsync covers it (the WAL is appended in order)
             db.execute("PRAGMA synchronous = NORMAL")
-            self._unsynced = True
+            with self._sync_lock:
+                self._unsynced = True
+                self._relaxed_commits += 1
         try:
             db.execute("BEGIN IMMEDIATE")
             changes = db.total_changes
@@ -261,7 +281,9 @@ class Journal:
                 yield db
                 db.execute("COMMIT")
                 if durable and db.total_changes > changes:
-                    self._unsynced = False  # its fsync covered the WAL before it
+                    with self._sync_lock:
+                        self._unsynced = False  # its fsync covered the WAL before it
+                        self._held.clear()
             except BaseException:
                 # Also after a failed COMMIT (disk full): leave no transaction open.
                 if db.in_transaction:
@@ -290,6 +312,10 @@ class Journal:
                     self._hwm.update(committed=committed, clean=True, sync=True)
                 self._hwm.close()
                 self._hwm = None
+            if self._wal_fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._wal_fd)
+                self._wal_fd = None
             self._db.close()
 
     def __enter__(self) -> Journal:
@@ -301,24 +327,82 @@ class Journal:
     # --- inputs ---------------------------------------------------------
 
     def append_input(
-        self, t: float, kind: InputKind | str, data: bytes, events: Sequence[dict[str, Any]] = ()
+        self,
+        t: float,
+        kind: InputKind | str,
+        data: bytes,
+        events: Sequence[dict[str, Any]] = (),
+        *,
+        durable: bool = True,
     ) -> int:
         """Record one input, and the events applying it caused, in one
         transaction (one fsync: both or neither are durable); returns the
-        input's id once it is. The events are stored as by ``append_events``."""
+        input's id once it is. The events are stored as by ``append_events``.
+
+        ``durable=False``: the same transaction, committed without its fsync,
+        which ``sync`` does later (from another thread, while the caller
+        goes on). Until then ``pending`` hands out none of its events, nor
+        any stored after them: no output publishes an event a power cut
+        could still take back. The high-water mark follows at the ``sync``."""
         if kind not in INPUT_KINDS:
             raise ValueError(f"input kind must be one of {sorted(INPUT_KINDS)}, not {kind!r}")
         with self._lock:
             self._reserve(events)
-            with self._guard("recording an input"), self._transaction() as db:
+            with self._guard("recording an input"), self._transaction(durable=durable) as db:
                 cur = db.execute(
                     "INSERT INTO inputs (t, kind, data) VALUES (?, ?, ?)", (t, kind, bytes(data))
                 )
                 stored: list[PendingEvent] = []
                 new = self._store_events(db, events, time.time(), stored) if events else []
             self.last_stored = stored
-            self._committed(new)
+            with self._sync_lock:
+                if stored:
+                    self._stored_top = max(self._stored_top, stored[-1].seq)
+                if not durable and stored:
+                    self._held.append((self._relaxed_commits, stored[0].seq))
+            if durable:
+                self._committed(new)
             return int(cur.lastrowid or 0)
+
+    def sync_point(self) -> tuple[int, int]:
+        """Where the commits stand now, for a ``sync`` begun after this call:
+        (relaxed commits so far, the highest seq stored)."""
+        with self._sync_lock:
+            return self._relaxed_commits, self._stored_top
+
+    def sync(self, point: tuple[int, int] | None = None) -> None:
+        """Make every commit made up to ``point`` (``sync_point``; default:
+        now) durable: one fdatasync of the WAL, the sync SQLite itself does
+        on a ``synchronous=FULL`` commit (it appends the WAL in order, so one
+        covers every commit before it). The journal's lock is not held
+        meanwhile: commits go on, and another thread may sync at the same
+        time. Then the events of the inputs ``append_input(durable=False)``
+        stored up to ``point`` are handed out by ``pending``, and the
+        high-water mark moves past them."""
+        upto, top = self.sync_point() if point is None else point
+        fd = self._wal_fd
+        if fd is None:
+            with self._sync_lock:
+                if self._wal_fd is None:
+                    try:
+                        self._wal_fd = os.open(self.path + "-wal", os.O_RDONLY)
+                    except OSError as exc:
+                        raise JournalError(
+                            f"journal {self.path}: cannot open its WAL to sync: {exc}"
+                        ) from None
+                fd = self._wal_fd
+        try:
+            os.fdatasync(fd)
+        except OSError as exc:
+            raise JournalError(f"journal {self.path}: syncing its WAL failed: {exc}") from None
+        with self._sync_lock:
+            while self._held and self._held[0][0] <= upto:
+                self._held.popleft()
+            if self._relaxed_commits == upto:
+                self._unsynced = False
+        mark = self._hwm
+        if mark is not None:
+            mark.advance(top)
 
     def inputs_since(self, after_id: int = 0, *, batch: int = 1000) -> Iterator[InputRecord]:
         """Every input with id > ``after_id``, oldest first, read in batches
@@ -373,6 +457,9 @@ class Journal:
             with self._guard("recording events"), self._transaction(durable=durable) as db:
                 new = self._store_events(db, events, created, stored)
             self.last_stored = stored
+            if stored:
+                with self._sync_lock:
+                    self._stored_top = max(self._stored_top, stored[-1].seq)
             if durable:
                 self._committed(new)
             return new
@@ -547,13 +634,7 @@ class Journal:
         mark = self._hwm
         if mark is None or not new:
             return
-        top = max(int(e["seq"]) for e in new)
-        if top > mark.committed:
-            mark.committed = top
-            # no fsync: a kill -9 keeps it (page cache), a power cut is
-            # covered by ``reserved`` and the WAL check
-            with contextlib.suppress(OSError):
-                mark.update(sync=False)
+        mark.advance(max(int(e["seq"]) for e in new))
 
     def events_since(self, after_seq: int = 0, *, batch: int = 1000) -> Iterator[PendingEvent]:
         """Every stored event with seq > ``after_seq``, in order."""
@@ -587,9 +668,12 @@ class Journal:
         ``after``: an output with messages in flight asks for what follows
         them), in seq order."""
         with self._lock, self._guard("reading the outbox"):
+            # nothing from an input stored without its fsync on (``sync``)
+            with self._sync_lock:
+                below = self._held[0][1] if self._held else _NO_SEQ
             rows = self._db.execute(
-                "SELECT seq, event_id, json, type FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
-                (max(self._mark(self._db, output), after), limit),
+                "SELECT seq, event_id, json, type FROM events WHERE seq > ? AND seq < ? ORDER BY seq LIMIT ?",
+                (max(self._mark(self._db, output), after), below, limit),
             ).fetchall()
         return [PendingEvent(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
 
@@ -759,6 +843,10 @@ class _HighWaterMark:
         self.reserved = 0
         self._clean = False
         self._boot = boot_id()
+        #: one write at a time, each of the fields as they are then (a
+        #: thread syncing the journal moves ``committed`` beside the one
+        #: that reserves): no older copy ever overwrites a newer one
+        self._write_lock = threading.Lock()
 
     @classmethod
     def open(cls, path: str) -> _HighWaterMark:
@@ -806,24 +894,36 @@ class _HighWaterMark:
         return fields
 
     def update(self, *, clean: bool | None = None, committed: int | None = None, sync: bool) -> None:
-        if clean is not None:
-            self._clean = clean
-        if committed is not None:
+        with self._write_lock:
+            if clean is not None:
+                self._clean = clean
+            if committed is not None:
+                self.committed = committed
+            line = json.dumps(
+                {
+                    "table": self.table,
+                    "journal": self.journal,
+                    "committed": self.committed,
+                    "reserved": self.reserved,
+                    "clean": self._clean,
+                    "boot": self._boot,
+                },
+                separators=(",", ":"),
+            ).encode()
+            os.pwrite(self._fd, line.ljust(_HWM_SIZE - 1) + b"\n", 0)
+            if sync:
+                os.fsync(self._fd)
+
+    def advance(self, committed: int) -> None:
+        """``committed`` moved up to ``committed`` (never down), written
+        without an fsync (a kill -9 keeps it; a power cut is covered by
+        ``reserved`` and the WAL check)."""
+        with self._write_lock:
+            if committed <= self.committed:
+                return
             self.committed = committed
-        line = json.dumps(
-            {
-                "table": self.table,
-                "journal": self.journal,
-                "committed": self.committed,
-                "reserved": self.reserved,
-                "clean": self._clean,
-                "boot": self._boot,
-            },
-            separators=(",", ":"),
-        ).encode()
-        os.pwrite(self._fd, line.ljust(_HWM_SIZE - 1) + b"\n", 0)
-        if sync:
-            os.fsync(self._fd)
+        with contextlib.suppress(OSError):
+            self.update(sync=False)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -98,6 +98,9 @@ CONDITION_KEYS = frozenset(
 _PAIR_KEYS = frozenset({"player_pair", "banker_pair"})
 _LANE_BITS = 64
 _LANE_MASK = (1 << _LANE_BITS) - 1
+#: compositions whose float odds a calculator keeps (``OddsCalculator.prepare``):
+#: the two views of the coup being dealt, and of the one before
+_RECENT = 8
 
 
 # --- the interface: conditions, bet tables, tableau -----------------------------
@@ -531,6 +534,10 @@ class OddsCalculator:
             else:
                 nets = [_net(bets[name], {"player_pair": pp, "banker_pair": bp}) for pp, bp in _PAIR_CELLS]
             self._plans[name] = _BetPlan(kind, nets)
+        #: the float results of the last few compositions (a live shoe's
+        #: odds are asked for once per view per coup; ``prepare`` computes
+        #: them ahead, while the table is idle, so that asking costs nothing)
+        self._recent: dict[tuple[int, ...], OddsResult[float]] = {}
 
     @classmethod
     def for_profile(cls, profile: Profile) -> OddsCalculator:
@@ -563,7 +570,31 @@ class OddsCalculator:
         n = _as_rank_counts(counts)
         if exact:
             return self._compute(n, Fraction)
-        return self._compute(n, float)
+        key = tuple(n)
+        known = self._recent.get(key)
+        if known is None:
+            known = self._remember(key, self._compute(n, float))
+        # a copy: the caller may change its dicts, the one kept must not change
+        return OddsResult(known.cards_left, dict(known.outcomes), dict(known.bets))
+
+    def prepare(self, counts: Mapping[str, int] | Sequence[int]) -> bool:
+        """Compute the float odds of ``counts`` now and keep them, so that a
+        later ``compute(counts)`` returns at once (the same numbers: the
+        same function of the same counts). False if they were already kept.
+        For a caller with idle time before it needs them."""
+        key = tuple(_as_rank_counts(counts))
+        if key in self._recent:
+            return False
+        self._remember(key, self._compute(list(key), float))
+        return True
+
+    def _remember(self, key: tuple[int, ...], result: OddsResult[float]) -> OddsResult[float]:
+        recent = self._recent
+        recent.pop(key, None)
+        recent[key] = result
+        while len(recent) > _RECENT:
+            del recent[next(iter(recent))]  # the oldest
+        return result
 
     def _count_lifted(self, c: Sequence[int]) -> int:
         """``sum_m F(m) * lifted[m]`` over the six-value multisets, all lanes

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from controller.engine import tableau
 from controller.event_types import OddsUpdate, RoadsEvent
 
 if TYPE_CHECKING:
@@ -33,6 +34,52 @@ def publish_odds(eng: Engine, t: float) -> None:
     eng._later(
         functools.partial(emit_odds, eng, t, s.next_coup, s.comp.cards_left, shoe_counts, counter_counts)
     )
+
+
+def prepare_odds(eng: Engine) -> bool:
+    """Idle-time work, for a caller with nothing else to do (the daemon
+    between two reads): when the coup being dealt is complete by the
+    tableau, the odds ``publish_odds`` will ask for when it settles, for the
+    composition left now, are computed ahead into the calculator
+    (``OddsCalculator.prepare``), one view per call. The coup's RESULT, and
+    the next coup's first card that arrives right behind it, then wait for
+    no odds: the events are the same (the same exact function of the same
+    counts), only computed earlier. True if it computed something (call
+    again); False when there is nothing (more) to prepare. Changes no
+    state of the game."""
+    s = eng.shoe
+    calc = eng._calc
+    if calc is None or s is None or s.ended_emitted or s.dealing_over or eng._odds_quiet:
+        return False
+    coup = s.current
+    if coup is None or not coup.dealing or coup.void_code is not None or coup.open:
+        return False
+    if s.last_coup is not None and s.next_coup > s.last_coup:
+        return False
+    if tableau.next_position(eng, coup) is not None:
+        return False  # a card is still due: the composition will change
+    shoe_counts = s.comp.rank_counts()
+    if calc.prepare(shoe_counts):
+        return True
+    if s.burned_cards:
+        counter_counts = dict(shoe_counts)
+        for card in s.burned_cards:
+            counter_counts[card[0]] += 1
+        return bool(calc.prepare(counter_counts))
+    return False
+
+
+def queued(eng: Engine) -> bool:
+    """Whether the last ``feed``, ``tick`` or ``command`` left analytics for
+    ``drain_analytics`` (with ``defer_analytics``)."""
+    return bool(eng._deferred)
+
+
+def queue_token(eng: Engine) -> object:
+    """Identifies the engine's queue of analytics: another object once the
+    queue has been run (by ``drain_analytics``, or by a ``feed``, ``tick``
+    or ``command``, which run it first); the same while it waits."""
+    return eng._deferred
 
 
 def emit_odds(

@@ -205,7 +205,7 @@ class MqttOutput:
         self._wake.set()
         if self._sender is not None:
             self._sender.join(timeout)
-            self._settle_acks()  # the sender is gone: record the last acks here
+            self._write_mark(self._settle_acks())  # the sender is gone: record the last acks here
         if self._connected.is_set() and self._presence:
             info = self._client.publish(self.topic_status, "offline", qos=1, retain=True)
             try:
@@ -394,10 +394,13 @@ class MqttOutput:
                 break
             try:
                 with self._send_lock:
-                    self._settle_acks()
+                    mark = self._settle_acks()
                     if self._connected.is_set():
                         self._send_state()
                         self._fill()
+                # written after the lock is let go: the daemon's loop, which
+                # publishes a card under it, never waits for this write
+                self._write_mark(mark)
             except JournalError as exc:
                 log.error("mqtt: %s", exc)
                 time.sleep(self._poll)
@@ -405,7 +408,19 @@ class MqttOutput:
                 log.exception("mqtt: sender error")
                 time.sleep(self._poll)
 
-    def _settle_acks(self) -> None:
+    def _write_mark(self, mark: int | None) -> None:
+        """Record that everything up to ``mark`` is delivered (``None``: no
+        news). Only the sender thread writes marks (and ``stop`` once it is
+        gone), so they are written in order."""
+        if mark is not None:
+            # no fsync of its own (the next event commit's covers it): a
+            # mark lost to a power cut only sends its events again, and an
+            # fsync here, under the journal's lock, held up the next card's
+            self._journal.mark_delivered(self.name, mark, durable=False)
+
+    def _settle_acks(self) -> int | None:
+        """Take in the acknowledgements received; the new mark to write, if
+        it moved (``_write_mark``, outside ``_send_lock``)."""
         while self._acks:
             mid, ok, why = self._acks.popleft()
             seq = self._mid_seq.pop(mid, None)
@@ -427,12 +442,9 @@ class MqttOutput:
             self._inflight.popitem(last=False)
             self._acked.discard(seq)
             mark = seq
+        moved = None
         if mark > self._mark:
-            # no fsync of its own (the next event commit's covers it): a
-            # mark lost to a power cut only sends its events again, and an
-            # fsync here, under the journal's lock, held up the next card's
-            self._journal.mark_delivered(self.name, mark, durable=False)
-            self._mark = mark
+            self._mark = moved = mark
         if self._refused and all(s in self._acked or s in self._refused for s in self._inflight):
             # Everything sent has an answer: forget it and, after the pause,
             # send again from the first undelivered event (those accepted
@@ -443,6 +455,7 @@ class MqttOutput:
             self._sent_through = self._mark
         if not self._inflight:
             self._reconnected = False
+        return moved
 
     def _fill(self) -> None:
         if self._draining:
