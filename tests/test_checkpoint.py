@@ -281,7 +281,9 @@ def test_the_schema_lists_every_attribute_of_the_engine_its_shoe_and_coups() -> 
         if e.shoe is not None:
             shoe_attrs |= set(vars(e.shoe))
             for c in e.shoe.coups.values():
-                coup_attrs |= set(vars(c))
+                # (slots: a coup has no attribute beyond its fields)
+                assert not hasattr(c, "__dict__")
+                coup_attrs |= {k for k in Coup.__slots__ if hasattr(c, k)}
     saved = set(checkpoint.ENGINE_FIELDS)
     assert engine_attrs == saved | set(checkpoint.ENGINE_CONFIG) | set(checkpoint.ENGINE_SCRATCH), (
         "a new Engine attribute: add it to controller/checkpoint.py (ENGINE_FIELDS, or ENGINE_CONFIG if "

@@ -194,8 +194,7 @@ def discard_held(
             dealing.set_aside(eng, s, coup, f)
         elif not isinstance(f, SequenceGap):
             yield f
-    coup.dealing = False
-    machine.moved(coup)
+    machine.close(coup)
     if s.current is coup:
         s.current = None
     if s.last_coup is not None and coup.number >= s.last_coup:
@@ -222,7 +221,7 @@ def bound_held(eng: Engine, t: float) -> Work:
             yield from article_x.void_misdeal(eng, t, coup, code, detail)
             continue
         held, coup.held = coup.held, None
-        machine.moved(coup)
+        machine.sync(coup)
         lost = coup.gap_missing + sum(_lost(x) for x in held if isinstance(x, SequenceGap))
         lose_numbering(eng, t, coup, lost, {0, _MAX_ENDS})
         yield from boundary.close_dealing(eng, coup, t)
@@ -290,7 +289,7 @@ def on_gap(eng: Engine, f: SequenceGap) -> Work:
         coup.lost_frames = True  # its positions are no longer known
         if _lost(f) >= need + 1:
             coup.held = []
-            machine.moved(coup)
+            machine.sync(coup)
             coup.gap_missing += _lost(f)
             coup.anchor_k, coup.anchor_need = len(coup.cards), need
         return
@@ -342,7 +341,7 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> Work:
     frames.append(f)
     if coup.void_code is not None:
         coup.held = None
-        machine.moved(coup)
+        machine.sync(coup)
         if ends == {0}:
             yield from release(frames)  # the void coup's own cards and RESULT
             return
@@ -359,7 +358,7 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> Work:
         # this RESULT is the coup before's: the frames lost came before
         # it (extra cards, a status), and this coup has lost nothing
         coup.held = None
-        machine.moved(coup)
+        machine.sync(coup)
         coup.lost_frames = False
         coup.gap_missing = 0
         for x in held:
@@ -434,7 +433,7 @@ def gap(eng: Engine, coup: Coup, t: float, missing: int, detail: str) -> None:
     coup.gap_missing += missing
     if coup.held is None:
         coup.held = []
-        machine.moved(coup)
+        machine.sync(coup)
     if "SEQUENCE_GAP" not in coup.open:
         article_x.misdeal(eng, t, coup, "SEQUENCE_GAP", detail, AWAITING)
 

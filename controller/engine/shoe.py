@@ -110,15 +110,14 @@ def end_shoe(eng: Engine, t: float, reason: str) -> Work:
             # a void coup still dealt, holding frames to tell whose they
             # are: with the shoe ending, its held cards are its extras
             held, cur.held = cur.held, None
-            machine.moved(cur)
+            machine.sync(cur)
             for x in held:
                 if isinstance(x, Card):
                     dealing.set_aside(eng, s, cur, x)
         if cur is not None and cur.resolved and cur.carry:
             # a card set aside to open the next coup: it opens it now
             carry, cur.carry = cur.carry, []
-            cur.dealing = False
-            machine.moved(cur)
+            machine.close(cur)
             s.current = None
             yield from release(carry)
             continue
@@ -188,7 +187,7 @@ def burn_card(eng: Engine, s: Shoe, f: Card) -> Work:
                 eng._emit(f.t, ShoeBurn(first_card=None, burned=s.burned))
                 return
             coup.held = []
-            machine.moved(coup)
+            machine.sync(coup)
             coup.had_unread = True
             article_x.misdeal(
                 eng,

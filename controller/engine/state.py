@@ -1,9 +1,24 @@
 """The game's state: a shoe, its coups, the shuffler's commitment.
 
-Plain data, no behaviour beyond derived views (``Coup.resolved``,
-``Coup.as_dealt``): what the engine knows of the shoe in play, saved in a
-checkpoint (``controller.checkpoint``) field by field. Also the constants
-that name positions and the supervisor's wait.
+Plain data, no behaviour beyond derived views (``Coup.dealing``,
+``Coup.settled``, ``Coup.premature``, ``Coup.resolved``, ``Coup.as_dealt``):
+what the engine knows of the shoe in play, saved in a checkpoint
+(``controller.checkpoint``) field by field. Also the constants that name
+positions and the supervisor's wait.
+
+A coup's life stage is its ``state`` (``machine.CoupState``), the one source
+of truth: whether it still takes cards, is settled or void is read from it
+and changed only by ``machine.move`` (through ``sync``, ``close``, ``void``).
+``void_code`` and ``held`` carry data (the code, the frames held) whose
+presence the state follows: set exactly in the ``void-*`` states, not None
+exactly in ``held`` / ``void-held`` (``machine.coup_state`` says so, checked
+after every call over the corpus by ``tests/test_engine_machine.py``). An
+early RESULT is its open ``PREMATURE_RESULT`` misdeal (``early-result``).
+The other fields are facts about the coup, not stages of its life, and stay
+fields: ``had_unread`` (a card came unread: a disagreeing device result
+voids it), ``overrun`` (opened past the last permitted coup),
+``lost_frames``, ``gap_missing``, ``gap_entered``, ``ends``, ``anchor_*``
+(what frames lost in a gap may have held), ``carry``, ``device_result``.
 """
 
 from __future__ import annotations
@@ -13,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias, TypeVar
 
 from controller.cards import ShoeComposition
-from controller.engine.machine import BURN, CoupState
+from controller.engine.machine import BURN, LIVE, SETTLED, CoupState
 from firmware_protocols.frames import Card, DeviceResult, Frame
 
 ORDER = ("P1", "B1", "P2", "B2")
@@ -51,7 +66,7 @@ def _copy_stats(stats: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@dataclass
+@dataclass(slots=True)
 class Coup:
     number: int
     demo: bool
@@ -64,13 +79,13 @@ class Coup:
     #: open misdeals: code -> deadline (None: resolved by the device itself)
     open: dict[str, float | None] = field(default_factory=dict)
     corrections: list[str] = field(default_factory=list)
+    #: the code it was voided with: set (by ``machine.void``) exactly when
+    #: its state is one of ``machine.VOIDED``
     void_code: str | None = None
-    dealing: bool = True  # still takes cards: no boundary seen yet
-    settled: bool = False
-    premature: bool = False
     had_unread: bool = False
     overrun: bool = False
-    #: frames held while positions are unknown (None: not holding)
+    #: frames held while positions are unknown (None: not holding): not None
+    #: exactly when its state is ``held`` or ``void-held`` (``machine.sync``)
     held: list[Frame] | None = None
     gap_missing: int = 0
     lost_frames: bool = False  # a gap (or a device restart) hit this coup
@@ -89,12 +104,27 @@ class Coup:
     device_result: DeviceResult | None = None
     #: frames for the next coup (the ``next_coup`` extra-card correction)
     carry: list[Frame] = field(default_factory=list)
-    #: what its fields say, kept by ``machine.moved`` wherever one is written
-    state: str = CoupState.NEW
+    #: where it stands in its life: changed only by ``machine.move`` (and
+    #: ``machine.sync``, ``close``, ``void``), the one source of truth
+    state: CoupState = CoupState.NEW
+
+    @property
+    def dealing(self) -> bool:
+        """It still takes cards: no boundary seen yet."""
+        return self.state in LIVE
+
+    @property
+    def settled(self) -> bool:
+        return self.state is SETTLED
+
+    @property
+    def premature(self) -> bool:
+        """A RESULT came with a third card due (its misdeal still open)."""
+        return "PREMATURE_RESULT" in self.open
 
     @property
     def resolved(self) -> bool:
-        return self.settled or self.void_code is not None
+        return self.state is SETTLED or self.void_code is not None
 
     def as_dealt(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = [
