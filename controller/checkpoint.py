@@ -56,7 +56,7 @@ from typing import Any
 
 from controller.cards import ShoeComposition
 from controller.engine import Coup, Engine, Shoe, _Commit
-from controller.engine.machine import CoupState
+from controller.engine.machine import CoupState, ShoePhase
 from firmware_protocols import angel_eye, frames, shoe_ascii, shoe_bin
 from firmware_protocols.detect import AutoDecoder
 
@@ -69,7 +69,8 @@ FORMAT = "shoe-controller/checkpoint"
 #: (``controller.engine.machine.CoupState``) is saved; 4: a coup's
 #: ``dealing``, ``settled`` and ``premature`` are gone (its ``state`` says
 #: them: the state is the source of truth, ``premature`` its open
-#: PREMATURE_RESULT).
+#: PREMATURE_RESULT), and a shoe's ``ended_emitted`` and ``dealing_over``
+#: are gone (its ``phase`` says them: ``ended``, ``dealing-over``).
 VERSION = 4
 
 #: The engine's state saved. Every other attribute of an ``Engine`` comes
@@ -129,7 +130,6 @@ SHOE_FIELDS = (
     "burned_cards",
     "results",
     "stats",
-    "ended_emitted",
     "announced",
     "ending",
     "after_premature",
@@ -140,7 +140,6 @@ SHOE_FIELDS = (
     "renumber_to",
     "window",
     "loss_mark",
-    "dealing_over",
 )
 COUP_FIELDS = (
     "number",
@@ -327,6 +326,11 @@ class _Reader:
             out: Any = object.__new__(cls)
             for k in wanted:
                 object.__setattr__(out, k, self.value(given[k]))
+            if cls is Shoe:
+                try:  # (saved as its string: the engine compares phases by identity)
+                    out.phase = ShoePhase(out.phase)
+                except ValueError:
+                    raise CheckpointError(f"no shoe phase {str(out.phase)[:60]!r}") from None
             return out
         if len(keys) != 1:
             raise CheckpointError(f"not a checkpoint value: {str(v)[:60]}")

@@ -229,8 +229,7 @@ def void(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
         eng._fault_waiting = None
     if not coup.dealing:
         s.coups.pop(coup.number, None)
-        if s.last_coup is not None and coup.number >= s.last_coup:
-            s.dealing_over = True
+        machine.coup_closed(s, coup.number)
         yield from shoe.maybe_finish_shoe(eng, t)
         analytics.publish_odds(eng, t)
     if phantom:

@@ -194,8 +194,7 @@ def close_dealing(eng: Engine, coup: Coup, t: float) -> Work:
     machine.close(coup)
     if s.current is coup:
         s.current = None
-    if s.last_coup is not None and coup.number >= s.last_coup:
-        s.dealing_over = True
+    machine.coup_closed(s, coup.number)
     if coup.void_code is None and not coup.open and coup.held is None:
         yield from settle(eng, coup, t)
     elif coup.void_code is not None:

@@ -169,7 +169,7 @@ def result(eng: Engine, f: Button) -> Work | Literal[False] | None:
         or tableau.next_position(eng, coup) is not None
     ):
         return False
-    if coup.carry or coup.device_result is not None or s.dealing_over or s.last_coup is not None:
+    if coup.carry or coup.device_result is not None or s.last_coup is not None:
         return boundary.close_dealing(eng, coup, f.t)
     # (boundary.close_dealing, with nothing to carry, no device result to
     # compare and no last coup: the coup settles and the shoe goes on)

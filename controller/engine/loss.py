@@ -197,8 +197,7 @@ def discard_held(
     machine.close(coup)
     if s.current is coup:
         s.current = None
-    if s.last_coup is not None and coup.number >= s.last_coup:
-        s.dealing_over = True
+    machine.coup_closed(s, coup.number)
     return rest, phantom_frames, phantom_before
 
 

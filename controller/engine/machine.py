@@ -1,9 +1,18 @@
 """The life of a shoe and of a coup as two state machines, each with every
 legal transition in one table (as h11 keeps its own).
 
-A shoe's phase (:class:`ShoePhase`, kept in ``Shoe.phase`` and published as
-``shoe/state``'s ``state``) changes only through :func:`set_phase`, which
-refuses a move :data:`SHOE_TRANSITIONS` does not list.
+A shoe's phase (:class:`ShoePhase`, kept in ``Shoe.phase``) changes only
+through :func:`set_phase`, which refuses a move :data:`SHOE_TRANSITIONS` does
+not list. It is published as ``shoe/state``'s ``state`` through
+:data:`PUBLISHED`, which keeps that string as it always was: ``dealing-over``
+(the last permitted coup has finished dealing, the shoe ends once its coups
+are settled or void) is published as ``deal``. A shoe's ``ended_emitted``
+is its phase ``ended``; what stays a field is a fact, not a stage:
+``announced`` (``shoe.started`` sent: at its first card, cut card or end,
+in any phase), ``ended_by_rule`` (why it ended) and ``ending`` (its end
+has begun, and stays set once ended: not a phase, since while its open
+coups are voided the burn's phase still changes, ``loss.discard_held``, and
+the frames they held are dealt on in it).
 
 A coup's state (:class:`CoupState`, kept in ``Coup.state``) is the truth
 about its life: whether it still takes cards (``Coup.dealing``), is settled
@@ -39,13 +48,19 @@ class ShoePhase(StrEnum):
     BURN = "burn"  # its first card decides how many are burned
     BURN_UNKNOWN = "burn-unknown"  # the first card was unread: coup 1 waits for enter_card
     DEAL = "deal"  # coups are dealt
-    ENDED = "ended"  # shoe.ended sent (or its last coup is being closed)
+    DEALING_OVER = "dealing-over"  # the last permitted coup has finished dealing (published "deal")
+    ENDED = "ended"  # shoe.ended sent
 
 
 # The members by name, for the hot paths: ``ShoePhase.DEAL`` is looked up
 # through the enum's metaclass on every use (about 80 ns on 3.11), a module
 # name is not.
 BURN, BURN_UNKNOWN, DEAL, ENDED = ShoePhase.BURN, ShoePhase.BURN_UNKNOWN, ShoePhase.DEAL, ShoePhase.ENDED
+DEALING_OVER = ShoePhase.DEALING_OVER
+
+#: phase -> ``shoe/state``'s ``state``: the strings it has always had
+#: (``docs/engine-tables.md``)
+PUBLISHED: dict[str, str] = {p: (DEAL if p is DEALING_OVER else p).value for p in ShoePhase}
 
 #: phase -> {cause: next phase}: every way a shoe's phase changes.
 SHOE_TRANSITIONS: dict[ShoePhase, dict[str, ShoePhase]] = {
@@ -54,6 +69,10 @@ SHOE_TRANSITIONS: dict[ShoePhase, dict[str, ShoePhase]] = {
         "burn complete": ShoePhase.DEAL,
         "frames lost during the burn": ShoePhase.DEAL,
         "NEWSHOE and burn lost": ShoePhase.DEAL,
+        # (only once coup 1, opened while the first card was unread, is void
+        # in the burn entered by a supervisor, the cut card come before it:
+        # the shoe ends at once, nothing else being open)
+        "last coup dealt": ShoePhase.DEALING_OVER,
         "shoe ends": ShoePhase.ENDED,
     },
     ShoePhase.BURN_UNKNOWN: {
@@ -63,9 +82,15 @@ SHOE_TRANSITIONS: dict[ShoePhase, dict[str, ShoePhase]] = {
         "frames lost during the burn": ShoePhase.DEAL,
     },
     ShoePhase.DEAL: {
+        "last coup dealt": ShoePhase.DEALING_OVER,
+        "shoe ends": ShoePhase.ENDED,
+    },
+    ShoePhase.DEALING_OVER: {
+        "last coup dealt": ShoePhase.DEALING_OVER,  # (an overrun coup, closed or void after it)
         "shoe ends": ShoePhase.ENDED,
     },
     ShoePhase.ENDED: {
+        "last coup dealt": ShoePhase.ENDED,  # (an overrun coup after the end: over already)
         "shoe ends": ShoePhase.ENDED,  # (overrun coups after the last one close it again)
     },
 }
@@ -77,12 +102,19 @@ SHOE_TRACE: set[tuple[ShoePhase, str]] | None = None
 
 def set_phase(s: Shoe, cause: str) -> None:
     """Moves the shoe on ``cause``, as :data:`SHOE_TRANSITIONS` says."""
-    nxt = SHOE_TRANSITIONS[ShoePhase(s.phase)].get(cause)
+    nxt = SHOE_TRANSITIONS[s.phase].get(cause)
     if nxt is None:
         raise IllegalTransition(f"shoe {s.id}: {cause!r} is no transition from phase {s.phase!r}")
     if SHOE_TRACE is not None:
-        SHOE_TRACE.add((ShoePhase(s.phase), cause))
+        SHOE_TRACE.add((s.phase, cause))
     s.phase = nxt
+
+
+def coup_closed(s: Shoe, number: int) -> None:
+    """A coup of the shoe took its last card (closed, or void once closed):
+    the last permitted one (or one past it) ends the dealing."""
+    if s.last_coup is not None and number >= s.last_coup:
+        set_phase(s, "last coup dealt")
 
 
 class CoupState(StrEnum):

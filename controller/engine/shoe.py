@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from controller.cards import RANK_BURN, ShoeComposition
 from controller.engine import analytics, article_x, boundary, dealing, machine, tableau
 from controller.engine.loss import _frames_lost
+from controller.engine.machine import DEALING_OVER
 from controller.engine.state import AWAITING, BURN_HANDS, Shoe, Work, _Commit, _copy_stats, release
 from controller.event_types import ShoeBurn, ShoeCutCard, ShoeEnded, ShoeStarted, Tally
 from controller.events import shoe_id_for
@@ -130,7 +131,6 @@ def end_shoe(eng: Engine, t: float, reason: str) -> Work:
     s.coups.clear()
     s.current = None
     machine.set_phase(s, "shoe ends")
-    s.ended_emitted = True
     eng._loss_at_end = (eng._lost_frames, eng._lost_unknown)
     eng._emit(
         t,
@@ -149,7 +149,7 @@ def end_shoe(eng: Engine, t: float, reason: str) -> Work:
 
 def maybe_finish_shoe(eng: Engine, t: float) -> Work:
     s = eng.shoe
-    if s is None or not s.dealing_over or s.ended_emitted or s.ending:
+    if s is None or s.phase is not DEALING_OVER or s.ending:
         return
     if any(not c.resolved for c in s.coups.values() if not c.overrun):
         return

@@ -19,6 +19,11 @@ fields: ``had_unread`` (a card came unread: a disagreeing device result
 voids it), ``overrun`` (opened past the last permitted coup),
 ``lost_frames``, ``gap_missing``, ``gap_entered``, ``ends``, ``anchor_*``
 (what frames lost in a gap may have held), ``carry``, ``device_result``.
+
+A shoe's life stage is its ``phase`` (``machine.ShoePhase``, changed only by
+``machine.set_phase``): ``Shoe.ended_emitted`` is its ``ended`` phase, and
+the last permitted coup dealt is its ``dealing-over`` phase. ``announced``,
+``ending`` and ``ended_by_rule`` stay fields (facts, see ``machine``).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias, TypeVar
 
 from controller.cards import ShoeComposition
-from controller.engine.machine import BURN, LIVE, SETTLED, CoupState
+from controller.engine.machine import BURN, ENDED, LIVE, SETTLED, CoupState, ShoePhase
 from firmware_protocols.frames import Card, DeviceResult, Frame
 
 ORDER = ("P1", "B1", "P2", "B2")
@@ -141,7 +146,7 @@ class Shoe:
     comp: ShoeComposition
     commit: str | None
     order: list[str | None] | None
-    phase: str = BURN  # changed only by machine.set_phase
+    phase: ShoePhase = BURN  # changed only by machine.set_phase
     first_card: str | None = None
     burn_left: int | None = None  # None: the first card has not come
     burned: int = 0
@@ -166,9 +171,8 @@ class Shoe:
             "misdeals": {},
         }
     )
-    ended_emitted: bool = False
-    announced: bool = False
-    ending: bool = False  # _end_shoe is running
+    announced: bool = False  # shoe.started sent
+    ending: bool = False  # shoe.end_shoe has begun (it stays set once ended)
     #: cards after a coup settled on its due card following an early RESULT,
     #: until the dealer's second RESULT or a fourth card tells what they are
     after_premature: list[Card] | None = None
@@ -176,7 +180,7 @@ class Shoe:
     #: set when that coup is void: a second RESULT before a fourth card
     #: says the cards between were its own (due cards after an early press)
     after_premature_void: Coup | None = None
-    ended_by_rule: bool = False  # its last permitted coup was dealt
+    ended_by_rule: bool = False  # it ended because its last permitted coup was dealt
     #: frames lost on the line may have held a coup's end, or not: the number
     #: of every later coup is unknown (each is void) until a supervisor says it
     numbering_lost: str | None = None
@@ -188,7 +192,11 @@ class Shoe:
     #: the engine's counts of frames lost on the line and of losses of
     #: unknown size (device restarts) when this shoe's losses began to count
     loss_mark: tuple[int, int] = (0, 0)
-    dealing_over: bool = False  # the last permitted coup has finished dealing
+
+    @property
+    def ended_emitted(self) -> bool:
+        """``shoe.ended`` was sent: its phase is ``ended``."""
+        return self.phase is ENDED
 
 
 @dataclass
