@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from benchmarks.bench_replay import make_capture
-from controller.engine import Engine, article_x, machine
+from controller.engine import Engine, article_x, commands, machine
 from controller.engine.article_x import (
     ACCEPTABLE,
     ENTERABLE,
@@ -196,6 +196,8 @@ def test_the_policy_table_says_what_clears_each_code() -> None:
     # accept reports its corrections in the table's order
     assert ACCEPTABLE == ("SEQUENCE_GAP", "WRONG_HAND", "DEVICE_FAULT")
     assert ENTERABLE == ("UNREAD_CARD", "SEQUENCE_GAP")
+    # enter_card has what to do for exactly the codes the table says it clears
+    assert set(commands._ENTER) == set(ENTERABLE)
     assert article_x.cleared_by(Remedy.DEVICE) == ("DEVICE_FAULT",)
     # a code held frames only if something can clear it (else a hold never ends)
     assert all(p.cleared_by for p in POLICY.values() if p.holds)
