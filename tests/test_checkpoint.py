@@ -34,6 +34,7 @@ from controller import checkpoint
 from controller.config import load_config
 from controller.daemon import CHECKPOINT_KEY, Daemon
 from controller.engine import MAX_HELD, Coup, Engine, Shoe, _Commit
+from controller.engine.machine import CoupState, ShoePhase
 from controller.journal import Journal
 from controller.replay import ReplayOptions, settings_for
 from controller.rules import load_profile
@@ -69,6 +70,14 @@ def restored(
     json.loads(text)  # plain JSON
     after, e2, d2 = checkpoint.load(text, new_engine, new_decoder)
     assert after == 7
+    s = e2.shoe
+    if s is not None:
+        # the engine compares phases and states by identity (fast.card,
+        # shoe.maybe_finish_shoe): restored as the enums' members, not strings
+        assert type(s.phase) is ShoePhase
+        assert all(
+            type(c.state) is CoupState for c in [*s.coups.values(), *([s.current] if s.current else [])]
+        )
     return e2, d2
 
 
