@@ -245,8 +245,7 @@ def after_resolution(eng: Engine, coup: Coup, t: float) -> Work:
     assert s is not None
     released: list[Frame] = []
     if coup.held is not None and not coup.open.keys() & HOLDING:
-        held, coup.held = coup.held, None
-        machine.sync(coup)
+        held = machine.unhold(coup)
         released = [Card(t, None, c) for c in coup.gap_entered] + held
         coup.gap_entered = []
         if s.current is None and coup.dealing:

@@ -173,8 +173,7 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
             # It may have been pressed early: only the missing card can
             # tell where this coup ends, so nothing after it is placed
             # until a supervisor enters it (or the deadline voids it).
-            coup.held = [f]
-            machine.sync(coup)
+            machine.hold(coup, [f])
     elif len(coup.cards) < 4:
         # A RESULT before the first four cards: no third card was due, so
         # this is no early press the next cards could correct. The

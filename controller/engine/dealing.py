@@ -222,8 +222,7 @@ def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work | None:
         return None
     pos = tableau.next_position(eng, coup)
     if pos == UNKNOWN:
-        coup.held = [f]
-        machine.sync(coup)
+        machine.hold(coup, [f])
         return None
     if pos is None:
         return boundary.extra_card(eng, s, coup, f)

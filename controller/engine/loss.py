@@ -219,8 +219,7 @@ def bound_held(eng: Engine, t: float) -> Work:
             detail = f"not corrected before {MAX_HELD} frames were held behind it"
             yield from article_x.void_misdeal(eng, t, coup, code, detail)
             continue
-        held, coup.held = coup.held, None
-        machine.sync(coup)
+        held = machine.unhold(coup)
         lost = coup.gap_missing + sum(_lost(x) for x in held if isinstance(x, SequenceGap))
         lose_numbering(eng, t, coup, lost, {0, _MAX_ENDS})
         yield from boundary.close_dealing(eng, coup, t)
@@ -287,8 +286,7 @@ def on_gap(eng: Engine, f: SequenceGap) -> Work:
         need = tableau.need(eng, coup)
         coup.lost_frames = True  # its positions are no longer known
         if _lost(f) >= need + 1:
-            coup.held = []
-            machine.sync(coup)
+            machine.hold(coup, [])
             coup.gap_missing += _lost(f)
             coup.anchor_k, coup.anchor_need = len(coup.cards), need
         return
@@ -339,8 +337,7 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> Work:
     frames: list[Frame] = [x for x in held if not isinstance(x, SequenceGap)]
     frames.append(f)
     if coup.void_code is not None:
-        coup.held = None
-        machine.sync(coup)
+        machine.unhold(coup)
         if ends == {0}:
             yield from release(frames)  # the void coup's own cards and RESULT
             return
@@ -356,8 +353,7 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> Work:
     if ends == {0}:
         # this RESULT is the coup before's: the frames lost came before
         # it (extra cards, a status), and this coup has lost nothing
-        coup.held = None
-        machine.sync(coup)
+        machine.unhold(coup)
         coup.lost_frames = False
         coup.gap_missing = 0
         for x in held:
@@ -431,8 +427,7 @@ def gap(eng: Engine, coup: Coup, t: float, missing: int, detail: str) -> None:
     coup.lost_frames = True
     coup.gap_missing += missing
     if coup.held is None:
-        coup.held = []
-        machine.sync(coup)
+        machine.hold(coup, [])
     if "SEQUENCE_GAP" not in coup.open:
         article_x.misdeal(eng, t, coup, "SEQUENCE_GAP", detail, AWAITING)
 

@@ -236,6 +236,25 @@ def sync(c: Coup) -> None:
         move(c, live_state(c))
 
 
+def hold(c: Coup, frames: list[Frame]) -> None:
+    """A coup still dealing starts holding its later frames (``frames``
+    first): ``held``, or ``void-held`` if void."""
+    if c.held is not None:
+        raise IllegalTransition(f"coup {c.number}: holds frames already")
+    c.held = frames
+    move(c, _VOID_HELD if c.state in VOIDED else _HELD)
+
+
+def unhold(c: Coup) -> list[Frame]:
+    """A coup's hold ends: the frames it held (for the caller to place), the
+    coup back to the live state its data says."""
+    held, c.held = c.held, None
+    if held is None:
+        raise IllegalTransition(f"coup {c.number}: holds no frames")
+    sync(c)
+    return held
+
+
 def close(c: Coup) -> None:
     """A coup's boundary came: it takes no more cards."""
     move(c, _VOID if c.state in VOIDED else _CLOSED)

@@ -110,8 +110,7 @@ def end_shoe(eng: Engine, t: float, reason: str) -> Work:
         if cur is not None and cur.resolved and cur.held is not None:
             # a void coup still dealt, holding frames to tell whose they
             # are: with the shoe ending, its held cards are its extras
-            held, cur.held = cur.held, None
-            machine.sync(cur)
+            held = machine.unhold(cur)
             for x in held:
                 if isinstance(x, Card):
                     dealing.set_aside(eng, s, cur, x)
@@ -186,8 +185,7 @@ def burn_card(eng: Engine, s: Shoe, f: Card) -> Work:
                 machine.set_phase(s, "frames lost during the burn")
                 eng._emit(f.t, ShoeBurn(first_card=None, burned=s.burned))
                 return
-            coup.held = []
-            machine.sync(coup)
+            machine.hold(coup, [])
             coup.had_unread = True
             article_x.misdeal(
                 eng,

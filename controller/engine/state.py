@@ -8,7 +8,8 @@ positions and the supervisor's wait.
 
 A coup's life stage is its ``state`` (``machine.CoupState``), the one source
 of truth: whether it still takes cards, is settled or void is read from it
-and changed only by ``machine.move`` (through ``sync``, ``close``, ``void``).
+and changed only by ``machine.move`` (through ``sync``, ``close``, ``hold``,
+``unhold``, ``void``).
 ``void_code`` and ``held`` carry data (the code, the frames held) whose
 presence the state follows: set exactly in the ``void-*`` states, not None
 exactly in ``held`` / ``void-held`` (``machine.coup_state`` says so, checked
@@ -90,7 +91,8 @@ class Coup:
     had_unread: bool = False
     overrun: bool = False
     #: frames held while positions are unknown (None: not holding): not None
-    #: exactly when its state is ``held`` or ``void-held`` (``machine.sync``)
+    #: exactly when its state is ``held`` or ``void-held`` (set and cleared
+    #: only by ``machine.hold``, ``unhold``, ``void``)
     held: list[Frame] | None = None
     gap_missing: int = 0
     lost_frames: bool = False  # a gap (or a device restart) hit this coup
@@ -109,8 +111,8 @@ class Coup:
     device_result: DeviceResult | None = None
     #: frames for the next coup (the ``next_coup`` extra-card correction)
     carry: list[Frame] = field(default_factory=list)
-    #: where it stands in its life: changed only by ``machine.move`` (and
-    #: ``machine.sync``, ``close``, ``void``), the one source of truth
+    #: where it stands in its life, the one source of truth: changed only by
+    #: ``machine.move`` (and ``sync``, ``close``, ``hold``, ``unhold``, ``void``)
     state: CoupState = CoupState.NEW
 
     @property
