@@ -6,9 +6,9 @@ the engine's game state and the decoder's partial-frame and sequence state.
 It is written to the journal's ``meta`` table (key ``engine_checkpoint``)
 once per shoe and every 500 inputs (``controller.daemon``).
 
-Format (``VERSION`` 3), one JSON object::
+Format (``VERSION`` 4), one JSON object::
 
-    {"format": "shoe-controller/checkpoint", "version": 3,
+    {"format": "shoe-controller/checkpoint", "version": 4,
      "sha256": <hex digest of the canonical JSON of "body">,
      "body": {"input": <last journal input id covered>,
               "config": {"table", "profile", "decks"},
@@ -56,6 +56,7 @@ from typing import Any
 
 from controller.cards import ShoeComposition
 from controller.engine import Coup, Engine, Shoe, _Commit
+from controller.engine.machine import CoupState, ShoePhase
 from firmware_protocols import angel_eye, frames, shoe_ascii, shoe_bin
 from firmware_protocols.detect import AutoDecoder
 
@@ -65,8 +66,12 @@ FORMAT = "shoe-controller/checkpoint"
 #: engine's ``_after_void``, ``_phantom`` and ``_phantom_before`` are gone
 #: (always empty between calls: a void coup's held frames are now returned
 #: to the void, not passed through the engine), and a coup's ``state``
-#: (``controller.engine.machine.CoupState``) is saved.
-VERSION = 3
+#: (``controller.engine.machine.CoupState``) is saved; 4: a coup's
+#: ``dealing``, ``settled`` and ``premature`` are gone (its ``state`` says
+#: them: the state is the source of truth, ``premature`` its open
+#: PREMATURE_RESULT), and a shoe's ``ended_emitted`` and ``dealing_over``
+#: are gone (its ``phase`` says them: ``ended``, ``dealing-over``).
+VERSION = 4
 
 #: The engine's state saved. Every other attribute of an ``Engine`` comes
 #: from the config it is built with (``ENGINE_CONFIG``) or is scratch
@@ -125,7 +130,6 @@ SHOE_FIELDS = (
     "burned_cards",
     "results",
     "stats",
-    "ended_emitted",
     "announced",
     "ending",
     "after_premature",
@@ -136,7 +140,6 @@ SHOE_FIELDS = (
     "renumber_to",
     "window",
     "loss_mark",
-    "dealing_over",
 )
 COUP_FIELDS = (
     "number",
@@ -149,9 +152,6 @@ COUP_FIELDS = (
     "open",
     "corrections",
     "void_code",
-    "dealing",
-    "settled",
-    "premature",
     "had_unread",
     "overrun",
     "held",
@@ -326,6 +326,11 @@ class _Reader:
             out: Any = object.__new__(cls)
             for k in wanted:
                 object.__setattr__(out, k, self.value(given[k]))
+            if cls is Shoe:
+                try:  # (saved as its string: the engine compares phases by identity)
+                    out.phase = ShoePhase(out.phase)
+                except ValueError:
+                    raise CheckpointError(f"no shoe phase {str(out.phase)[:60]!r}") from None
             return out
         if len(keys) != 1:
             raise CheckpointError(f"not a checkpoint value: {str(v)[:60]}")
@@ -354,6 +359,10 @@ class _Reader:
             given = _fields(self._raw[i], set(COUP_FIELDS), "Coup")
             for k in COUP_FIELDS:
                 setattr(c, k, self.value(given[k]))
+            try:  # (saved as its string: the engine compares states by identity)
+                c.state = CoupState(c.state)
+            except ValueError:
+                raise CheckpointError(f"coup {i}: no state {str(c.state)[:60]!r}") from None
         return c
 
 

@@ -34,6 +34,7 @@ from controller import checkpoint
 from controller.config import load_config
 from controller.daemon import CHECKPOINT_KEY, Daemon
 from controller.engine import MAX_HELD, Coup, Engine, Shoe, _Commit
+from controller.engine.machine import CoupState, ShoePhase
 from controller.journal import Journal
 from controller.replay import ReplayOptions, settings_for
 from controller.rules import load_profile
@@ -69,6 +70,14 @@ def restored(
     json.loads(text)  # plain JSON
     after, e2, d2 = checkpoint.load(text, new_engine, new_decoder)
     assert after == 7
+    s = e2.shoe
+    if s is not None:
+        # the engine compares phases and states by identity (fast.card,
+        # shoe.maybe_finish_shoe): restored as the enums' members, not strings
+        assert type(s.phase) is ShoePhase
+        assert all(
+            type(c.state) is CoupState for c in [*s.coups.values(), *([s.current] if s.current else [])]
+        )
     return e2, d2
 
 
@@ -281,7 +290,9 @@ def test_the_schema_lists_every_attribute_of_the_engine_its_shoe_and_coups() -> 
         if e.shoe is not None:
             shoe_attrs |= set(vars(e.shoe))
             for c in e.shoe.coups.values():
-                coup_attrs |= set(vars(c))
+                # (slots: a coup has no attribute beyond its fields)
+                assert not hasattr(c, "__dict__")
+                coup_attrs |= {k for k in Coup.__slots__ if hasattr(c, k)}
     saved = set(checkpoint.ENGINE_FIELDS)
     assert engine_attrs == saved | set(checkpoint.ENGINE_CONFIG) | set(checkpoint.ENGINE_SCRATCH), (
         "a new Engine attribute: add it to controller/checkpoint.py (ENGINE_FIELDS, or ENGINE_CONFIG if "

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from benchmarks.bench_replay import make_capture
-from controller.engine import Engine, article_x, machine
+from controller.engine import Engine, article_x, commands, machine
 from controller.engine.article_x import (
     ACCEPTABLE,
     ENTERABLE,
@@ -108,9 +108,10 @@ def test_every_move_over_the_corpus_and_a_fault_run_is_in_the_tables(
 def test_every_coups_state_is_what_its_fields_say_after_every_call(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """No place that writes a coup's fields misses ``machine.moved``: after
-    every call over the corpus and a fault run, each coup of the shoe in
-    play (and each it ever held as current) has the state its fields say."""
+    """No place that writes what a coup's live state is made of (its held
+    frames, void code, open misdeals) misses ``machine.sync``: after every
+    call over the corpus and a fault run, each coup of the shoe in play (and
+    each it ever held as current) has the state its data says."""
     seen: dict[int, Coup] = {}
     checked = [0]
     original = Engine.feed
@@ -157,10 +158,9 @@ def test_a_move_off_the_coup_table_raises() -> None:
     assert s is not None
     coup = s.coups[1]
     assert coup.state == machine.coup_state(coup) == CoupState.CLOSED
-    coup.dealing = True  # what a bug would do
     with pytest.raises(IllegalTransition, match="closed -> flagged"):
-        machine.moved(coup)
-    assert coup.state == CoupState.CLOSED
+        machine.move(coup, CoupState.FLAGGED)  # what a bug would do: deal on it
+    assert coup.state == CoupState.CLOSED and not coup.dealing
 
 
 def test_the_snapshot_state_is_a_documented_phase(
@@ -196,6 +196,8 @@ def test_the_policy_table_says_what_clears_each_code() -> None:
     # accept reports its corrections in the table's order
     assert ACCEPTABLE == ("SEQUENCE_GAP", "WRONG_HAND", "DEVICE_FAULT")
     assert ENTERABLE == ("UNREAD_CARD", "SEQUENCE_GAP")
+    # enter_card has what to do for exactly the codes the table says it clears
+    assert set(commands._ENTER) == set(ENTERABLE)
     assert article_x.cleared_by(Remedy.DEVICE) == ("DEVICE_FAULT",)
     # a code held frames only if something can clear it (else a hold never ends)
     assert all(p.cleared_by for p in POLICY.values() if p.holds)

@@ -81,9 +81,29 @@ def _gap_after_early_result_accepted() -> None:
     tb.result()
 
 
+def _last_coup_void_in_burn() -> None:
+    # the first card unread: coup 1 holds the cut card (after_cut last: coup
+    # 1 is the last); entered, the burn goes on with coup 1 in play, and a
+    # RESULT before any card voids it: the dealing is over in the burn, and
+    # the shoe ends at once
+    tb = Table(after_cut="last")
+    tb.hello()
+    tb.new_shoe()
+    tb.card(None)
+    tb.cut()
+    reply, _ = tb.command(cmd="enter_card", coup=1, card="3S")
+    assert reply["ok"], reply
+    out = tb.result()
+    assert [e["type"] for e in out][-1] == "shoe.ended"
+
+
 #: move -> (why a capture cannot make it, a scenario that makes it)
 COMMAND_ONLY: dict[Move, tuple[str, Callable[[], None]]] = {
     (ShoePhase.BURN_UNKNOWN, "first card entered"): ("enter_card of the first card", _first_card_entered),
+    (ShoePhase.BURN, "last coup dealt"): (
+        "a coup in play during the burn is coup 1 once enter_card gave the unread first card",
+        _last_coup_void_in_burn,
+    ),
     (CoupState.NEW, CoupState.CLOSED): (
         "accept with a coup number while the numbering is lost (dealing.void_lost_whole)",
         _coup_lost_whole,

@@ -11,10 +11,15 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from controller.engine import tableau
+from controller.engine.machine import DEALING_OVER, ENDED
 from controller.event_types import OddsUpdate, RoadsEvent
 
 if TYPE_CHECKING:
     from controller.engine.facade import Engine
+
+
+#: no odds once the dealing is over (the last permitted coup dealt) or the shoe ended
+_NO_ODDS = frozenset((DEALING_OVER, ENDED))
 
 
 def publish_odds(eng: Engine, t: float) -> None:
@@ -23,7 +28,7 @@ def publish_odds(eng: Engine, t: float) -> None:
     the face-down burned cards still unknown); plus ADVANTAGE alerts when
     a bet's counter-view expectation crosses the threshold."""
     s = eng.shoe
-    if eng._calc is None or s is None or s.ended_emitted or s.dealing_over or eng._odds_quiet:
+    if eng._calc is None or s is None or s.phase in _NO_ODDS or eng._odds_quiet:
         return
     if s.last_coup is not None and s.next_coup > s.last_coup:
         return
@@ -49,7 +54,7 @@ def prepare_odds(eng: Engine) -> bool:
     state of the game."""
     s = eng.shoe
     calc = eng._calc
-    if calc is None or s is None or s.ended_emitted or s.dealing_over or eng._odds_quiet:
+    if calc is None or s is None or s.phase in _NO_ODDS or eng._odds_quiet:
         return False
     coup = s.current
     if coup is None or not coup.dealing or coup.void_code is not None or coup.open:

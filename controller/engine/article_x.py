@@ -161,7 +161,7 @@ def misdeal(eng: Engine, t: float, coup: Coup, code: str, detail: str, action: M
         # a second error of the same kind does not push the deadline back
         dl = min(coup.open.get(code) or t + eng.deadline_s, t + eng.deadline_s)
         coup.open[code] = dl
-        machine.moved(coup)
+        machine.sync(coup)
         deadline = format_ts(dl)
     eng._emit(
         t,
@@ -181,7 +181,7 @@ def correct(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> None:
     if policy is None or not (policy.cleared_by or CORRECTED in policy.actions):
         raise PolicyError(f"misdeal {code}: nothing corrects it in Article X's table")
     coup.open.pop(code, None)
-    machine.moved(coup)
+    machine.sync(coup)
     if code not in coup.corrections:
         coup.corrections.append(code)
     eng._emit(
@@ -209,11 +209,7 @@ def void_for(eng: Engine, t: float, coup: Coup, problem: tuple[str, str] | None)
 def void(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
     if coup.resolved:
         return
-    coup.void_code = code
-    coup.open.clear()
-    coup.premature = False
-    held, coup.held = coup.held, None
-    machine.moved(coup)
+    held = machine.void(coup, code)
     rest: list[Frame] = []  # frames held past its RESULT: the coups' after it
     phantom: list[Frame] = []  # the next coup's, its RESULT lost (``loss.void_phantom``)
     before = 0
@@ -233,8 +229,7 @@ def void(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
         eng._fault_waiting = None
     if not coup.dealing:
         s.coups.pop(coup.number, None)
-        if s.last_coup is not None and coup.number >= s.last_coup:
-            s.dealing_over = True
+        machine.coup_closed(s, coup.number)
         yield from shoe.maybe_finish_shoe(eng, t)
         analytics.publish_odds(eng, t)
     if phantom:
@@ -250,8 +245,7 @@ def after_resolution(eng: Engine, coup: Coup, t: float) -> Work:
     assert s is not None
     released: list[Frame] = []
     if coup.held is not None and not coup.open.keys() & HOLDING:
-        held, coup.held = coup.held, None
-        machine.moved(coup)
+        held = machine.unhold(coup)
         released = [Card(t, None, c) for c in coup.gap_entered] + held
         coup.gap_entered = []
         if s.current is None and coup.dealing:
@@ -287,8 +281,6 @@ def _due_card_entered(eng: Engine, s: Shoe, coup: Coup, t: float) -> Work:
         if work is not None:
             yield from work
         return
-    coup.premature = False
-    machine.moved(coup)
     correct(eng, t, coup, "PREMATURE_RESULT", "the due card was dealt after an early RESULT")
 
 

@@ -173,8 +173,7 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
             # It may have been pressed early: only the missing card can
             # tell where this coup ends, so nothing after it is placed
             # until a supervisor enters it (or the deadline voids it).
-            coup.held = [f]
-            machine.moved(coup)
+            machine.hold(coup, [f])
     elif len(coup.cards) < 4:
         # A RESULT before the first four cards: no third card was due, so
         # this is no early press the next cards could correct. The
@@ -183,8 +182,6 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
         yield from article_x.void_misdeal(eng, f.t, coup, "PREMATURE_RESULT", detail)
         yield from close_dealing(eng, coup, f.t)
     elif not coup.premature:
-        coup.premature = True
-        machine.moved(coup)
         article_x.misdeal(
             eng, f.t, coup, "PREMATURE_RESULT", f"RESULT pressed with {nxt} still due", AWAITING
         )
@@ -193,12 +190,10 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
 def close_dealing(eng: Engine, coup: Coup, t: float) -> Work:
     s = eng.shoe
     assert s is not None
-    coup.dealing = False
-    machine.moved(coup)
+    machine.close(coup)
     if s.current is coup:
         s.current = None
-    if s.last_coup is not None and coup.number >= s.last_coup:
-        s.dealing_over = True
+    machine.coup_closed(s, coup.number)
     if coup.void_code is None and not coup.open and coup.held is None:
         yield from settle(eng, coup, t)
     elif coup.void_code is not None:
@@ -275,8 +270,7 @@ def settle_now(eng: Engine, coup: Coup, t: float) -> Work | None:
         )
         if "SHOE_DISAGREES" not in coup.corrections:
             coup.corrections.append("SHOE_DISAGREES")
-    coup.settled = True
-    machine.moved(coup)
+    machine.move(coup, machine.SETTLED)
     winner = outcome["winner"]
     if not coup.demo:
         s.tally[winner] += 1
@@ -344,8 +338,6 @@ def after_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work | None:
     nxt = tableau.next_position(eng, coup)
     if nxt is None:
         if coup.premature:
-            coup.premature = False
-            machine.moved(coup)
             article_x.correct(
                 eng, f.t, coup, "PREMATURE_RESULT", "the due card was dealt after an early RESULT"
             )

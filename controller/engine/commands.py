@@ -10,6 +10,7 @@ cannot apply.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from controller.cards import CARD_VALUE, RANK_BURN, CardError, parse_card
@@ -26,6 +27,7 @@ from controller.commands_schema import (
     Void,
 )
 from controller.engine import article_x, loss, machine, shoe
+from controller.engine.article_x import ENTERABLE, MisdealCode
 from controller.engine.loss import _UNKNOWN_LOSS
 from controller.engine.machine import BURN_UNKNOWN
 from controller.engine.state import Coup, Shoe, Work
@@ -33,6 +35,8 @@ from controller.event_types import CardEvent
 
 if TYPE_CHECKING:
     from controller.engine.facade import Engine
+
+UNREAD_CARD, SEQUENCE_GAP = MisdealCode.UNREAD_CARD, MisdealCode.SEQUENCE_GAP
 
 
 def coup_arg(eng: Engine, n: int) -> Coup:
@@ -67,43 +71,55 @@ def enter_card(eng: Engine, coup: Coup, card: Any, t: float) -> Work:
     assert s is not None
     if s.comp.remaining[code] <= 0:
         raise CommandError(f"{code}: no copy of it is left in this shoe")
-    if "UNREAD_CARD" in coup.open:
-        if s.phase == BURN_UNKNOWN and s.first_card is None and coup.number == s.next_coup - 1:
-            s.first_card = code
-            s.comp.remaining[code] -= 1
-            s.burn_left = eng.profile.burn_count(RANK_BURN[code[0]], eng.decks)
-            machine.set_phase(s, "first card entered")
-            emit_entered(eng, t, coup, "burn", code)
-            article_x.correct(eng, t, coup, "UNREAD_CARD", f"first card entered by supervisor: {code}")
-            if s.burn_left == 0:
-                shoe.finish_burn(eng, s, t)
-            yield from article_x.after_resolution(eng, coup, t)
-            return
-        i = coup.cards.index(None)
-        coup.cards[i] = code
+    # the first open misdeal a card entered clears (Article X's table, in
+    # its order), and what entering it does
+    waiting = next((c for c in ENTERABLE if c in coup.open), None)
+    if waiting is None:
+        raise CommandError(f"coup {coup.number} is not waiting for a card")
+    yield from _ENTER[waiting](eng, s, coup, code, t)
+
+
+def _enter_unread(eng: Engine, s: Shoe, coup: Coup, code: str, t: float) -> Work:
+    """The card a coup's unread card was (or the burn's unread first card)."""
+    if s.phase == BURN_UNKNOWN and s.first_card is None and coup.number == s.next_coup - 1:
+        s.first_card = code
         s.comp.remaining[code] -= 1
-        emit_entered(eng, t, coup, coup.positions[i], code)
-        if None not in coup.cards:
-            article_x.correct(
-                eng, t, coup, "UNREAD_CARD", f"{coup.positions[i]} entered by supervisor: {code}"
-            )
-            yield from article_x.after_resolution(eng, coup, t)
+        s.burn_left = eng.profile.burn_count(RANK_BURN[code[0]], eng.decks)
+        machine.set_phase(s, "first card entered")
+        emit_entered(eng, t, coup, "burn", code)
+        article_x.correct(eng, t, coup, UNREAD_CARD, f"first card entered by supervisor: {code}")
+        if s.burn_left == 0:
+            shoe.finish_burn(eng, s, t)
+        yield from article_x.after_resolution(eng, coup, t)
         return
-    if "SEQUENCE_GAP" in coup.open:
-        # inserted where the frames were lost; taken from the shoe when
-        # the held frames are released behind it (so no more copies than
-        # the shoe has left: that bounds the list)
-        if coup.gap_entered.count(code) >= s.comp.remaining[code]:
-            raise CommandError(f"{code}: every copy left in this shoe is entered already")
-        coup.gap_entered.append(code)
-        # (a loss of unknown size is never made whole by cards entered)
-        if 0 < coup.gap_missing < _UNKNOWN_LOSS and len(coup.gap_entered) >= coup.gap_missing:
-            article_x.correct(
-                eng, t, coup, "SEQUENCE_GAP", "every missing frame entered as a card by supervisor"
-            )
-            yield from article_x.after_resolution(eng, coup, t)
-        return
-    raise CommandError(f"coup {coup.number} is not waiting for a card")
+    i = coup.cards.index(None)
+    coup.cards[i] = code
+    s.comp.remaining[code] -= 1
+    emit_entered(eng, t, coup, coup.positions[i], code)
+    if None not in coup.cards:
+        article_x.correct(eng, t, coup, UNREAD_CARD, f"{coup.positions[i]} entered by supervisor: {code}")
+        yield from article_x.after_resolution(eng, coup, t)
+
+
+def _enter_in_gap(eng: Engine, s: Shoe, coup: Coup, code: str, t: float) -> Work:
+    """A card the frames lost in a gap held: inserted where they were lost;
+    taken from the shoe when the held frames are released behind it (so no
+    more copies than the shoe has left: that bounds the list)."""
+    if coup.gap_entered.count(code) >= s.comp.remaining[code]:
+        raise CommandError(f"{code}: every copy left in this shoe is entered already")
+    coup.gap_entered.append(code)
+    # (a loss of unknown size is never made whole by cards entered)
+    if 0 < coup.gap_missing < _UNKNOWN_LOSS and len(coup.gap_entered) >= coup.gap_missing:
+        article_x.correct(eng, t, coup, SEQUENCE_GAP, "every missing frame entered as a card by supervisor")
+        yield from article_x.after_resolution(eng, coup, t)
+
+
+#: what ``enter_card`` does for each code Article X's table says it clears
+#: (``article_x.ENTERABLE``; ``tests/test_engine_machine.py`` checks both agree)
+_ENTER: dict[MisdealCode, Callable[[Engine, Shoe, Coup, str, float], Work]] = {
+    UNREAD_CARD: _enter_unread,
+    SEQUENCE_GAP: _enter_in_gap,
+}
 
 
 def emit_entered(eng: Engine, t: float, coup: Coup, position: str, code: str) -> None:
@@ -125,7 +141,7 @@ def accept(eng: Engine, coup: Coup, t: float) -> Work:
     if not accepted:
         raise CommandError(f"coup {coup.number} has nothing a supervisor can accept")
     for code in accepted:
-        if code == "DEVICE_FAULT" and eng._fault_coup == coup.number:
+        if code is MisdealCode.DEVICE_FAULT and eng._fault_coup == coup.number:
             eng._fault_coup = None
             eng._fault_waiting = None
         article_x.correct(eng, t, coup, code, "accepted by supervisor")

@@ -155,7 +155,7 @@ def open_coup(eng: Engine, s: Shoe, t: float) -> Steps[Coup]:
     s.next_coup += 1
     s.coups_count += 1
     coup = Coup(number=n, demo=n <= int(eng.rules["demo_coups"]), t_start=t)
-    machine.moved(coup)
+    machine.move(coup, machine.DEALING)
     coup.dealt_at_open = s.comp.dealt
     s.coups[n] = coup
     s.current = coup
@@ -175,8 +175,8 @@ def void_lost_whole(eng: Engine, s: Shoe, t: float) -> Work:
     n = s.next_coup
     s.next_coup += 1
     s.coups_count += 1
-    coup = Coup(number=n, demo=n <= int(eng.rules["demo_coups"]), t_start=t, dealing=False)
-    machine.moved(coup)
+    coup = Coup(number=n, demo=n <= int(eng.rules["demo_coups"]), t_start=t)
+    machine.move(coup, machine.CLOSED)  # (it was dealt, its frames lost)
     s.coups[n] = coup
     detail = "lost whole on the line; counted by the supervisor's numbering"
     yield from article_x.void_misdeal(eng, t, coup, "SEQUENCE_GAP", detail)
@@ -222,8 +222,7 @@ def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work | None:
         return None
     pos = tableau.next_position(eng, coup)
     if pos == UNKNOWN:
-        coup.held = [f]
-        machine.moved(coup)
+        machine.hold(coup, [f])
         return None
     if pos is None:
         return boundary.extra_card(eng, s, coup, f)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from controller.engine import article_x, dealing, loss, shoe, tableau
-from controller.engine.machine import DEAL
+from controller.engine.machine import DEAL, DEALING_OVER
 from controller.engine.state import FAULT_CODES, Coup, Work
 from controller.event_types import UNSET, DeviceStatus
 from firmware_protocols.frames import (
@@ -73,7 +73,7 @@ def on_status(eng: Engine, f: Status) -> Work:
         s = eng.shoe
         if coup is not None and tableau.next_position(eng, coup) is not None:
             yield from article_x.void_misdeal(eng, f.t, coup, "SHOE_EXHAUSTED", "the shoe is empty mid-coup")
-        elif s is not None and s.phase == DEAL and not s.ended_emitted and coup is None:
+        elif s is not None and (s.phase is DEAL or s.phase is DEALING_OVER) and coup is None:
             yield from shoe.end_shoe(eng, f.t, reason="shoe empty")
     elif code == "LID_OPEN":
         eng._alert(f.t, "LID_OPEN", "the shoe's lid was opened", coup.number if coup else None)

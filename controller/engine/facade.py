@@ -25,7 +25,7 @@ from controller.commands_schema import (
     command_from_dict,
 )
 from controller.engine import article_x, boundary, commands, dealing, device, fast, loss, shoe
-from controller.engine.machine import ENDED
+from controller.engine.machine import PUBLISHED
 from controller.engine.state import Shoe, Work, _Commit, _copy_stats
 from controller.event_types import DeviceInfo, Payload, SecurityAlert
 from controller.events import SCHEMA_VERSION, Event, format_ts, payload_dict
@@ -324,7 +324,7 @@ class Engine:
         return {
             "table": self.table,
             "shoe": s.id,
-            "state": str(s.phase if not s.ended_emitted else ENDED),
+            "state": PUBLISHED[s.phase],
             "coup": s.next_coup - 1,
             "cards_dealt": s.comp.dealt,
             "cards_left": s.comp.cards_left,

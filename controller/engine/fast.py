@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from controller.cards import CARD_VALUE
 from controller.engine import boundary, machine, tableau
-from controller.engine.machine import DEAL
+from controller.engine.machine import DEAL, DEALING, LIVE
 from controller.engine.state import ORDER, UNKNOWN, Coup, Work
 from controller.events import SCHEMA_VERSION, format_ts
 from firmware_protocols.frames import Button, Card
@@ -56,7 +56,7 @@ def card(eng: Engine, f: Card) -> Work | Literal[False] | None:
         return False
     coups = s.coups
     coup = s.current
-    if coup is None or not coup.dealing:
+    if coup is None or coup.state not in LIVE:
         # opens the next coup: nothing still open (a closed coup awaiting
         # a supervisor is in ``coups``), no numbering to restore or lost,
         # not past the last permitted coup
@@ -73,14 +73,8 @@ def card(eng: Engine, f: Card) -> Work | Literal[False] | None:
         pos: str | None = "P1"
         coup = None
     else:
-        if (
-            coup.void_code is not None
-            or coup.held is not None
-            or coup.premature
-            or coup.open
-            or len(coups) != 1
-            or coups.get(coup.number) is not coup
-        ):
+        # live and clean (nothing void, held, early or open): ``dealing``
+        if coup.state is not DEALING or len(coups) != 1 or coups.get(coup.number) is not coup:
             return False
         k = len(coup.cards)
         pos = ORDER[k] if k < 4 else tableau.next_position(eng, coup)
@@ -106,7 +100,7 @@ def card(eng: Engine, f: Card) -> Work | Literal[False] | None:
         s.next_coup = n + 1
         s.coups_count += 1
         coup = Coup(number=n, demo=n <= int(eng.rules["demo_coups"]), t_start=t)
-        machine.moved(coup)
+        machine.move(coup, DEALING)
         coup.dealt_at_open = dealt
         coups[n] = coup
         s.current = coup
@@ -169,21 +163,17 @@ def result(eng: Engine, f: Button) -> Work | Literal[False] | None:
     coups = s.coups
     if (
         coup is None
-        or not coup.dealing
-        or coup.void_code is not None
-        or coup.held is not None
-        or coup.open
+        or coup.state is not DEALING  # (live and clean: nothing void, held, early or open)
         or len(coups) != 1
         or coups.get(coup.number) is not coup
         or tableau.next_position(eng, coup) is not None
     ):
         return False
-    if coup.carry or coup.device_result is not None or s.dealing_over or s.last_coup is not None:
+    if coup.carry or coup.device_result is not None or s.last_coup is not None:
         return boundary.close_dealing(eng, coup, f.t)
     # (boundary.close_dealing, with nothing to carry, no device result to
     # compare and no last coup: the coup settles and the shoe goes on)
-    coup.dealing = False
-    machine.moved(coup)
+    machine.close(coup)
     s.current = None
     boundary.settle_now(eng, coup, f.t)  # (no device result: nothing left to do)
     if coup.resolved:

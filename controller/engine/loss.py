@@ -194,12 +194,10 @@ def discard_held(
             dealing.set_aside(eng, s, coup, f)
         elif not isinstance(f, SequenceGap):
             yield f
-    coup.dealing = False
-    machine.moved(coup)
+    machine.close(coup)
     if s.current is coup:
         s.current = None
-    if s.last_coup is not None and coup.number >= s.last_coup:
-        s.dealing_over = True
+    machine.coup_closed(s, coup.number)
     return rest, phantom_frames, phantom_before
 
 
@@ -221,8 +219,7 @@ def bound_held(eng: Engine, t: float) -> Work:
             detail = f"not corrected before {MAX_HELD} frames were held behind it"
             yield from article_x.void_misdeal(eng, t, coup, code, detail)
             continue
-        held, coup.held = coup.held, None
-        machine.moved(coup)
+        held = machine.unhold(coup)
         lost = coup.gap_missing + sum(_lost(x) for x in held if isinstance(x, SequenceGap))
         lose_numbering(eng, t, coup, lost, {0, _MAX_ENDS})
         yield from boundary.close_dealing(eng, coup, t)
@@ -289,8 +286,7 @@ def on_gap(eng: Engine, f: SequenceGap) -> Work:
         need = tableau.need(eng, coup)
         coup.lost_frames = True  # its positions are no longer known
         if _lost(f) >= need + 1:
-            coup.held = []
-            machine.moved(coup)
+            machine.hold(coup, [])
             coup.gap_missing += _lost(f)
             coup.anchor_k, coup.anchor_need = len(coup.cards), need
         return
@@ -341,8 +337,7 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> Work:
     frames: list[Frame] = [x for x in held if not isinstance(x, SequenceGap)]
     frames.append(f)
     if coup.void_code is not None:
-        coup.held = None
-        machine.moved(coup)
+        machine.unhold(coup)
         if ends == {0}:
             yield from release(frames)  # the void coup's own cards and RESULT
             return
@@ -358,8 +353,7 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> Work:
     if ends == {0}:
         # this RESULT is the coup before's: the frames lost came before
         # it (extra cards, a status), and this coup has lost nothing
-        coup.held = None
-        machine.moved(coup)
+        machine.unhold(coup)
         coup.lost_frames = False
         coup.gap_missing = 0
         for x in held:
@@ -433,8 +427,7 @@ def gap(eng: Engine, coup: Coup, t: float, missing: int, detail: str) -> None:
     coup.lost_frames = True
     coup.gap_missing += missing
     if coup.held is None:
-        coup.held = []
-        machine.moved(coup)
+        machine.hold(coup, [])
     if "SEQUENCE_GAP" not in coup.open:
         article_x.misdeal(eng, t, coup, "SEQUENCE_GAP", detail, AWAITING)
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from controller.cards import RANK_BURN, ShoeComposition
 from controller.engine import analytics, article_x, boundary, dealing, machine, tableau
 from controller.engine.loss import _frames_lost
+from controller.engine.machine import DEALING_OVER
 from controller.engine.state import AWAITING, BURN_HANDS, Shoe, Work, _Commit, _copy_stats, release
 from controller.event_types import ShoeBurn, ShoeCutCard, ShoeEnded, ShoeStarted, Tally
 from controller.events import shoe_id_for
@@ -109,16 +110,14 @@ def end_shoe(eng: Engine, t: float, reason: str) -> Work:
         if cur is not None and cur.resolved and cur.held is not None:
             # a void coup still dealt, holding frames to tell whose they
             # are: with the shoe ending, its held cards are its extras
-            held, cur.held = cur.held, None
-            machine.moved(cur)
+            held = machine.unhold(cur)
             for x in held:
                 if isinstance(x, Card):
                     dealing.set_aside(eng, s, cur, x)
         if cur is not None and cur.resolved and cur.carry:
             # a card set aside to open the next coup: it opens it now
             carry, cur.carry = cur.carry, []
-            cur.dealing = False
-            machine.moved(cur)
+            machine.close(cur)
             s.current = None
             yield from release(carry)
             continue
@@ -131,7 +130,6 @@ def end_shoe(eng: Engine, t: float, reason: str) -> Work:
     s.coups.clear()
     s.current = None
     machine.set_phase(s, "shoe ends")
-    s.ended_emitted = True
     eng._loss_at_end = (eng._lost_frames, eng._lost_unknown)
     eng._emit(
         t,
@@ -150,7 +148,7 @@ def end_shoe(eng: Engine, t: float, reason: str) -> Work:
 
 def maybe_finish_shoe(eng: Engine, t: float) -> Work:
     s = eng.shoe
-    if s is None or not s.dealing_over or s.ended_emitted or s.ending:
+    if s is None or s.phase is not DEALING_OVER or s.ending:
         return
     if any(not c.resolved for c in s.coups.values() if not c.overrun):
         return
@@ -187,8 +185,7 @@ def burn_card(eng: Engine, s: Shoe, f: Card) -> Work:
                 machine.set_phase(s, "frames lost during the burn")
                 eng._emit(f.t, ShoeBurn(first_card=None, burned=s.burned))
                 return
-            coup.held = []
-            machine.moved(coup)
+            machine.hold(coup, [])
             coup.had_unread = True
             article_x.misdeal(
                 eng,

@@ -1,9 +1,30 @@
 """The game's state: a shoe, its coups, the shuffler's commitment.
 
-Plain data, no behaviour beyond derived views (``Coup.resolved``,
-``Coup.as_dealt``): what the engine knows of the shoe in play, saved in a
-checkpoint (``controller.checkpoint``) field by field. Also the constants
-that name positions and the supervisor's wait.
+Plain data, no behaviour beyond derived views (``Coup.dealing``,
+``Coup.settled``, ``Coup.premature``, ``Coup.resolved``, ``Coup.as_dealt``):
+what the engine knows of the shoe in play, saved in a checkpoint
+(``controller.checkpoint``) field by field. Also the constants that name
+positions and the supervisor's wait.
+
+A coup's life stage is its ``state`` (``machine.CoupState``), the one source
+of truth: whether it still takes cards, is settled or void is read from it
+and changed only by ``machine.move`` (through ``sync``, ``close``, ``hold``,
+``unhold``, ``void``).
+``void_code`` and ``held`` carry data (the code, the frames held) whose
+presence the state follows: set exactly in the ``void-*`` states, not None
+exactly in ``held`` / ``void-held`` (``machine.coup_state`` says so, checked
+after every call over the corpus by ``tests/test_engine_machine.py``). An
+early RESULT is its open ``PREMATURE_RESULT`` misdeal (``early-result``).
+The other fields are facts about the coup, not stages of its life, and stay
+fields: ``had_unread`` (a card came unread: a disagreeing device result
+voids it), ``overrun`` (opened past the last permitted coup),
+``lost_frames``, ``gap_missing``, ``gap_entered``, ``ends``, ``anchor_*``
+(what frames lost in a gap may have held), ``carry``, ``device_result``.
+
+A shoe's life stage is its ``phase`` (``machine.ShoePhase``, changed only by
+``machine.set_phase``): ``Shoe.ended_emitted`` is its ``ended`` phase, and
+the last permitted coup dealt is its ``dealing-over`` phase. ``announced``,
+``ending`` and ``ended_by_rule`` stay fields (facts, see ``machine``).
 """
 
 from __future__ import annotations
@@ -13,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias, TypeVar
 
 from controller.cards import ShoeComposition
-from controller.engine.machine import BURN, CoupState
+from controller.engine.machine import BURN, ENDED, LIVE, SETTLED, CoupState, ShoePhase
 from firmware_protocols.frames import Card, DeviceResult, Frame
 
 ORDER = ("P1", "B1", "P2", "B2")
@@ -51,7 +72,7 @@ def _copy_stats(stats: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@dataclass
+@dataclass(slots=True)
 class Coup:
     number: int
     demo: bool
@@ -64,13 +85,14 @@ class Coup:
     #: open misdeals: code -> deadline (None: resolved by the device itself)
     open: dict[str, float | None] = field(default_factory=dict)
     corrections: list[str] = field(default_factory=list)
+    #: the code it was voided with: set (by ``machine.void``) exactly when
+    #: its state is one of ``machine.VOIDED``
     void_code: str | None = None
-    dealing: bool = True  # still takes cards: no boundary seen yet
-    settled: bool = False
-    premature: bool = False
     had_unread: bool = False
     overrun: bool = False
-    #: frames held while positions are unknown (None: not holding)
+    #: frames held while positions are unknown (None: not holding): not None
+    #: exactly when its state is ``held`` or ``void-held`` (set and cleared
+    #: only by ``machine.hold``, ``unhold``, ``void``)
     held: list[Frame] | None = None
     gap_missing: int = 0
     lost_frames: bool = False  # a gap (or a device restart) hit this coup
@@ -89,12 +111,27 @@ class Coup:
     device_result: DeviceResult | None = None
     #: frames for the next coup (the ``next_coup`` extra-card correction)
     carry: list[Frame] = field(default_factory=list)
-    #: what its fields say, kept by ``machine.moved`` wherever one is written
-    state: str = CoupState.NEW
+    #: where it stands in its life, the one source of truth: changed only by
+    #: ``machine.move`` (and ``sync``, ``close``, ``hold``, ``unhold``, ``void``)
+    state: CoupState = CoupState.NEW
+
+    @property
+    def dealing(self) -> bool:
+        """It still takes cards: no boundary seen yet."""
+        return self.state in LIVE
+
+    @property
+    def settled(self) -> bool:
+        return self.state is SETTLED
+
+    @property
+    def premature(self) -> bool:
+        """A RESULT came with a third card due (its misdeal still open)."""
+        return "PREMATURE_RESULT" in self.open
 
     @property
     def resolved(self) -> bool:
-        return self.settled or self.void_code is not None
+        return self.state is SETTLED or self.void_code is not None
 
     def as_dealt(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = [
@@ -111,7 +148,7 @@ class Shoe:
     comp: ShoeComposition
     commit: str | None
     order: list[str | None] | None
-    phase: str = BURN  # changed only by machine.set_phase
+    phase: ShoePhase = BURN  # changed only by machine.set_phase
     first_card: str | None = None
     burn_left: int | None = None  # None: the first card has not come
     burned: int = 0
@@ -136,9 +173,8 @@ class Shoe:
             "misdeals": {},
         }
     )
-    ended_emitted: bool = False
-    announced: bool = False
-    ending: bool = False  # _end_shoe is running
+    announced: bool = False  # shoe.started sent
+    ending: bool = False  # shoe.end_shoe has begun (it stays set once ended)
     #: cards after a coup settled on its due card following an early RESULT,
     #: until the dealer's second RESULT or a fourth card tells what they are
     after_premature: list[Card] | None = None
@@ -146,7 +182,7 @@ class Shoe:
     #: set when that coup is void: a second RESULT before a fourth card
     #: says the cards between were its own (due cards after an early press)
     after_premature_void: Coup | None = None
-    ended_by_rule: bool = False  # its last permitted coup was dealt
+    ended_by_rule: bool = False  # it ended because its last permitted coup was dealt
     #: frames lost on the line may have held a coup's end, or not: the number
     #: of every later coup is unknown (each is void) until a supervisor says it
     numbering_lost: str | None = None
@@ -158,7 +194,11 @@ class Shoe:
     #: the engine's counts of frames lost on the line and of losses of
     #: unknown size (device restarts) when this shoe's losses began to count
     loss_mark: tuple[int, int] = (0, 0)
-    dealing_over: bool = False  # the last permitted coup has finished dealing
+
+    @property
+    def ended_emitted(self) -> bool:
+        """``shoe.ended`` was sent: its phase is ``ended``."""
+        return self.phase is ENDED
 
 
 @dataclass

@@ -504,6 +504,13 @@ SCENARIOS: dict[str, tuple[dict[str, str], str]] = {
         "START\nCARD TS\nCARD 7C\nSTAT JAM\nCARD KH\nCARD QD\nBTN RESULT\nSTAT OK\nCARD 4H\nBTN RESULT\n"
         "COUP 9S 2C KH 3D",
     ),
+    # (a JAM after the early RESULT: the due card corrects the early
+    # RESULT while the device's fault is still open; STAT OK clears it)
+    "move_early_result_due_card_while_flagged": (
+        {},
+        "START\nCARD TS\nCARD 7C\nCARD KH\nCARD QD\nBTN RESULT\nSTAT JAM\nCARD 4H\nSTAT OK\nBTN RESULT\n"
+        "COUP 9S 2C KH 3D",
+    ),
     "move_gap_after_early_result": (
         {},
         "START\nCARD TS\nCARD 7C\nCARD KH\nCARD QD\nBTN RESULT\nGAP 1\nCARD 4H\nBTN RESULT\nWAIT 130\n"
@@ -545,6 +552,7 @@ SHOWS: dict[str, tuple[str, ...]] = {
     ),
     "move_newshoe_during_burn": ("shoe: burn on 'shoe ends'",),
     "move_early_result_while_flagged": ("coup: flagged -> early-result",),
+    "move_early_result_due_card_while_flagged": ("coup: early-result -> flagged",),
     "move_gap_after_early_result": ("coup: early-result -> held",),
     "move_early_result_closed": ("coup: early-result -> closed",),
 }
