@@ -322,10 +322,23 @@ def read_header(path: str | Path) -> dict[str, str]:
     meta: dict[str, str] = {}
     with open_capture(path) as fh:
         for first, text in _text_blocks(fh, str(path)):
-            if text.startswith("#") or "\n#" in text:
-                for n, line in enumerate(text.split("\n"), first):
-                    if line.startswith("#"):
-                        meta.update(parse_meta(line, f"{path}:{n}"))
+            # only the "#" lines, found by search: the block is not split
+            # into lines (the header's block is most of a small capture)
+            start = 0 if text.startswith("#") else text.find("\n#") + 1
+            if start == 0 and not text.startswith("#"):
+                continue
+            n, counted = first, 0
+            while True:
+                n += text.count("\n", counted, start)
+                counted = start
+                end = text.find("\n", start)
+                line = text[start:end] if end >= 0 else text[start:]
+                meta.update(parse_meta(line, f"{path}:{n}"))
+                if end < 0:
+                    break
+                start = text.find("\n#", end) + 1
+                if start == 0:
+                    break
     return meta
 
 
