@@ -284,8 +284,9 @@ class Decoder:
         block of reads at a time.
 
         Inline here, the common read of :meth:`feed`'s hot path when its
-        number is the one after the last: a card of a known shape whose
-        sequence digits are exactly those of the last number + 1 (so
+        number is the one after the last: a card (or another device frame
+        but HELLO: a button, a status...) of a known shape whose sequence
+        digits are exactly those of the last number + 1 (so
         canonical and below 65536: the next is not predicted past 65535)
         and whose checksum they make right. The sequence and the frame
         count are kept in locals and written back before anything else
@@ -298,7 +299,7 @@ class Decoder:
         tracker = self._seq
         stats = self.stats
         new, ct, cs, cc, cf, cd, ch, cg = _new, _CT, _CS, _CC, _CF, _CD, _CH, _CG
-        card_frame = _CARD_FRAME
+        card_frame, device_frame = _CARD_FRAME, _DEVICE_FRAME
         # the number after the last (None: none predicted), its digits
         nxt, nxt_b = _next_seq(tracker.last)
         clean = not self._buf and not self._skipping
@@ -312,20 +313,23 @@ class Decoder:
                     if (
                         shape is not None
                         and seq_b == nxt_b
-                        and shape[2] == card_frame
                         and shape[0] == talker
                         and len(data) <= MAX_FRAME
                         and seq_xor[nxt] == shape[1]  # (0xFF, not met yet: feed fills it)
+                        and (shape[2] == card_frame or shape[2] == device_frame)
                     ):
-                        card = new(Card)
-                        ct(card, t)
-                        cs(card, nxt)
-                        cc(card, shape[5])
-                        cf(card, shape[6])
-                        cd(card, shape[7])
-                        ch(card, None)
-                        cg(card, True)
-                        add(card)
+                        if shape[2] == card_frame:
+                            card = new(Card)
+                            ct(card, t)
+                            cs(card, nxt)
+                            cc(card, shape[5])
+                            cf(card, shape[6])
+                            cd(card, shape[7])
+                            ch(card, None)
+                            cg(card, True)
+                            add(card)
+                        else:  # a button, status...: as _one makes it (no gap: the next number)
+                            add(shape[3](t, nxt, *shape[4]))
                         n += 1
                         if nxt < SEQ_MODULUS - 1:
                             nxt += 1

@@ -311,6 +311,12 @@ def test_feed_many_gives_gaps_duplicates_and_broken_reads_to_feed() -> None:
         frame_bytes("HO,5,REQ,STAT"),  # a host frame: no sequence
         frame_bytes("SH,9,CARD,XX"),  # unread
         frame_bytes("AB,10,CARD,QS"),  # another talker
+        frame_bytes("SH,11,BTN,RESULT"),
+        frame_bytes("SH,12,BTN,RESULT"),
+        frame_bytes("SH,12,BTN,RESULT"),  # a duplicate button
+        frame_bytes("SH,14,CUT"),  # after a gap
+        frame_bytes("SH,15,HELLO,M,1,S"),
+        frame_bytes("SH,16,STAT,OK"),
     ]
     got = _same_as_feed([T + i for i in range(len(datas))], datas)
     assert any(isinstance(f, SequenceGap) for f in got)
@@ -319,6 +325,7 @@ def test_feed_many_gives_gaps_duplicates_and_broken_reads_to_feed() -> None:
 def test_feed_many_matches_feed_on_every_single_byte_change() -> None:
     frames: list[Frame] = [Hello(T, 0, "M", "1", "S")]
     frames += [Card(T, n, c) for n, c in enumerate(("QS", "TD", "AH", "QS", "9C"), 1)]
+    frames += [Button(T, 6, "RESULT"), Status(T, 7, "JAM", "x"), CutCard(T, 8), Button(T, 9, "RESULT")]
     datas = [enc.encode(f) for f in frames]
     ts = [T] * len(datas)
     _same_as_feed(ts, datas)  # (the shapes met, as in a replay's later blocks)
