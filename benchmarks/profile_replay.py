@@ -16,15 +16,16 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from benchmarks.bench_replay import _replay, make_capture
 from controller.engine import Engine
 from controller.replay import ReplayOptions, replay_events, settings_for
 from controller.rules import load_profile
-from controller.shoelog import Record, read_shoelog
-from firmware_protocols.detect import make_decoder
+from controller.shoelog import read_device_columns
+from firmware_protocols.detect import FrameDecoder, make_decoder
+from firmware_protocols.frames import Frame
 
 RUNS = 5
 
@@ -33,17 +34,28 @@ def _stages(path: Path) -> dict[str, Callable[[], object]]:
     st = settings_for(path, ReplayOptions())
     profile = load_profile(st["profile"], st["rules"])
 
-    def records() -> list[Record]:
-        return [r for r in read_shoelog(path) if isinstance(r, Record) and r.direction == "<"]
+    # Each stage reads and decodes as replay_events does (blocks of reads,
+    # decoded a block at a time), so that each adds only its own layer; a
+    # Record per line and a decoder call per read, as this tool once did,
+    # cost more than replay_events' own loop and made its stage negative.
+    def records() -> int:
+        return sum(len(ts) for _, ts, _ in read_device_columns(path))
+
+    def frames(dec: FrameDecoder) -> Iterator[list[Frame]]:
+        many = getattr(dec, "feed_many", None)
+        for _, ts, datas in read_device_columns(path):
+            if many is not None:
+                yield many(ts, datas)
+            else:
+                yield [f for t, d in zip(ts, datas, strict=True) for f in dec.feed(t, d)]
 
     def decode() -> int:
-        dec = make_decoder(st["protocol"])
-        return sum(len(dec.feed(r.t, r.data)) for r in records())
+        return sum(len(block) for block in frames(make_decoder(st["protocol"])))
 
     def engine() -> int:
-        dec = make_decoder(st["protocol"])
         eng = Engine(st["table"], profile, st["decks"])
-        return sum(len(eng.feed(f)) for r in records() for f in dec.feed(r.t, r.data))
+        feed = eng.feed
+        return sum(len(feed(f)) for block in frames(make_decoder(st["protocol"])) for f in block)
 
     return {
         "read+parse the capture": records,

@@ -15,6 +15,7 @@ Pure parsing: the caller opens files.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -244,6 +245,76 @@ def read_batches(path: str | Path) -> Iterator[list[RecordFields]]:
             yield out
 
 
+def _device_block(text: str, first: int, source: str, ts: list[float], datas: list[bytes]) -> int:
+    """:func:`_parse_block` without metadata, for replay: appends the time
+    and bytes of each ``<`` record of ``text`` (lines ``first``... joined by
+    LF) to ``ts`` and ``datas``, and returns how many records (of either
+    direction) it read; every line is checked as there (a ``>`` record's
+    payload too), and a bad line raises with what precedes it appended."""
+    tadd = ts.append
+    dadd = datas.append
+    fromhex = bytes.fromhex
+    cr = "\r" in text
+    records = 0
+    n = first - 1
+    for line in text.split("\n"):
+        n += 1
+        if not cr:
+            # the common line, as in _parse_block
+            try:
+                t_s, direction, payload = line.split(" ", 2)
+                t = float(t_s)
+                if (direction == "<" or direction == ">") and 0 <= t <= MAX_T:
+                    if payload[:4] == "hex:":
+                        data = fromhex(payload[4:])
+                    else:
+                        data = payload.encode("ascii") + b"\r\n"
+                    records += 1
+                    if direction == "<":
+                        tadd(t)
+                        dadd(data)
+                    continue
+            except ValueError:
+                pass
+            item = _parse_line(line, n, source)
+        else:
+            item = _parse_line(line.rstrip("\r\n"), n, source)
+        if type(item) is tuple:
+            records += 1
+            if item[1] == "<":
+                tadd(item[0])
+                dadd(item[2])
+    return records
+
+
+def read_device_columns(path: str | Path) -> Iterator[tuple[int, list[float], list[bytes]]]:
+    """What replay's loop needs of a capture, a block at a time (up to a few
+    thousand records, in file order): ``(records read, the times of the
+    device's reads, their bytes)``, the reads being the ``<`` records. The
+    same lines and checks as :func:`read_batches`, but no tuple per record
+    (two flat lists of objects the garbage collector does not track, where
+    each record's tuple counted towards its next run). A bad line is raised
+    after the block of the records before it."""
+    source = str(path)
+    with open_capture(path) as fh:
+        for first, text in _text_blocks(fh, source):
+            ts: list[float] = []
+            datas: list[bytes] = []
+            try:
+                records = _device_block(text, first, source, ts, datas)
+            except ShoelogError:
+                # (rare) the block again, as read_batches reads it, for the
+                # records before the bad line; then the error
+                out: list[RecordFields] = []
+                with contextlib.suppress(ShoelogError):
+                    _parse_block(text, first, source, False, out)
+                if out:
+                    reads = [r for r in out if r[1] == "<"]
+                    yield len(out), [r[0] for r in reads], [r[2] for r in reads]
+                raise
+            yield records, ts, datas
+
+
 def read_header(path: str | Path) -> dict[str, str]:
     """The metadata of a capture (every ``# key=value`` line, later wins).
     Reads the whole file: a bad line anywhere is a ``ShoelogError`` here,
@@ -251,10 +322,23 @@ def read_header(path: str | Path) -> dict[str, str]:
     meta: dict[str, str] = {}
     with open_capture(path) as fh:
         for first, text in _text_blocks(fh, str(path)):
-            if text.startswith("#") or "\n#" in text:
-                for n, line in enumerate(text.split("\n"), first):
-                    if line.startswith("#"):
-                        meta.update(parse_meta(line, f"{path}:{n}"))
+            # only the "#" lines, found by search: the block is not split
+            # into lines (the header's block is most of a small capture)
+            start = 0 if text.startswith("#") else text.find("\n#") + 1
+            if start == 0 and not text.startswith("#"):
+                continue
+            n, counted = first, 0
+            while True:
+                n += text.count("\n", counted, start)
+                counted = start
+                end = text.find("\n", start)
+                line = text[start:end] if end >= 0 else text[start:]
+                meta.update(parse_meta(line, f"{path}:{n}"))
+                if end < 0:
+                    break
+                start = text.find("\n#", end) + 1
+                if start == 0:
+                    break
     return meta
 
 

@@ -278,6 +278,79 @@ class Decoder:
                         return self._one(t, seq, shape)
         return self._feed(t, data)
 
+    def feed_many(self, ts: list[float], datas: list[bytes]) -> list[Frame]:
+        """``feed(ts[i], datas[i])`` for each i in turn, the frames in one
+        list: the same frames, stats and state. For replay, which decodes a
+        block of reads at a time.
+
+        Inline here, the common read of :meth:`feed`'s hot path when its
+        number is the one after the last: a card (or another device frame
+        but HELLO: a button, a status...) of a known shape whose sequence
+        digits are exactly those of the last number + 1 (so
+        canonical and below 65536: the next is not predicted past 65535)
+        and whose checksum they make right. The sequence and the frame
+        count are kept in locals and written back before anything else
+        is given to :meth:`feed` (and at the end): the same state and the
+        same counts, in the same order, as read by read."""
+        out: list[Frame] = []
+        add = out.append
+        known = _KNOWN.get
+        seq_xor = _SEQ_XOR
+        tracker = self._seq
+        stats = self.stats
+        new, ct, cs, cc, cf, cd, ch, cg = _new, _CT, _CS, _CC, _CF, _CD, _CH, _CG
+        card_frame, device_frame = _CARD_FRAME, _DEVICE_FRAME
+        # the number after the last (None: none predicted), its digits
+        nxt, nxt_b = _next_seq(tracker.last)
+        clean = not self._buf and not self._skipping
+        n = 0  # cards taken here, not yet in stats
+        for t, data in zip(ts, datas, strict=True):
+            if clean and type(data) is bytes:
+                parts = data.split(b",", 2)
+                if len(parts) == 3:
+                    talker, seq_b, rest = parts
+                    shape = known(rest)
+                    if (
+                        shape is not None
+                        and seq_b == nxt_b
+                        and shape[0] == talker
+                        and len(data) <= MAX_FRAME
+                        and seq_xor[nxt] == shape[1]  # (0xFF, not met yet: feed fills it)
+                        and (shape[2] == card_frame or shape[2] == device_frame)
+                    ):
+                        if shape[2] == card_frame:
+                            card = new(Card)
+                            ct(card, t)
+                            cs(card, nxt)
+                            cc(card, shape[5])
+                            cf(card, shape[6])
+                            cd(card, shape[7])
+                            ch(card, None)
+                            cg(card, True)
+                            add(card)
+                        else:  # a button, status...: as _one makes it (no gap: the next number)
+                            add(shape[3](t, nxt, *shape[4]))
+                        n += 1
+                        if nxt < SEQ_MODULUS - 1:
+                            nxt += 1
+                            nxt_b = b"%d" % nxt
+                        else:  # 65535: the next wraps to 0, which feed tracks
+                            tracker.last = nxt
+                            nxt, nxt_b = _next_seq(None)
+                        continue
+            # anything else: the state written back, then feed
+            if n:
+                tracker.last = nxt - 1 if nxt_b is not None else tracker.last
+                stats["frames"] += n
+                n = 0
+            out += self.feed(t, data)
+            nxt, nxt_b = _next_seq(tracker.last)
+            clean = not self._buf and not self._skipping
+        if n:
+            tracker.last = nxt - 1 if nxt_b is not None else tracker.last
+            stats["frames"] += n
+        return out
+
     def _shape(
         self, t: float, data: bytes, talker: bytes, seq_b: bytes, rest: bytes
     ) -> tuple[Any, ...] | None:
@@ -431,6 +504,15 @@ class Decoder:
                 out.append(gap)
         stats["frames"] += 1
         out.append(frame)
+
+
+def _next_seq(last: int | None) -> tuple[int, bytes | None]:
+    """The number after ``last`` and its canonical digits, for
+    ``Decoder.feed_many``; ``(0, None)`` (nothing predicted) after no frame
+    and after 65535 (the wrap is left to ``feed``)."""
+    if last is None or last >= SEQ_MODULUS - 1:
+        return 0, None
+    return last + 1, b"%d" % (last + 1)
 
 
 def _remember(cache: dict[bytes, tuple[Any, ...]], key: bytes, value: tuple[Any, ...]) -> None:

@@ -6,10 +6,14 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from benchmarks.bench_replay import make_capture
 from controller.events import dumps
-from controller.replay import replay_events
-from controller.shoelog import ShoelogWriter
+from controller.replay import ReplayStats, replay_events
+from controller.shoelog import ShoelogError, ShoelogWriter
 from drivers.fake import FakeShoe
 
 
@@ -108,3 +112,22 @@ def test_cli_replay_errors_are_messages_with_exit_codes(tmp_path: Path) -> None:
     assert r.returncode == 2 and "baccarat_99" in r.stderr
     r = _cli("replay", str(bad), "--decks", "13")
     assert r.returncode == 2 and "decks" in r.stderr
+
+
+def test_replay_of_a_capture_with_a_bad_line_yields_what_precedes_it(tmp_path: Path) -> None:
+    """A bad line is raised after the events (and counts) of the records
+    before it, as the record-by-record reading (``on_record``) gives them."""
+    path = tmp_path / "bad.shoelog"
+    make_capture(path, shoes=1)
+    lines = path.read_text().splitlines()
+    lines[200] = "1763800000.5 < hex:abc"  # odd hex digits
+    path.write_text("\n".join(lines) + "\n")
+    results = []
+    for on_record in (None, lambda r: None):
+        stats = ReplayStats()
+        events: list[Any] = []
+        with pytest.raises(ShoelogError, match=r"bad\.shoelog:201: bad hex payload") as err:
+            events.extend(replay_events(path, stats=stats, on_record=on_record))
+        results.append((events, stats, str(err.value)))
+    assert results[0] == results[1]
+    assert results[0][1].records == 199 and results[0][0]

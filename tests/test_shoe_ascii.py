@@ -262,3 +262,76 @@ def test_encoder_refuses_what_the_protocol_cannot_carry(frame: Frame) -> None:
 def test_encoder_writes_the_frames_own_seq_so_a_fake_device_can_skip_numbers() -> None:
     assert enc.encode(Card(T, 5, "QS")) == frame_bytes("SH,5,CARD,QS")
     assert enc.encode(Card(T, 5, "QS")) == frame_bytes("SH,5,CARD,QS")  # no hidden counter
+
+
+# -- feed_many: replay's block decoding ----------------------------------------
+
+
+def _feed_each(d: Decoder, ts: list[float], datas: list[bytes]) -> list[Frame]:
+    out: list[Frame] = []
+    for t, data in zip(ts, datas, strict=True):
+        out += d.feed(t, data)
+    return out
+
+
+def _same_as_feed(ts: list[float], datas: list[bytes]) -> list[Frame]:
+    """feed_many's frames, after checking that they, the counters (with
+    their order) and the decoder's state are feed's, read by read."""
+    many, each = Decoder(), Decoder()
+    got = many.feed_many(ts, datas)
+    assert got == _feed_each(each, ts, datas)
+    assert list(many.stats.items()) == list(each.stats.items())
+    assert (many._seq.last, many._buf, many._skipping) == (each._seq.last, each._buf, each._skipping)
+    return got
+
+
+def test_feed_many_takes_cards_across_the_sequence_wrap() -> None:
+    # the inline path predicts no number past 65535: the wrap to 0 is feed's
+    frames: list[Frame] = [Hello(T, 65530, "M", "1", "S")]
+    frames += [Card(T + i, (65531 + i) % 65536, "AS") for i in range(12)]
+    got = _same_as_feed([f.t for f in frames], [enc.encode(f) for f in frames])
+    assert [f.seq for f in got] == [65530, 65531, 65532, 65533, 65534, 65535, 0, 1, 2, 3, 4, 5, 6]
+
+
+def test_feed_many_gives_gaps_duplicates_and_broken_reads_to_feed() -> None:
+    cards = [frame_bytes(f"SH,{n},CARD,QS") for n in range(1, 9)]
+    datas = [
+        frame_bytes("SH,0,HELLO,M,1,S"),
+        cards[0],
+        cards[0],  # a duplicate
+        cards[2],  # a gap of one
+        cards[3][:7],  # a read cut short: held in the buffer ...
+        cards[3][7:],  # ... and completed
+        cards[4],
+        frame_bytes("SH,6,CARD,QS,F,3"),  # another shape of card
+        frame_bytes("SH,07,CARD,QS"),  # not canonical: malformed
+        cards[7].replace(b"QS", b"QH"),  # bad checksum
+        cards[7],
+        b"garbage",
+        frame_bytes("HO,5,REQ,STAT"),  # a host frame: no sequence
+        frame_bytes("SH,9,CARD,XX"),  # unread
+        frame_bytes("AB,10,CARD,QS"),  # another talker
+        frame_bytes("SH,11,BTN,RESULT"),
+        frame_bytes("SH,12,BTN,RESULT"),
+        frame_bytes("SH,12,BTN,RESULT"),  # a duplicate button
+        frame_bytes("SH,14,CUT"),  # after a gap
+        frame_bytes("SH,15,HELLO,M,1,S"),
+        frame_bytes("SH,16,STAT,OK"),
+    ]
+    got = _same_as_feed([T + i for i in range(len(datas))], datas)
+    assert any(isinstance(f, SequenceGap) for f in got)
+
+
+def test_feed_many_matches_feed_on_every_single_byte_change() -> None:
+    frames: list[Frame] = [Hello(T, 0, "M", "1", "S")]
+    frames += [Card(T, n, c) for n, c in enumerate(("QS", "TD", "AH", "QS", "9C"), 1)]
+    frames += [Button(T, 6, "RESULT"), Status(T, 7, "JAM", "x"), CutCard(T, 8), Button(T, 9, "RESULT")]
+    datas = [enc.encode(f) for f in frames]
+    ts = [T] * len(datas)
+    _same_as_feed(ts, datas)  # (the shapes met, as in a replay's later blocks)
+    for i, raw in enumerate(datas):
+        for j in range(len(raw)):
+            for b in b"0129$,*\r\nX":
+                changed = list(datas)
+                changed[i] = raw[:j] + bytes([b]) + raw[j + 1 :]
+                _same_as_feed(ts, changed)
