@@ -14,7 +14,8 @@ Each run deals ``CARDS`` cards from a fresh shoe sequence; the figures are
 the median over ``RUNS`` runs of each run's p50, p99 and max; the p99 of the
 cards within a coup (all but each coup's first card, which waits for what
 the daemon does on settling the coup before) is given apart. For comparison
-each run's cards go through the daemon with live odds off too, and two
+each run's cards go through the daemon with live odds off too, and with
+the journal on tmpfs (no disk flush: the daemon's own share), and two
 baselines are measured once, the floor under the figure:
 
 * the pty alone: the same frames written to the master, read from the slave
@@ -396,7 +397,7 @@ def trace_run(seed: int = 100) -> list[str]:
 
 
 def run() -> list[dict[str, Any]]:
-    daemon_stats, mid_stats, no_odds_stats = [], [], []
+    daemon_stats, mid_stats, no_odds_stats, tmpfs_stats = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as d:
         base = Path(d)
         with broker(base) as port:
@@ -414,6 +415,12 @@ def run() -> list[dict[str, Any]]:
                 no_odds_dir = base / f"no-odds{i}"
                 no_odds_dir.mkdir()
                 no_odds_stats.append(stats_ms(daemon_run(port, no_odds_dir, frames, odds=False)))
+                # the same cards with the journal in memory (tmpfs: an fsync
+                # there flushes nothing): what the daemon costs without the
+                # disk. Not a configuration to run a table on.
+                if os.path.isdir("/dev/shm"):
+                    with tempfile.TemporaryDirectory(prefix="bench-latency-", dir="/dev/shm") as shm:
+                        tmpfs_stats.append(stats_ms(daemon_run(port, Path(shm), frames)))
             # the floor, once: the same cards through the pty alone, and as
             # many QoS 1 messages through the broker alone
             pty_stats = [stats_ms(pty_baseline(card_frames(seed=100)))]
@@ -461,6 +468,19 @@ def run() -> list[dict[str, Any]]:
             "unit": "ms",
             "note": f"the same cards: p50 {med(no_odds_stats, 0):.2f}, max {med(no_odds_stats, 2):.2f} ms",
         },
+        *(
+            [
+                {
+                    "name": "card-to-subscriber latency p99, journal on tmpfs (comparison: no disk flush)",
+                    "value": med(tmpfs_stats, 1),
+                    "unit": "ms",
+                    "note": f"the same cards, odds on: p50 {med(tmpfs_stats, 0):.2f}, max "
+                    f"{med(tmpfs_stats, 2):.2f} ms; the disk's share is the difference",
+                }
+            ]
+            if tmpfs_stats
+            else []
+        ),
     ]
 
 

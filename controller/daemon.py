@@ -280,9 +280,6 @@ class Daemon:
         #: durable, the journal's copy, the events), in commit order
         self._awaiting: list[tuple[int, list[PendingEvent], list[Event]]] = []
         self._published_at = 0.0  # monotonic time of the last publish
-        #: the last input's analytics are still queued in the engine
-        #: (``_input``): drained when no input waits, or emitted by the next
-        self._analytics_late = False
         self._shoe_ended = False  # since the last checkpoint
         # For a replayed capture the engine's clock is the file's: commands
         # and ticks are stamped on it (paced: the last chunk's time plus the
@@ -584,9 +581,6 @@ class Daemon:
                     self._publish_durable()
                 else:
                     item = driver.read(0.0)
-            if item is None and self._analytics_late:
-                self._drain_analytics()
-                continue
             if item is None:
                 # nothing has come: work ahead while idle, a step at a time,
                 # looking at the device between two steps
@@ -640,8 +634,6 @@ class Daemon:
                     outputs=[o.name for o in self.outputs] + (["mqtt"] if self.mqtt is not None else []),
                     keep_inputs_from=self._checkpoint_input + 1,
                 )
-        if self._analytics_late:
-            self._drain_analytics()
         self._publish_durable(wait=True)
         self.notifier.send("STOPPING=1\nSTATUS=draining outputs")
         self._pump()
@@ -730,24 +722,14 @@ class Daemon:
         # Should the process die in between, neither is stored: the read is
         # lost as if on the line (the next frame's sequence shows the gap)
         # and the engine rebuilt from the journal never saw it.
-        late = analytics.queue_token(engine) if self._analytics_late else None
         events = self._apply_input(t, kind, data, parsed)
-        if late is not None and analytics.queue_token(engine) is not late:
-            # the engine emitted the previous input's analytics first: they
-            # are stored with this input, ahead of its own events
-            self._analytics_late = False
-            self._between_commits()
         self._commit(t, kind, data, events)
         self._inputs_since_checkpoint += 1
         self._shoe_ended |= any(e["type"] == "shoe.ended" for e in events)
-        if self._awaiting and analytics.queued(engine):
-            # This input's fsync is under way (a coup's end): its analytics
-            # wait for a moment with no input (``_drain_analytics``), or go
-            # with the next input, which the engine emits them ahead of; the
-            # next coup's first card, a millisecond behind, is not kept
-            # waiting while they are stored.
-            self._analytics_late = True
-            return
+        # A coup's end: its analytics are computed and stored now, while
+        # the syncer's fsync of its read is under way (the fsync releases
+        # the GIL), so that the next coup's first card, a millisecond
+        # behind, finds them done: its events go out after them in any case.
         self._drain_analytics()
 
     def _drain_analytics(self) -> None:
@@ -760,7 +742,6 @@ class Daemon:
         journal = self.journal
         engine = self.engine
         assert journal is not None and engine is not None
-        self._analytics_late = False
         analytics_ = engine.drain_analytics()
         # A crash before the analytics' commit loses nothing: the input is
         # stored, and the rebuild re-feeds it and stores them under the same seqs.

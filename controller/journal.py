@@ -364,6 +364,13 @@ class Journal:
                 self._committed(new)
             return int(cur.lastrowid or 0)
 
+    def stored_top(self) -> int:
+        """The highest seq stored through this object since it was opened
+        (0: none yet). An output that has read ``pending`` to its end once
+        needs no query while this is not past what it has sent."""
+        with self._sync_lock:
+            return self._stored_top
+
     def sync_point(self) -> tuple[int, int]:
         """Where the commits stand now, for a ``sync`` begun after this call:
         (relaxed commits so far, the highest seq stored)."""

@@ -4,7 +4,7 @@ A coup's odds are computed ahead while the table is idle
 (``analytics.prepare_odds`` into ``OddsCalculator.prepare``); a coup's end
 is made durable by a sync thread while the loop goes on
 (``Journal.append_input(durable=False)`` + ``Journal.sync``), with its
-analytics stored when no input waits or with the next input. These tests
+analytics computed and stored meanwhile, in that fsync's shadow. These tests
 pin that the events are the same, byte for byte, and that nothing held for
 its fsync reaches an output before it. No timings here: those are in
 ``benchmarks/bench_latency.py``."""

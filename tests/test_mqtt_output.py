@@ -933,3 +933,74 @@ def test_an_event_the_broker_refuses_mqtt_5_is_not_marked_delivered_and_is_sent_
         assert out.backlog() == 2
     finally:
         out.stop(timeout=0.5)
+
+
+def test_events_written_by_the_committing_thread_over_tls_arrive_once_in_order(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+    certs: Certs,
+) -> None:
+    # ``deliver`` writes the packets from the caller's thread
+    # (``Client.write_now``) while paho's network thread reads PUBACKs from
+    # the same TLS socket: the shared I/O lock keeps one TLS operation at a
+    # time and paho's queue order on the wire.
+    broker = mosquitto(
+        config=(
+            "listener @PORT@ 127.0.0.1\nallow_anonymous true\n"
+            f"cafile {certs.path('ca.crt')}\n"
+            f"certfile {certs.path('server.crt')}\n"
+            f"keyfile {certs.path('server.key')}\n"
+        )
+    )
+    sub = subscriber(broker, [f"{PREFIX}/card"], ca_file=certs.path("ca.crt"))
+    out = start_output(broker, tls={"ca_file": certs.path("ca.crt")})
+    assert eventually(lambda: out.connected)
+    for seq in range(1, 301):
+        journal.append_events(cards(seq, seq))
+        out.deliver(journal.last_stored)
+    wait_delivered(out)
+    assert sub.wait_for(lambda ms: len(seqs_of(ms)) >= 300)
+    assert seqs_of(sub.messages) == list(range(1, 301))
+    assert journal.mark("mqtt") == 300
+
+
+def test_write_now_leaves_the_packets_to_the_network_thread_while_it_holds_the_io_lock(
+    mosquitto: BrokerFactory, subscriber: SubscriberFactory
+) -> None:
+    # A reconnect holds paho's I/O for seconds: the daemon's loop must not
+    # wait for it. ``write_now`` gives up after its short wait, and the
+    # packet still goes out, by the network thread, once the lock is free.
+    from controller.mqtt_client import make_client
+
+    broker = mosquitto()
+    sub = subscriber(broker, ["t/direct"])
+    client = make_client(MqttConfig.model_validate({"host": broker.host, "port": broker.port}), "direct-test")
+    connected = threading.Event()
+    client.on_connect = lambda *a: connected.set()
+    client.connect(broker.host, broker.port)
+    client.loop_start()
+    try:
+        assert connected.wait(10)
+        holding, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with client._io_lock:
+                holding.set()
+                release.wait(10)
+
+        th = threading.Thread(target=hold)
+        th.start()
+        assert holding.wait(5)
+        client.publish("t/direct", b"1", qos=1)
+        assert client.write_now(wait=0.01) is False
+        release.set()
+        th.join(5)
+        assert sub.wait_for(lambda ms: [m.payload for m in ms] == [b"1"])
+        client.publish("t/direct", b"2", qos=1)
+        assert client.write_now() is True
+        assert sub.wait_for(lambda ms: [m.payload for m in ms] == [b"1", b"2"])
+    finally:
+        client.loop_stop()
+        client.disconnect()

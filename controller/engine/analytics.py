@@ -80,13 +80,6 @@ def queued(eng: Engine) -> bool:
     return bool(eng._deferred)
 
 
-def queue_token(eng: Engine) -> object:
-    """Identifies the engine's queue of analytics: another object once the
-    queue has been run (by ``drain_analytics``, or by a ``feed``, ``tick``
-    or ``command``, which run it first); the same while it waits."""
-    return eng._deferred
-
-
 def emit_odds(
     eng: Engine,
     t: float,

@@ -71,7 +71,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from controller.commands_schema import Command, CommandError, error_reply, id_of, parse_command
 from controller.config import MqttConfig
 from controller.journal import Journal, JournalError, PendingEvent
-from controller.mqtt_client import connect_options, make_client
+from controller.mqtt_client import Client, connect_options, make_client
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +146,9 @@ class MqttOutput:
         self._acked: set[int] = set()
         self._refused: set[int] = set()
         self._sent_through = 0
+        #: ``pending`` once returned less than asked: what is stored later
+        #: shows in ``Journal.stored_top`` (until then, the backlog is unknown)
+        self._read_to_end = False
         self._mark = journal.mark(name)
         self._hold_until = 0.0  # after a refused publish: pause, then resend from the mark
         self._state: dict[str, Any] | None = None
@@ -166,7 +169,7 @@ class MqttOutput:
 
     # --- set-up ---------------------------------------------------------
 
-    def _make_client(self, keepalive: int) -> mqtt.Client:
+    def _make_client(self, keepalive: int) -> Client:
         cfg = self._cfg
         client = make_client(cfg, cfg.client_id or f"shoe-{self.table}")
         if self._presence:
@@ -264,6 +267,8 @@ class MqttOutput:
                 if not self._publish_event(p):
                     self._wake.set()
                     return
+            # on the wire from this thread, not after a wake-up of paho's
+            self._client.write_now()
         finally:
             self._send_lock.release()
 
@@ -469,7 +474,11 @@ class MqttOutput:
         room = self._window - len(self._inflight)
         if room <= 0:
             return
-        for p in self._journal.pending(self.name, room, after=self._sent_through):
+        if self._read_to_end and self._journal.stored_top() <= self._sent_through:
+            return  # nothing stored since the journal was last read to its end
+        pending = self._journal.pending(self.name, room, after=self._sent_through)
+        self._read_to_end = len(pending) < room
+        for p in pending:
             if not self._publish_event(p):
                 return
 
