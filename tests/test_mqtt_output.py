@@ -972,7 +972,7 @@ def test_write_now_leaves_the_packets_to_the_network_thread_while_it_holds_the_i
     # A reconnect holds paho's I/O for seconds: the daemon's loop must not
     # wait for it. ``write_now`` gives up after its short wait, and the
     # packet still goes out, by the network thread, once the lock is free.
-    from controller.mqtt_client import make_client
+    from controller.mqtt_client import _QuietWake, make_client
 
     broker = mosquitto()
     sub = subscriber(broker, ["t/direct"])
@@ -982,6 +982,9 @@ def test_write_now_leaves_the_packets_to_the_network_thread_while_it_holds_the_i
     client.connect(broker.host, broker.port)
     client.loop_start()
     try:
+        # the wake-up socket paho 2.x publishes through is ours to quieten:
+        # a paho without it still works, but wakes its thread on every message
+        assert isinstance(client._sockpairW, _QuietWake)
         assert connected.wait(10)
         holding, release = threading.Event(), threading.Event()
 
@@ -1001,6 +1004,21 @@ def test_write_now_leaves_the_packets_to_the_network_thread_while_it_holds_the_i
         client.publish("t/direct", b"2", qos=1)
         assert client.write_now() is True
         assert sub.wait_for(lambda ms: [m.payload for m in ms] == [b"1", b"2"])
+        # inside direct(): no wake-up of the network thread, the caller
+        # writes; with the lock held elsewhere, the network thread is woken
+        with client.direct():
+            client.publish("t/direct", b"3", qos=1)
+        assert sub.wait_for(lambda ms: [m.payload for m in ms][-1:] == [b"3"])
+        holding.clear()
+        release.clear()
+        th = threading.Thread(target=hold)
+        th.start()
+        assert holding.wait(5)
+        with client.direct():
+            client.publish("t/direct", b"4", qos=1)
+        release.set()
+        th.join(5)
+        assert sub.wait_for(lambda ms: [m.payload for m in ms] == [b"1", b"2", b"3", b"4"])
     finally:
         client.loop_stop()
         client.disconnect()

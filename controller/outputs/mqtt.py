@@ -263,12 +263,12 @@ class MqttOutput:
             ):
                 self._wake.set()
                 return
-            for p in stored:
-                if not self._publish_event(p):
-                    self._wake.set()
-                    return
             # on the wire from this thread, not after a wake-up of paho's
-            self._client.write_now()
+            with self._client.direct():
+                for p in stored:
+                    if not self._publish_event(p):
+                        self._wake.set()
+                        return
         finally:
             self._send_lock.release()
 
