@@ -185,6 +185,14 @@ def _builds_a_paho_client(source: str) -> list[int]:
         for alias in node.names
         if alias.name == "Client"
     }
+    # a class of the module's own that subclasses paho's Client builds one too
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and any(
+            (isinstance(b, ast.Attribute) and b.attr == "Client")
+            or (isinstance(b, ast.Name) and b.id in from_paho)
+            for b in node.bases
+        ):
+            from_paho.add(node.name)
     lines = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -199,6 +207,8 @@ def _builds_a_paho_client(source: str) -> list[int]:
 def test_the_paho_client_check_can_fail() -> None:
     assert _builds_a_paho_client("import paho.mqtt.client as mqtt\nc = mqtt.Client(client_id='x')\n") == [2]
     assert _builds_a_paho_client("from paho.mqtt.client import Client as C\n\nc = C()\n") == [3]
+    subclass = "import paho.mqtt.client as mqtt\nclass Mine(mqtt.Client):\n    pass\nc = Mine()\n"
+    assert _builds_a_paho_client(subclass) == [4]
 
 
 def test_one_mqtt_client_factory_builds_every_client() -> None:
