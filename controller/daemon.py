@@ -641,12 +641,14 @@ class Daemon:
 
     def _idle_step(self) -> bool:
         """One bounded step of work done ahead while no input waits (each at
-        most one odds computation, under a millisecond): True if it did one.
-        Now: the odds the coup being dealt will publish when it settles
-        (``analytics.prepare_odds``), so that its RESULT and the next coup's
-        first card, a millisecond behind it, do not wait for them."""
+        most one odds computation or one checkpoint, about a millisecond):
+        True if it did one. Now: a checkpoint that was due while a sync was
+        under way (``_checkpoint_if_due``), then the odds the coup being
+        dealt will publish when it settles (``analytics.prepare_odds``), so
+        that its RESULT and the next coup's first card, a millisecond behind
+        it, do not wait for them."""
         engine = self.engine
-        return engine is not None and analytics.prepare_odds(engine)
+        return self._checkpoint_if_due() or (engine is not None and analytics.prepare_odds(engine))
 
     def _new_epoch(self, history: History) -> None:
         """The journal lost history: carry on above every seq ever issued
@@ -726,10 +728,11 @@ class Daemon:
         self._commit(t, kind, data, events)
         self._inputs_since_checkpoint += 1
         self._shoe_ended |= any(e["type"] == "shoe.ended" for e in events)
-        # A coup's end: its analytics are computed and stored now, while
-        # the syncer's fsync of its read is under way (the fsync releases
-        # the GIL), so that the next coup's first card, a millisecond
-        # behind, finds them done: its events go out after them in any case.
+        # The analytics this input queued (a coup's end) are computed and
+        # stored now, while the syncer's fsync of its read is under way (the
+        # fsync releases the GIL), so that the next coup's first card, a
+        # millisecond behind, finds them done: its events go out after them
+        # in any case.
         self._drain_analytics()
 
     def _drain_analytics(self) -> None:
@@ -737,8 +740,8 @@ class Daemon:
         stored and published after its own events. (Computing them in a
         thread beside the commit was tried: every SQLite call of the
         committing thread then waited for the GIL behind the odds; see
-        benchmarks.bench_latency --trace.) Then a checkpoint, if one is due:
-        never with analytics queued (a checkpoint does not keep them)."""
+        benchmarks.bench_latency --trace.) Then a checkpoint, if one is due
+        (``_checkpoint_if_due``)."""
         journal = self.journal
         engine = self.engine
         assert journal is not None and engine is not None
@@ -754,12 +757,24 @@ class Daemon:
             # after the input's own events: at once, or with them once durable
             self._release(journal.last_stored, analytics_)
             self._shoe_ended |= any(e["type"] == "shoe.ended" for e in analytics_)
-        # a checkpoint bounds the inputs a rebuild replays; one per shoe and
-        # every few hundred inputs keeps that short without serialising the engine and
-        # a third fsync after every coup (the next coup's first card waited)
-        if self._inputs_since_checkpoint >= CHECKPOINT_EVERY_INPUTS or self._shoe_ended:
-            self._shoe_ended = False
-            self._checkpoint(journal, durable=False)
+        self._checkpoint_if_due()
+
+    def _checkpoint_if_due(self) -> bool:
+        """A checkpoint bounds the inputs a rebuild replays; one per shoe and
+        every few hundred inputs keeps that short without serialising the
+        engine and a third fsync after every coup. Taken after an input
+        whose events are out, or while idle; never while a sync is under way
+        (a coup's end: the next coup's first card, a millisecond behind,
+        would wait for it), nor with analytics queued (a checkpoint does not
+        keep them; they are drained right after each input). True if taken."""
+        journal = self.journal
+        assert journal is not None
+        due = self._inputs_since_checkpoint >= CHECKPOINT_EVERY_INPUTS or self._shoe_ended
+        if self._awaiting or not due:
+            return False
+        self._shoe_ended = False
+        self._checkpoint(journal, durable=False)
+        return True
 
     def _between_commits(self) -> None:
         """A fault hook for tests: runs after an input's own events are

@@ -579,6 +579,20 @@ def test_mqtt_3_1_1_delivers_the_same_events(
     assert first_seen(seqs_of(sub.messages)) == list(range(1, 31))
 
 
+def tls_broker(mosquitto: BrokerFactory, certs: Certs, extra: str = "") -> Broker:
+    """A Mosquitto listening with TLS only (the throwaway CA's server
+    certificate), anonymous clients allowed; ``extra``: more config lines."""
+    return mosquitto(
+        config=(
+            "listener @PORT@ 127.0.0.1\nallow_anonymous true\n"
+            f"cafile {certs.path('ca.crt')}\n"
+            f"certfile {certs.path('server.crt')}\n"
+            f"keyfile {certs.path('server.key')}\n"
+            f"{extra}"
+        )
+    )
+
+
 def test_tls_with_a_client_certificate_delivers_events(
     mosquitto: BrokerFactory,
     subscriber: SubscriberFactory,
@@ -586,15 +600,7 @@ def test_tls_with_a_client_certificate_delivers_events(
     start_output: Callable[..., MqttOutput],
     certs: Certs,
 ) -> None:
-    broker = mosquitto(
-        config=(
-            "listener @PORT@ 127.0.0.1\nallow_anonymous true\n"
-            f"cafile {certs.path('ca.crt')}\n"
-            f"certfile {certs.path('server.crt')}\n"
-            f"keyfile {certs.path('server.key')}\n"
-            "require_certificate true\n"
-        )
-    )
+    broker = tls_broker(mosquitto, certs, "require_certificate true\n")
     journal.append_events(cards(1, 5))
     out = start_output(
         broker,
@@ -943,17 +949,10 @@ def test_events_written_by_the_committing_thread_over_tls_arrive_once_in_order(
     certs: Certs,
 ) -> None:
     # ``deliver`` writes the packets from the caller's thread
-    # (``Client.write_now``) while paho's network thread reads PUBACKs from
+    # (``Client.direct``) while paho's network thread reads PUBACKs from
     # the same TLS socket: the shared I/O lock keeps one TLS operation at a
     # time and paho's queue order on the wire.
-    broker = mosquitto(
-        config=(
-            "listener @PORT@ 127.0.0.1\nallow_anonymous true\n"
-            f"cafile {certs.path('ca.crt')}\n"
-            f"certfile {certs.path('server.crt')}\n"
-            f"keyfile {certs.path('server.key')}\n"
-        )
-    )
+    broker = tls_broker(mosquitto, certs)
     sub = subscriber(broker, [f"{PREFIX}/card"], ca_file=certs.path("ca.crt"))
     out = start_output(broker, tls={"ca_file": certs.path("ca.crt")})
     assert eventually(lambda: out.connected)
