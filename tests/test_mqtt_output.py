@@ -1021,3 +1021,40 @@ def test_write_now_leaves_the_packets_to_the_network_thread_while_it_holds_the_i
     finally:
         client.loop_stop()
         client.disconnect()
+
+
+def test_in_steady_flow_an_ack_wakes_no_sender_and_the_mark_is_not_written_per_event(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Events handed over by the committing thread one at a time, each
+    # acknowledged before the next: the acks are settled by the next
+    # ``deliver`` (the window never fills) and the mark is written on the
+    # sender's passes, not once per event (a write per PUBACK took the
+    # journal's lock beside every card's commit). Nothing is lost for it:
+    # every event is marked delivered in the end.
+    writes: list[int] = []
+    real = journal.mark_delivered
+
+    def counting(output: str, seq: int, *, durable: bool = True) -> None:
+        writes.append(seq)
+        real(output, seq, durable=durable)
+
+    monkeypatch.setattr(journal, "mark_delivered", counting)
+    broker = mosquitto()
+    sub = subscriber(broker, [f"{PREFIX}/card"])
+    out = start_output(broker)
+    assert eventually(lambda: out.connected)
+    n = 60
+    for seq in range(1, n + 1):
+        journal.append_events(cards(seq, seq))
+        out.deliver(journal.last_stored)
+        assert sub.wait_for(lambda ms, s=seq: len(seqs_of(ms)) >= s)
+    wait_delivered(out)
+    assert seqs_of(sub.messages) == list(range(1, n + 1))
+    assert journal.mark("mqtt") == n
+    assert writes == sorted(writes) and writes[-1] == n
+    assert len(writes) < n // 2, f"{len(writes)} mark writes for {n} events"

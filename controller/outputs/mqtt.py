@@ -27,7 +27,11 @@ the bookkeeping touched, under ``_send_lock`` only: by the sender thread
 (backlog, acks, state, reconnects), or by the thread that has just
 committed them (``deliver``: the daemon's loop), which publishes them at
 once when nothing older is waiting, saving a thread wake-up and a read of
-the journal on every card. paho calls ``on_publish`` with its own message
+the journal on every card. An acknowledgement wakes the sender only when it waits on one (a full
+window, a backlog, a resend, a drain: ``_need_acks``); in steady flow the
+acks are settled by the next ``deliver`` or the sender's next pass, and the
+mark is written on those passes (every ``poll_interval`` at the latest),
+not once per event. paho calls ``on_publish`` with its own message
 lock held, so a callback must never wait on a lock a publisher holds
 while it calls ``publish``; the callbacks take none.
 
@@ -166,6 +170,15 @@ class MqttOutput:
         self._keepalive = keepalive
         #: held while publishing events or touching the bookkeeping above
         self._send_lock = threading.Lock()
+        #: whether an acknowledgement should wake the sender (``_need_acks``):
+        #: only when it waits on one (a full window, a backlog, a resend, a
+        #: drain). In steady flow the acks wait in ``_acks`` and are settled
+        #: by the next ``deliver`` or the sender's next pass, so a card's
+        #: PUBACK wakes no thread but paho's own, and the journal sees no
+        #: mark write per card (see ``_write_mark``)
+        self._ack_wake = True
+        #: the mark last written to the journal
+        self._mark_written = self._mark
 
     # --- set-up ---------------------------------------------------------
 
@@ -208,7 +221,8 @@ class MqttOutput:
         self._wake.set()
         if self._sender is not None:
             self._sender.join(timeout)
-            self._write_mark(self._settle_acks())  # the sender is gone: record the last acks here
+            self._settle_acks()  # the sender is gone: record the last acks here
+            self._write_mark()
         if self._connected.is_set() and self._presence:
             info = self._client.publish(self.topic_status, "offline", qos=1, retain=True)
             try:
@@ -253,6 +267,7 @@ class MqttOutput:
             self._wake.set()
             return
         try:
+            self._settle_acks()  # the sender writes the mark (``_write_mark``), not this thread
             if (
                 self._draining
                 or self._hold_until
@@ -270,6 +285,7 @@ class MqttOutput:
                         self._wake.set()
                         return
         finally:
+            self._ack_wake = self._need_acks()
             self._send_lock.release()
 
     def pump(self) -> int:
@@ -360,7 +376,8 @@ class MqttOutput:
         self, client: mqtt.Client, userdata: Any, mid: int, rc: ReasonCode, properties: Properties | None
     ) -> None:
         self._acks.append((mid, not rc.is_failure, str(rc)))
-        self._wake.set()
+        if self._ack_wake or rc.is_failure:
+            self._wake.set()
 
     def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
         if message.topic != self.topic_cmd:
@@ -399,13 +416,14 @@ class MqttOutput:
                 break
             try:
                 with self._send_lock:
-                    mark = self._settle_acks()
+                    self._settle_acks()
                     if self._connected.is_set():
                         self._send_state()
                         self._fill()
+                    self._ack_wake = self._need_acks()
                 # written after the lock is let go: the daemon's loop, which
                 # publishes a card under it, never waits for this write
-                self._write_mark(mark)
+                self._write_mark()
             except JournalError as exc:
                 log.error("mqtt: %s", exc)
                 time.sleep(self._poll)
@@ -413,19 +431,39 @@ class MqttOutput:
                 log.exception("mqtt: sender error")
                 time.sleep(self._poll)
 
-    def _write_mark(self, mark: int | None) -> None:
-        """Record that everything up to ``mark`` is delivered (``None``: no
-        news). Only the sender thread writes marks (and ``stop`` once it is
-        gone), so they are written in order."""
-        if mark is not None:
+    def _need_acks(self) -> bool:
+        """Whether the sender has work that an acknowledgement unblocks (so
+        each one should wake it): a drain, a resend after a refusal or a
+        reconnect, a backlog in the journal, or a window half full. Under
+        ``_send_lock``."""
+        return bool(
+            self._draining
+            or self._hold_until
+            or self._refused
+            or (self._reconnected and self._inflight)
+            or not self._read_to_end
+            or len(self._inflight) * 2 >= self._window
+        )
+
+    def _write_mark(self) -> None:
+        """Record in the journal that everything up to the settled mark is
+        delivered, if it moved since last written. Only the sender thread
+        writes marks (and ``stop`` once it is gone), so they are written in
+        order; it does so on its passes (every ``poll_interval`` at the
+        latest), not once per card: a mark written late only means that
+        after a crash a few more acknowledged events go out again (at least
+        once; consumers de-duplicate on ``event_id``)."""
+        mark = self._mark
+        if mark > self._mark_written:
             # no fsync of its own (the next event commit's covers it): a
             # mark lost to a power cut only sends its events again, and an
             # fsync here, under the journal's lock, held up the next card's
             self._journal.mark_delivered(self.name, mark, durable=False)
+            self._mark_written = mark
 
     def _settle_acks(self) -> int | None:
-        """Take in the acknowledgements received; the new mark to write, if
-        it moved (``_write_mark``, outside ``_send_lock``)."""
+        """Take in the acknowledgements received (under ``_send_lock``); the
+        new mark, if it moved (the sender writes it: ``_write_mark``)."""
         while self._acks:
             mid, ok, why = self._acks.popleft()
             seq = self._mid_seq.pop(mid, None)
