@@ -18,13 +18,15 @@ published twice under a new id:
    an input read meanwhile (the next coup's first card, a millisecond
    behind) is applied and stored at once, and its own sync starts beside;
 4. the analytics an input queued (``roads``, ``odds.update`` and their
-   ADVANTAGE alerts: ``Engine.drain_analytics``) are computed, committed
-   without an fsync of their own and delivered after its events: at once,
-   or, while its sync is under way, when no input waits, or with the next
-   input, which the engine emits them ahead of. Their seqs follow the
-   input's events either way, the same order a rebuild or a replay
-   produces, and a card's events never wait for the previous coup's
-   analytics to be stored or sent. Should the process die before they are
+   ADVANTAGE alerts: ``Engine.drain_analytics``) are computed at once and
+   published after its events. While that input's own sync is under way
+   (a coup's end) they are held: the next input read meanwhile (the next
+   coup's first card, a millisecond behind) stores them in its own
+   transaction, ahead of its events; with no such input they are stored
+   on their own (no fsync of their own) once the syncs are done. Their
+   seqs follow the input's events either way, the same order a rebuild or
+   a replay produces, and a card's events never wait for a transaction of
+   the previous coup's analytics. Should the process die before they are
    stored, the rebuild re-feeds the input (it is in the journal) and
    stores them under the same seqs and ids;
 5. with nothing to read, the loop works ahead: the odds the coup being
@@ -279,6 +281,12 @@ class Daemon:
         #: committed, not yet published: (the syncer's ticket that makes them
         #: durable, the journal's copy, the events), in commit order
         self._awaiting: list[tuple[int, list[PendingEvent], list[Event]]] = []
+        #: analytics drained from the engine (their seqs given) while their
+        #: input's sync is under way, not yet stored: they go into the next
+        #: input's transaction, ahead of its events, or are stored on their
+        #: own once the syncs are done and no input waits
+        #: (``_store_unstored``). Until then no checkpoint is taken.
+        self._unstored: list[Event] = []
         self._published_at = 0.0  # monotonic time of the last publish
         self._shoe_ended = False  # since the last checkpoint
         # For a replayed capture the engine's clock is the file's: commands
@@ -581,6 +589,9 @@ class Daemon:
                     self._publish_durable()
                 else:
                     item = driver.read(0.0)
+            if item is None and self._unstored:
+                # no input came to take them along: stored and published now
+                self._store_unstored()
             if item is None:
                 # nothing has come: work ahead while idle, a step at a time,
                 # looking at the device between two steps
@@ -635,6 +646,7 @@ class Daemon:
                     keep_inputs_from=self._checkpoint_input + 1,
                 )
         self._publish_durable(wait=True)
+        self._store_unstored()
         self.notifier.send("STOPPING=1\nSTATUS=draining outputs")
         self._pump()
         return 0
@@ -736,28 +748,44 @@ class Daemon:
         self._drain_analytics()
 
     def _drain_analytics(self) -> None:
-        """The analytics the last input queued (odds, roads): computed,
-        stored and published after its own events. (Computing them in a
-        thread beside the commit was tried: every SQLite call of the
-        committing thread then waited for the GIL behind the odds; see
-        benchmarks.bench_latency --trace.) Then a checkpoint, if one is due
-        (``_checkpoint_if_due``)."""
-        journal = self.journal
+        """The analytics the last input queued (odds, roads): computed now,
+        published after its own events. (Computing them in a thread beside
+        the commit was tried: every SQLite call of the committing thread
+        then waited for the GIL behind the odds; see
+        benchmarks.bench_latency --trace.) While the input's sync is under
+        way (a coup's end) they are only held (``_unstored``): the next
+        coup's first card, a millisecond behind, is read at once and stores
+        them in its own transaction, ahead of its events, instead of
+        waiting for a transaction of theirs. Otherwise they are stored now.
+        Then a checkpoint, if one is due (``_checkpoint_if_due``)."""
         engine = self.engine
-        assert journal is not None and engine is not None
+        assert engine is not None
         analytics_ = engine.drain_analytics()
-        # A crash before the analytics' commit loses nothing: the input is
-        # stored, and the rebuild re-feeds it and stores them under the same seqs.
         if analytics_:
-            self._between_commits()
-            # no fsync of their own: the input they come from is stored, so
-            # a power cut that loses them is made good by the rebuild, under
-            # the same ids; the next input's commit makes them durable
-            journal.append_events(analytics_, durable=False)
-            # after the input's own events: at once, or with them once durable
-            self._release(journal.last_stored, analytics_)
             self._shoe_ended |= any(e["type"] == "shoe.ended" for e in analytics_)
+            self._unstored.extend(analytics_)
+            if not self._awaiting:
+                self._store_unstored()
         self._checkpoint_if_due()
+
+    def _store_unstored(self) -> None:
+        """Store the analytics held (``_unstored``) in a transaction of their
+        own, and publish them after what precedes them.
+
+        A crash before the analytics are stored loses nothing: the input
+        they come from is stored, and the rebuild re-feeds it and stores
+        them under the same seqs. So they take no fsync of their own (a
+        power cut that loses them is made good the same way); the next
+        durable commit covers them."""
+        if not self._unstored:
+            return
+        journal = self.journal
+        assert journal is not None
+        analytics_, self._unstored = self._unstored, []
+        self._between_commits()
+        journal.append_events(analytics_, durable=False)
+        # after the input's own events: at once, or with them once durable
+        self._release(journal.last_stored, analytics_)
 
     def _checkpoint_if_due(self) -> bool:
         """A checkpoint bounds the inputs a rebuild replays; one per shoe and
@@ -770,7 +798,7 @@ class Daemon:
         journal = self.journal
         assert journal is not None
         due = self._inputs_since_checkpoint >= CHECKPOINT_EVERY_INPUTS or self._shoe_ended
-        if self._awaiting or not due:
+        if self._awaiting or self._unstored or not due:
             return False
         self._shoe_ended = False
         self._checkpoint(journal, durable=False)
@@ -778,7 +806,8 @@ class Daemon:
 
     def _between_commits(self) -> None:
         """A fault hook for tests: runs after an input's own events are
-        committed and delivered, before its analytics are stored."""
+        committed, before its analytics are stored (alone, or with the next
+        input)."""
 
     def _commit(self, t: float, kind: str, data: bytes, events: list[Event]) -> None:
         """Store an input and its events (one transaction), and publish them
@@ -796,6 +825,12 @@ class Daemon:
         # close behind, is applied), or one behind an fsync still under
         # way. Any other input (a card within a coup) does its own fsync
         # here, without a hand-over to another thread.
+        if self._unstored:
+            # the analytics of the input before (its sync was under way when
+            # they were drained) go first, in this input's transaction
+            self._between_commits()
+            events = self._unstored + events
+            self._unstored = []
         if syncer is None or not (self._awaiting or analytics.queued(engine)):
             journal.append_input(t, kind, data, events)
             self._release(journal.last_stored, events)

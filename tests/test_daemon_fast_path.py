@@ -282,3 +282,44 @@ def test_a_clean_stop_after_a_commit_without_fsync_syncs_it_before_the_mark_vouc
     with Journal(path) as j:
         assert j.claim("T01").lost is None
         assert [p.seq for p in j.events_since(0)] == [1, 2]
+
+
+def test_a_coups_analytics_go_into_the_next_inputs_transaction_when_it_comes_during_the_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A coup's end is synced by the syncer while the loop goes on; an input
+    # read meanwhile (a replay reads the next at once) stores the held
+    # analytics in its own transaction, ahead of its events, rather than
+    # waiting for a transaction of theirs. The stream is the replay's all
+    # the same (``test_the_daemon_with_odds_on_stores_what_replay_emits``).
+    alone: list[list[str]] = []
+    along: list[list[str]] = []
+    real_events, real_input = Journal.append_events, Journal.append_input
+
+    def append_events(self: Journal, events: Any, **kw: Any) -> Any:
+        if any(e["type"] == "roads" for e in events):
+            alone.append([e["type"] for e in events])
+        return real_events(self, events, **kw)
+
+    def append_input(self: Journal, t: float, kind: str, data: bytes, events: Any = (), **kw: Any) -> Any:
+        if any(e["type"] == "roads" for e in events):
+            along.append([e["type"] for e in events])
+        return real_input(self, t, kind, data, events, **kw)
+
+    monkeypatch.setattr(Journal, "append_events", append_events)
+    monkeypatch.setattr(Journal, "append_input", append_input)
+    cfg = load_config(
+        write_config(
+            tmp_path, {"driver": "replay", "file": str(CAPTURE)}, odds=True, outputs={"stdout": False}
+        )
+    )
+    assert Daemon(cfg, stop_at_eof=True).run() == 0
+    stored = _stored(tmp_path / "journal.sqlite3")
+    settled = sum(1 for e in stored if e["type"] == "coup.result")
+    assert settled >= 3, settled
+    # every coup's roads stored once, most of them with the next input
+    assert len(along) + len(alone) == settled
+    assert len(along) > settled // 2, (len(along), len(alone))
+    # held analytics come first in that transaction, before the input's events
+    for types in along:
+        assert types[0] == "roads", types
