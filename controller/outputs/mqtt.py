@@ -27,13 +27,14 @@ the bookkeeping touched, under ``_send_lock`` only: by the sender thread
 (backlog, acks, state, reconnects), or by the thread that has just
 committed them (``deliver``: the daemon's loop), which publishes them at
 once when nothing older is waiting, saving a thread wake-up and a read of
-the journal on every card. An acknowledgement wakes the sender only when it waits on one (a full
-window, a backlog, a resend, a drain: ``_need_acks``); in steady flow the
-acks are settled by the next ``deliver`` or the sender's next pass, and the
-mark is written on those passes (every ``poll_interval`` at the latest),
-not once per event. paho calls ``on_publish`` with its own message
-lock held, so a callback must never wait on a lock a publisher holds
-while it calls ``publish``; the callbacks take none.
+the journal on every card. An acknowledgement wakes the sender only when
+it waits on one (a full window, a backlog, a resend, a drain:
+``_need_acks``); in steady flow the acks are settled by the next
+``deliver`` or the sender's next pass, and the mark is written on those
+passes (every ``poll_interval`` at the latest), not once per event. paho
+calls ``on_publish`` with its own message lock held, so a callback must
+never wait on a lock a publisher holds while it calls ``publish``; the
+callbacks take none.
 
 Commands arriving on ``<prefix>/<table>/cmd`` first pass ``admit`` (the
 owner's rate limit: a message it refuses is dropped unread), are refused if
@@ -461,9 +462,10 @@ class MqttOutput:
             self._journal.mark_delivered(self.name, mark, durable=False)
             self._mark_written = mark
 
-    def _settle_acks(self) -> int | None:
-        """Take in the acknowledgements received (under ``_send_lock``); the
-        new mark, if it moved (the sender writes it: ``_write_mark``)."""
+    def _settle_acks(self) -> None:
+        """Take in the acknowledgements received and move the mark over the
+        contiguous acknowledged prefix (under ``_send_lock``; the sender
+        writes it to the journal: ``_write_mark``)."""
         while self._acks:
             mid, ok, why = self._acks.popleft()
             seq = self._mid_seq.pop(mid, None)
@@ -485,9 +487,7 @@ class MqttOutput:
             self._inflight.popitem(last=False)
             self._acked.discard(seq)
             mark = seq
-        moved = None
-        if mark > self._mark:
-            self._mark = moved = mark
+        self._mark = max(self._mark, mark)
         if self._refused and all(s in self._acked or s in self._refused for s in self._inflight):
             # Everything sent has an answer: forget it and, after the pause,
             # send again from the first undelivered event (those accepted
@@ -498,7 +498,6 @@ class MqttOutput:
             self._sent_through = self._mark
         if not self._inflight:
             self._reconnected = False
-        return moved
 
     def _fill(self) -> None:
         if self._draining:
