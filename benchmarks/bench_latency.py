@@ -382,6 +382,31 @@ def trace_table(trace: dict[str, Any], firsts: list[bool]) -> list[str]:
     for name, ns in sorted(trace["costs"].items()):
         p50, p99, mx = stats_ms([x / 1e9 for x in ns])
         lines.append(f"{name:55} {p50:8.3f} {p99:8.3f} {mx:8.3f}  {len(ns)}")
+    lines.extend(gc_lines(trace, rows))
+    return lines
+
+
+def gc_lines(trace: dict[str, Any], rows: list[dict[str, int]]) -> list[str]:
+    """The garbage collector's passes while the cards went through: how many
+    began on a card's path (between its write and its arrival), and the
+    longest of those; then what the collector walked at the stop."""
+    passes = trace.get("gc", [])
+    if not rows or not passes:
+        return []
+    first, last = min(r["written"] for r in rows), max(r["arrived"] for r in rows)
+    during = [(s, e, g) for s, e, g in passes if first <= s <= last]
+    hit = [(s, e, g) for s, e, g in during if any(r["written"] <= s <= r["arrived"] for r in rows)]
+    longest = max(((e - s) / 1e6 for s, e, _ in hit), default=0.0)
+    lines = [
+        f"collector passes while dealing: {len(during)}"
+        f" (generation 1 or 2: {sum(1 for *_, g in during if g)});"
+        f" begun on a card's path: {len(hit)}, longest {longest:.3f} ms"
+    ]
+    heap = trace.get("heap", {})
+    if heap:
+        lines.append(
+            f"at the stop the collector tracked {heap['tracked']:,} objects, {heap['frozen']:,} frozen"
+        )
     return lines
 
 

@@ -13,6 +13,7 @@ replacement for the benchmark's end-to-end numbers.
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import re
@@ -23,6 +24,7 @@ from time import perf_counter_ns as now
 from typing import Any
 
 import controller.daemon as daemon_mod
+import controller.heap as heap_mod
 import controller.outputs.mqtt as mqtt_mod
 from controller.journal import Journal
 
@@ -30,6 +32,10 @@ from controller.journal import Journal
 MARKS: dict[int, dict[str, int]] = defaultdict(dict)
 #: other per-input costs: name -> list of ns durations
 COSTS: dict[str, list[int]] = defaultdict(list)
+#: the collector's passes: (start ns, end ns, generation)
+GC: list[tuple[int, int, int]] = []
+#: objects the collector tracks (walks) and holds frozen, at exit
+HEAP: dict[str, int] = {}
 _local = threading.local()
 _SEQ = re.compile(rb'"seq":(\d+)')
 
@@ -207,11 +213,39 @@ def install() -> None:
     orig_start = M.start
     M.start = start  # type: ignore[method-assign]
 
+    # The collector's pauses, per generation and thread: a collection runs
+    # in whichever thread allocates past the threshold, the loop's included.
+    gc_start: dict[int, int] = {}
+
+    def gc_timer(phase: str, info: dict[str, Any]) -> None:
+        ident = threading.get_ident()
+        if phase == "start":
+            gc_start[ident] = now()
+        elif ident in gc_start:
+            t0, t1 = gc_start.pop(ident), now()
+            COSTS[f"gc gen {info['generation']} ({threading.current_thread().name})"].append(t1 - t0)
+            GC.append((t0, t1, info["generation"]))
+
+    gc.callbacks.append(gc_timer)
+    orig_release = heap_mod.release
+
+    def release() -> None:
+        # the daemon is done dealing: what a full collection costs by now,
+        # and how many objects it walks and leaves frozen (controller.heap)
+        HEAP["tracked"] = len(gc.get_objects())
+        HEAP["frozen"] = gc.get_freeze_count()
+        t0 = now()
+        gc.collect()
+        COSTS["gc: one full collection at the stop"].append(now() - t0)
+        orig_release()
+
+    heap_mod.release = release
+
     def dump() -> None:
         path = os.environ.get("SHOE_TRACE")
         if path:
             with open(path, "w") as f:
-                json.dump({"marks": MARKS, "costs": COSTS}, f)
+                json.dump({"marks": MARKS, "costs": COSTS, "gc": GC, "heap": HEAP}, f)
 
     atexit.register(dump)
 

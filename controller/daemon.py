@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from controller import checkpoint, command_limits
+from controller import checkpoint, command_limits, heap
 from controller.command_auth import CommandGate
 from controller.command_limits import CommandInbox, RefusalAlerts
 from controller.commands_schema import (
@@ -563,6 +563,9 @@ class Daemon:
         if not getattr(driver, "is_up", True):
             self._device = (False, "not open yet")
         self._open_outputs(journal)
+        # started: what is on the heap now lives as long as the process, and
+        # no later full collection need walk it (controller.heap)
+        heap.settle()
         self._live = True
         self._status_sent = self._status()  # READY carries it: not sent twice
         self._pump()
@@ -658,9 +661,15 @@ class Daemon:
         under way (``_checkpoint_if_due``), then the odds the coup being
         dealt will publish when it settles (``analytics.prepare_odds``), so
         that its RESULT and the next coup's first card, a millisecond behind
-        it, do not wait for them."""
+        it, do not wait for them; last, a young collection of the garbage
+        collector's, when one is near (``heap.collect_ahead``), so that it
+        does not come due on the next card."""
         engine = self.engine
-        return self._checkpoint_if_due() or (engine is not None and analytics.prepare_odds(engine))
+        return (
+            self._checkpoint_if_due()
+            or (engine is not None and analytics.prepare_odds(engine))
+            or heap.collect_ahead()
+        )
 
     def _new_epoch(self, history: History) -> None:
         """The journal lost history: carry on above every seq ever issued
@@ -972,6 +981,7 @@ class Daemon:
         if self.journal is not None:
             with contextlib.suppress(JournalError):
                 self.journal.close()
+        heap.release()
 
 
 def run_daemon(
