@@ -840,7 +840,13 @@ class Daemon:
             self._between_commits()
             events = self._unstored + events
             self._unstored = []
-        if syncer is None or not (self._awaiting or analytics.queued(engine)):
+        # A card whose analytics follow (a shoe's burn card: the new shoe's
+        # odds, not prepared ahead) is not held behind them: it takes its
+        # own fsync here and goes out before they are computed.
+        overlap = self._awaiting or (
+            analytics.queued(engine) and not any(e["type"] == "card" for e in events)
+        )
+        if syncer is None or not overlap:
             journal.append_input(t, kind, data, events)
             self._release(journal.last_stored, events)
             return

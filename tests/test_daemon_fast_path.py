@@ -323,3 +323,45 @@ def test_a_coups_analytics_go_into_the_next_inputs_transaction_when_it_comes_dur
     # held analytics come first in that transaction, before the input's events
     for types in along:
         assert types[0] == "roads", types
+
+
+class _WatchesBurnCards(Daemon):
+    """Notes, whenever an input that dealt a card has analytics to drain
+    (a shoe's burn card: the new shoe's odds), how many of the cards dealt
+    so far had been published (counted by ``_delivered``) by then."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.dealt = 0
+        self.last_dealt_a_card = False
+        self.seen: list[tuple[int, int]] = []  # (cards dealt, cards published)
+
+    def _apply_input(self, *a: Any, **kw: Any) -> Any:
+        events = super()._apply_input(*a, **kw)
+        self.last_dealt_a_card = any(e["type"] == "card" for e in events)
+        self.dealt += sum(1 for e in events if e["type"] == "card")
+        return events
+
+    def _drain_analytics(self) -> None:
+        assert self.engine is not None
+        if self.last_dealt_a_card and self.engine._deferred:
+            self.seen.append((self.dealt, self.stats.cards))
+        super()._drain_analytics()
+
+
+def test_a_card_whose_analytics_follow_is_published_before_they_are_computed(tmp_path: Path) -> None:
+    cfg = load_config(
+        write_config(
+            tmp_path, {"driver": "replay", "file": str(CAPTURE)}, odds=True, outputs={"stdout": True}
+        )
+    )
+    out = io.StringIO()
+    daemon = _WatchesBurnCards(cfg, stdout=out, stop_at_eof=True)
+    assert daemon.run() == 0
+    assert daemon.seen, "the capture has no card whose analytics follow (a shoe's burn card)"
+    # the card was out before its analytics were computed (the new shoe's
+    # odds take milliseconds and are not prepared ahead)
+    assert all(published == dealt for dealt, published in daemon.seen), daemon.seen
+    # and the stream is still the one replay gives
+    want = [dumps(e) for e in replay_events(CAPTURE, ReplayOptions(odds=True, roads=True))]
+    assert out.getvalue().splitlines() == want
