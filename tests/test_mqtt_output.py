@@ -1058,3 +1058,29 @@ def test_in_steady_flow_an_ack_wakes_no_sender_and_the_mark_is_not_written_per_e
     assert journal.mark("mqtt") == n
     assert writes == sorted(writes) and writes[-1] == n
     assert len(writes) < n // 2, f"{len(writes)} mark writes for {n} events"
+
+
+def test_a_card_behind_the_odds_goes_out_before_their_retained_copies(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+) -> None:
+    # A coup's first card is stored behind the coup before's odds (two
+    # views). The retained copies on `odds` are not part of the ordered
+    # stream: they follow the batch, so the card does not wait for them;
+    # the broker still keeps the latest odds.
+    broker = mosquitto()
+    live = subscriber(broker, [f"{PREFIX}/#"])
+    out = start_output(broker)
+    assert eventually(lambda: out.connected)
+    shoe = event(1, "odds.update", coup=2, cards_left=410, bets={}, view="shoe")
+    counter = event(2, "odds.update", coup=2, cards_left=410, bets={}, view="counter")
+    journal.append_events([shoe, counter, *cards(3, 3)])
+    out.deliver(journal.last_stored)
+    assert live.wait_for(lambda ms: len([m for m in ms if m.topic == f"{PREFIX}/odds"]) >= 2)
+    order = [m.topic.removeprefix(PREFIX + "/") for m in live.messages if m.topic != f"{PREFIX}/status"]
+    assert order == ["odds/update", "odds/update", "card", "odds", "odds"], order
+    late = subscriber(broker, [f"{PREFIX}/odds"])
+    assert late.wait_for(lambda ms: len(ms) >= 1)
+    assert [json.loads(m.payload) for m in late.messages if m.retain] == [counter]

@@ -180,6 +180,9 @@ class MqttOutput:
         self._ack_wake = True
         #: the mark last written to the journal
         self._mark_written = self._mark
+        #: retained copies of ``odds.update`` events published, still to go
+        #: to the ``odds`` topic (``_send_retained``)
+        self._retained_odds: list[str] = []
 
     # --- set-up ---------------------------------------------------------
 
@@ -280,11 +283,16 @@ class MqttOutput:
                 self._wake.set()
                 return
             # on the wire from this thread, not after a wake-up of paho's
-            with self._client.direct():
-                for p in stored:
-                    if not self._publish_event(p):
-                        self._wake.set()
-                        return
+            try:
+                with self._client.direct():
+                    for p in stored:
+                        if not self._publish_event(p):
+                            self._wake.set()
+                            return
+            finally:
+                if self._retained_odds:
+                    with self._client.direct():
+                        self._send_retained()
         finally:
             self._ack_wake = self._need_acks()
             self._send_lock.release()
@@ -515,9 +523,12 @@ class MqttOutput:
             return  # nothing stored since the journal was last read to its end
         pending = self._journal.pending(self.name, room, after=self._sent_through)
         self._read_to_end = len(pending) < room
-        for p in pending:
-            if not self._publish_event(p):
-                return
+        try:
+            for p in pending:
+                if not self._publish_event(p):
+                    return
+        finally:
+            self._send_retained()
 
     def _publish_event(self, p: PendingEvent) -> bool:
         """Publish one event (under ``_send_lock``); False if paho did not
@@ -536,8 +547,18 @@ class MqttOutput:
         self._mid_seq[info.mid] = p.seq
         self._sent_through = p.seq
         if p.type == "odds.update":
-            self._client.publish(self.topic_odds, p.json, qos=1, retain=True)
+            # its retained copy is not part of the ordered stream: sent once
+            # the batch is out (``_send_retained``), so that a coup's first
+            # card, stored behind the coup before's odds, does not wait for it
+            self._retained_odds.append(p.json)
         return True
+
+    def _send_retained(self) -> None:
+        """The retained copies of the odds published since the last call, in
+        order (under ``_send_lock``; the last one is what the broker keeps)."""
+        copies, self._retained_odds = self._retained_odds, []
+        for text in copies:
+            self._client.publish(self.topic_odds, text, qos=1, retain=True)
 
     def _send_state(self) -> None:
         with self._state_lock:
