@@ -178,7 +178,29 @@ def install() -> None:
 
     M._fill = _fill  # type: ignore[method-assign]
 
+    class TimedSendLock:
+        """The MQTT output's ``_send_lock``, timing how long an acquire waits."""
+
+        def __init__(self) -> None:
+            self._lock = threading.Lock()
+
+        def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+            t0 = now()
+            got = self._lock.acquire(blocking, timeout)
+            COSTS[f"mqtt send lock wait ({threading.current_thread().name})"].append(now() - t0)
+            return got
+
+        def release(self) -> None:
+            self._lock.release()
+
+        def __enter__(self) -> None:
+            self.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            self.release()
+
     def start(self: Any) -> None:
+        self._send_lock = TimedSendLock()
         orig_start(self)
         client = self._client
         orig_publish = client.publish
