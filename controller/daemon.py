@@ -12,7 +12,9 @@ published twice under a new id:
    rebuilt from the journal never saw it);
 3. the commit is made durable (one fsync), then outputs deliver from the
    journal after their own marks: nothing is published before its fsync.
-   An input within a coup does its own fsync. A coup's end (an input whose
+   An input within a coup does its own fsync, and so does one that deals a
+   card whose analytics follow (a shoe's burn card: it goes out before the
+   new shoe's odds are computed). A coup's end (another input whose
    analytics follow) is synced by ``Syncer``'s threads while the loop goes
    on, and the journal holds its events back from every output until then;
    an input read meanwhile (the next coup's first card, a millisecond
