@@ -10,10 +10,11 @@ with ``python -m benchmarks.bench_latency --trace`` (its ``gc`` rows):
   rebuilt, outputs open): one full collection, then ``gc.freeze()``: what
   survived start-up is long-lived and no later full collection walks it.
   A full collection at the end of a 2,000-card run took 44 ms without it
-  and 1.6 ms with it (about 47,000 objects walked against 2,050). The cost: cyclic garbage made
-  of start-up objects is never collected while frozen (a bounded, one-off
-  amount: the start-up heap does not grow). :func:`release` unfreezes, for
-  a process that goes on after the daemon (the tests, ``replay``).
+  and 1.6 ms with it (about 47,000 objects walked against 2,050). The
+  cost: cyclic garbage made of start-up objects is never collected while
+  frozen (a bounded, one-off amount: the start-up heap does not grow).
+  :func:`release` unfreezes, for a process that goes on after the daemon
+  (the tests, an embedding program).
 * :func:`collect_ahead`, one of the daemon's idle steps: the young
   generations are collected while nothing waits, once the allocation count
   is past half its threshold, so the automatic pass does not come due on
