@@ -101,24 +101,34 @@ def install() -> None:
         return after
 
     class TimedLock:
-        """The journal's RLock, timing how long an acquire waits."""
+        """A lock (the journal's RLock, the MQTT output's send lock) that
+        times how long each acquire waits, under ``COSTS[f"{what} wait
+        (thread)"]``."""
 
-        def __init__(self) -> None:
-            self._lock = threading.RLock()
+        def __init__(self, lock: Any, what: str) -> None:
+            self._lock = lock
+            self._what = what
+
+        def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+            t0 = now()
+            got: bool = self._lock.acquire(blocking, timeout)
+            COSTS[f"{self._what} wait ({threading.current_thread().name})"].append(now() - t0)
+            return got
+
+        def release(self) -> None:
+            self._lock.release()
 
         def __enter__(self) -> None:
-            t0 = now()
-            self._lock.acquire()
-            COSTS[f"journal lock wait ({threading.current_thread().name})"].append(now() - t0)
+            self.acquire()
 
         def __exit__(self, *exc: object) -> None:
-            self._lock.release()
+            self.release()
 
     orig_init = Journal.__init__
 
     def init(self: Any, *a: Any, **kw: Any) -> None:
         orig_init(self, *a, **kw)
-        self._lock = TimedLock()
+        self._lock = TimedLock(threading.RLock(), "journal lock")
 
     Journal.__init__ = init  # type: ignore[method-assign]
 
@@ -178,29 +188,8 @@ def install() -> None:
 
     M._fill = _fill  # type: ignore[method-assign]
 
-    class TimedSendLock:
-        """The MQTT output's ``_send_lock``, timing how long an acquire waits."""
-
-        def __init__(self) -> None:
-            self._lock = threading.Lock()
-
-        def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-            t0 = now()
-            got = self._lock.acquire(blocking, timeout)
-            COSTS[f"mqtt send lock wait ({threading.current_thread().name})"].append(now() - t0)
-            return got
-
-        def release(self) -> None:
-            self._lock.release()
-
-        def __enter__(self) -> None:
-            self.acquire()
-
-        def __exit__(self, *exc: object) -> None:
-            self.release()
-
     def start(self: Any) -> None:
-        self._send_lock = TimedSendLock()
+        self._send_lock = TimedLock(threading.Lock(), "mqtt send lock")
         orig_start(self)
         client = self._client
         orig_publish = client.publish
