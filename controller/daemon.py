@@ -665,13 +665,31 @@ class Daemon:
         that its RESULT and the next coup's first card, a millisecond behind
         it, do not wait for them; last, a young collection of the garbage
         collector's, when one is near (``heap.collect_ahead``), so that it
-        does not come due on the next card."""
+        does not come due on the next card. Beside them, the journal's own
+        checkpoint (``Journal.checkpoint_ahead``: a thread of its own, so
+        that SQLite does not run it inside a card's commit) is started when
+        one is due."""
         engine = self.engine
+        self._checkpoint_journal_ahead()
         return (
             self._checkpoint_if_due()
             or (engine is not None and analytics.prepare_odds(engine))
             or heap.collect_ahead()
         )
+
+    def _checkpoint_journal_ahead(self) -> None:
+        """Start the journal's checkpoint in its thread when one is due; say
+        so once should that fail (SQLite then checkpoints inside commits
+        again, as before: slower on a card now and then, nothing lost)."""
+        journal = self.journal
+        if journal is None or journal.ahead_failure is not None:
+            return
+        journal.checkpoint_ahead()
+        if journal.ahead_failure is not None:
+            log.error(
+                "journal checkpoints ahead failed; SQLite checkpoints inside commits again",
+                error=journal.ahead_failure,
+            )
 
     def _new_epoch(self, history: History) -> None:
         """The journal lost history: carry on above every seq ever issued

@@ -26,6 +26,9 @@ Owns the on-disk schema and the three jobs it serves:
   a new epoch above the bound, so an event id is never issued twice with
   different content.
 
+The daemon moves SQLite's checkpoint (the WAL copied back into the database
+file) out of the commits into a thread of its own (``checkpoint_ahead``).
+
 Every write is one transaction committed (and, with ``synchronous=FULL``,
 fsynced) before the call returns. A write that fails (disk full, read-only
 file system, corrupt file) raises ``JournalError`` with a message meant for
@@ -113,6 +116,15 @@ HWM_SUFFIX = ".hwm"
 HWM_RESERVE = 10_000
 #: The mark is one JSON line padded to this size and rewritten in place.
 _HWM_SIZE = 512
+#: Commits between two checkpoints taken ahead (``Journal.checkpoint_ahead``):
+#: about 300 WAL frames (1.2 MB) at a card's 6.
+CHECKPOINT_AHEAD_COMMITS = 50
+#: With checkpoints taken ahead, SQLite's own (which runs inside the commit
+#: that crosses it) waits for this many WAL frames (about 40 MB): a backstop
+#: should the thread fall behind or fail.
+WAL_BACKSTOP_FRAMES = 10_000
+#: SQLite's default ``wal_autocheckpoint``, put back should the thread fail.
+_WAL_AUTOCHECKPOINT_DEFAULT = 1000
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
@@ -179,6 +191,56 @@ def _explain(exc: sqlite3.Error) -> str:
     return text
 
 
+class _Checkpointer:
+    """One thread with its own connection to the journal, taking a
+    ``PASSIVE`` checkpoint each time it is started (``Journal.checkpoint_ahead``)."""
+
+    def __init__(self, path: str) -> None:
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
+        self._db.execute("PRAGMA synchronous = FULL")
+        self._wake = threading.Event()
+        self._busy = False
+        self._closing = False
+        #: why the last checkpoint failed (the thread has then stopped)
+        self.error: str | None = None
+        #: checkpoints done, and frames they copied back, so far
+        self.done = 0
+        self.frames = 0
+        self._thread = threading.Thread(target=self._run, name="journal-checkpoint", daemon=True)
+        self._thread.start()
+
+    def start(self) -> bool:
+        """Start a checkpoint, unless one is under way (False)."""
+        if self._busy or self.error is not None:
+            return False
+        self._busy = True
+        self._wake.set()
+        return True
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._closing:
+                return
+            try:
+                row = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            except sqlite3.Error as exc:
+                self.error = _explain(exc)
+                return
+            finally:
+                self._busy = False
+            self.done += 1
+            self.frames += max(0, int(row[2]))
+
+    def close(self) -> None:
+        self._closing = True
+        self._wake.set()
+        self._thread.join(10)
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
+
+
 class Journal:
     """An open journal file. ``Journal(path)`` creates it (and its directory)
     if needed."""
@@ -211,6 +273,13 @@ class Journal:
         #: committing thread to hand straight to an output
         self.last_stored: list[PendingEvent] = []
         self._hwm: _HighWaterMark | None = None
+        #: commits so far, and at the last checkpoint taken ahead
+        self._commits = 0
+        self._commits_checkpointed = 0
+        self._ahead: _Checkpointer | None = None
+        #: why checkpoints are no longer taken ahead (None: they are, or
+        #: were never asked for); SQLite's own came back in their place
+        self.ahead_failure: str | None = None
         # Seen before SQLite opens (and so creates) it: after an unclean
         # stop a missing WAL means the journal's tail is gone.
         self._wal_at_open = os.path.exists(self.path + "-wal")
@@ -280,6 +349,7 @@ class Journal:
             try:
                 yield db
                 db.execute("COMMIT")
+                self._commits += 1
                 if durable and db.total_changes > changes:
                     with self._sync_lock:
                         self._unsynced = False  # its fsync covered the WAL before it
@@ -293,7 +363,52 @@ class Journal:
             if relaxed:
                 db.execute(f"PRAGMA synchronous = {self._synchronous}")
 
+    def checkpoint_ahead(self) -> bool:
+        """Start a checkpoint (the WAL's frames copied back into the database
+        file, and both synced) in a thread of its own, if one is due; True
+        if one was started. Called by the daemon while idle.
+
+        SQLite otherwise runs its checkpoint inside the commit that takes
+        the WAL past 1,000 frames: every 160th card or so waited for it
+        (its fsync of the database file on top of the card's own fsync).
+        From the first call on, that automatic checkpoint is moved out to
+        ``WAL_BACKSTOP_FRAMES``, and one is taken here every
+        ``CHECKPOINT_AHEAD_COMMITS`` commits on a second connection, in
+        SQLite's ``PASSIVE`` mode: it never blocks a commit, and a commit
+        never waits for it (the GIL is released while SQLite works). The
+        WAL is rewritten from its start after each, so its file keeps its
+        size and a commit's fsync carries no size change.
+
+        Should a checkpoint fail, SQLite's own is put back, the reason kept
+        in ``ahead_failure``, and none is taken ahead again: the commits go
+        on as before (a real fault of the disk shows in them)."""
+        if (
+            self.ahead_failure is not None
+            or self._commits - self._commits_checkpointed < CHECKPOINT_AHEAD_COMMITS
+        ):
+            return False
+        ahead = self._ahead
+        if ahead is not None and ahead.error is not None:
+            self.ahead_failure = ahead.error
+            ahead.close()
+            self._ahead = None
+            with self._lock, self._guard("restoring SQLite's checkpoints"):
+                self._db.execute(f"PRAGMA wal_autocheckpoint = {_WAL_AUTOCHECKPOINT_DEFAULT}")
+            return False
+        if ahead is None:
+            with self._lock, self._guard("starting checkpoints ahead"):
+                ahead = self._ahead = _Checkpointer(self.path)
+                self._db.execute(f"PRAGMA wal_autocheckpoint = {WAL_BACKSTOP_FRAMES}")
+        if not ahead.start():
+            return False
+        self._commits_checkpointed = self._commits
+        return True
+
     def close(self) -> None:
+        if self._ahead is not None:
+            # first: the main connection, closed last, checkpoints the rest
+            self._ahead.close()
+            self._ahead = None
         with self._lock:
             if self._hwm is not None:
                 # a clean stop: the mark says exactly where the journal ends
