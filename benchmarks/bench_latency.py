@@ -48,7 +48,7 @@ import tempfile
 import threading
 import time
 import tty
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -319,92 +319,41 @@ def _port_opened(pid: int, path: str) -> bool:
     return False
 
 
-def daemon_run(
+CARD_TOPIC = f"baccarat/{TABLE}/card"
+
+
+def cards_through(
+    name: str,
     port: int,
-    directory: Path,
     frames: list[tuple[float, bytes, str | None]],
+    command: Callable[[str], list[str]],
+    stderr: Path,
     *,
-    odds: bool = True,
-    trace: dict[str, Any] | None = None,
-) -> list[float]:
-    """One run through the daemon: per-card write -> subscriber latency.
-    ``trace``: run it under ``benchmarks.trace_daemon`` and fill the dict
-    with its stage timestamps plus the write and arrival times."""
+    env: dict[str, str] | None = None,
+    perf: list[int] | None = None,
+) -> tuple[list[float], Arrivals]:
+    """Play ``frames`` into a pty whose slave a subprocess reads
+    (``command(tty)``), to a QoS 1 subscriber of the card topic; stop the
+    process (SIGTERM) and check that the cards arrived as written, in order.
+    Per-card write -> subscriber latency, and the arrivals. ``perf``:
+    ``perf_counter_ns`` after each card's write (``play``)."""
     master, slave, path = open_pty()
-    cfg = {
-        "table": TABLE,
-        "device": {"driver": "serial", "port": path, "baudrate": 115200},
-        "journal": str(directory / "journal.sqlite3"),
-        "odds": odds,
-        "outputs": {"stdout": False, "mqtt": {"host": "127.0.0.1", "port": port, "client_id": "bench"}},
-    }
-    config = directory / "config.yaml"
-    config.write_text(yaml.safe_dump(cfg))
-    client, got = subscriber(port, f"baccarat/{TABLE}/card")
-    module = "benchmarks.trace_daemon" if trace is not None else "controller.cli"
-    env = dict(os.environ, SHOE_TRACE=str(directory / "trace.json"))
-    written_perf: list[int] = []
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", module, "run", "-c", str(config)],
+    argv = command(path)
+    client, got = subscriber(port, CARD_TOPIC)
+    proc = subprocess.Popen(
+        argv,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=open(directory / "daemon.stderr", "wb"),  # noqa: SIM115 - owned by the process
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not _port_opened(daemon.pid, path):
-            if time.monotonic() > deadline or daemon.poll() is not None:
-                raise RuntimeError(f"the daemon did not open {path}")
-            time.sleep(0.05)
-        time.sleep(0.5)  # pyserial flushes the input right after opening
-        written = play(master, frames, written_perf)
-        deadline = time.monotonic() + 30
-        while len(got) < len(written) and time.monotonic() < deadline:
-            time.sleep(0.02)
-    finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(30)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
-        client.loop_stop()
-        client.disconnect()
-        os.close(master)
-        os.close(slave)
-    with got.lock:
-        received = [json.loads(p)["card"] for p in got.payloads]
-    sent = [card for _, _, card in frames if card is not None]
-    if len(received) != len(sent) or received != sent:
-        raise RuntimeError(f"card events do not match the cards written ({len(received)} of {len(sent)})")
-    if trace is not None:
-        trace.update(json.loads((directory / "trace.json").read_text()))
-        trace["written"] = written_perf
-        trace["arrived"] = list(got.perf)
-    return [r - w for w, r in zip(written, got.times, strict=True)]
-
-
-def pipeline_run(port: int, directory: Path, frames: list[tuple[float, bytes, str | None]]) -> list[float]:
-    """The same cards through ``benchmarks.pipeline_floor`` (the daemon's
-    I/O alone: serial read, a commit's bytes flushed per frame, QoS 1
-    publish) instead of the daemon: per-card write -> subscriber latency,
-    the floor measured in one piece."""
-    master, slave, path = open_pty()
-    topic = f"baccarat/{TABLE}/card"
-    client, got = subscriber(port, topic)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.pipeline_floor", str(port), path, str(directory), topic],
-        stdout=subprocess.DEVNULL,
-        stderr=open(directory / "pipeline.stderr", "wb"),  # noqa: SIM115 - owned by the process
+        stderr=open(stderr, "wb"),  # noqa: SIM115 - owned by the process
     )
     try:
         deadline = time.monotonic() + 30
         while not _port_opened(proc.pid, path):
             if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"the pipeline did not open {path}")
+                raise RuntimeError(f"the {name} did not open {path}")
             time.sleep(0.05)
-        time.sleep(0.5)
-        written = play(master, frames)
+        time.sleep(0.5)  # pyserial flushes the input right after opening
+        written = play(master, frames, perf)
         deadline = time.monotonic() + 30
         while len(got) < len(written) and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -424,12 +373,77 @@ def pipeline_run(port: int, directory: Path, frames: list[tuple[float, bytes, st
     sent = [card for _, _, card in frames if card is not None]
     if received != sent:
         raise RuntimeError(
-            f"the pipeline's cards do not match the cards written ({len(received)} of {len(sent)})"
+            f"the {name}'s card events do not match the cards written ({len(received)} of {len(sent)})"
         )
+    return [r - w for w, r in zip(written, got.times, strict=True)], got
+
+
+def daemon_run(
+    port: int,
+    directory: Path,
+    frames: list[tuple[float, bytes, str | None]],
+    *,
+    odds: bool = True,
+    trace: dict[str, Any] | None = None,
+) -> list[float]:
+    """One run through the daemon: per-card write -> subscriber latency.
+    ``trace``: run it under ``benchmarks.trace_daemon`` and fill the dict
+    with its stage timestamps plus the write and arrival times."""
+    config = directory / "config.yaml"
+
+    def command(tty: str) -> list[str]:
+        cfg = {
+            "table": TABLE,
+            "device": {"driver": "serial", "port": tty, "baudrate": 115200},
+            "journal": str(directory / "journal.sqlite3"),
+            "odds": odds,
+            "outputs": {"stdout": False, "mqtt": {"host": "127.0.0.1", "port": port, "client_id": "bench"}},
+        }
+        config.write_text(yaml.safe_dump(cfg))
+        module = "benchmarks.trace_daemon" if trace is not None else "controller.cli"
+        return [sys.executable, "-m", module, "run", "-c", str(config)]
+
+    written_perf: list[int] = []
+    latencies, got = cards_through(
+        "daemon",
+        port,
+        frames,
+        command,
+        directory / "daemon.stderr",
+        env=dict(os.environ, SHOE_TRACE=str(directory / "trace.json")),
+        perf=written_perf,
+    )
+    if trace is not None:
+        trace.update(json.loads((directory / "trace.json").read_text()))
+        trace["written"] = written_perf
+        trace["arrived"] = list(got.perf)
+    return latencies
+
+
+def pipeline_run(port: int, directory: Path, frames: list[tuple[float, bytes, str | None]]) -> list[float]:
+    """The same cards through ``benchmarks.pipeline_floor`` (the daemon's
+    I/O alone: serial read, a commit's bytes flushed per frame, QoS 1
+    publish) instead of the daemon: per-card write -> subscriber latency,
+    the floor measured in one piece."""
+    latencies, _ = cards_through(
+        "pipeline",
+        port,
+        frames,
+        lambda tty: [
+            sys.executable,
+            "-m",
+            "benchmarks.pipeline_floor",
+            str(port),
+            tty,
+            str(directory),
+            CARD_TOPIC,
+        ],
+        directory / "pipeline.stderr",
+    )
     flushed = int((directory / "pipeline.flushed").read_text())
     if flushed != len(frames):
         raise RuntimeError(f"the pipeline flushed {flushed} times for {len(frames)} frames")
-    return [r - w for w, r in zip(written, got.times, strict=True)]
+    return latencies
 
 
 #: the card's path, in order: (stage, from mark, to mark); "written" and
