@@ -218,13 +218,33 @@ class OddsUpdate(Payload, kw_only=True, forbid_unknown_fields=True):
     bets: dict[str, Bet]
 
 
+class BeadCell(TypedDict):
+    """A coup on the bead plate (``controller.roads``)."""
+
+    w: Literal["B", "P", "T"]
+    pp: bool
+    bp: bool
+
+
+class BigRoadCell(TypedDict):
+    """A Banker or Player win on the big road, with the ties counted on it."""
+
+    w: Literal["B", "P"]
+    ties: Count
+    pp: bool
+    bp: bool
+
+
+Colour = Literal["red", "blue"]
+
+
 class RoadsEvent(Payload, kw_only=True, forbid_unknown_fields=True):
     TYPE: ClassVar[str] = "roads"
-    bead_plate: list[list[dict[str, Any]]]
-    big_road: list[list[dict[str, Any]]]
-    big_eye_boy: list[list[str]]
-    small_road: list[list[str]]
-    cockroach_pig: list[list[str]]
+    bead_plate: list[list[BeadCell]]
+    big_road: list[list[BigRoadCell]]
+    big_eye_boy: list[list[Colour]]
+    small_road: list[list[Colour]]
+    cockroach_pig: list[list[Colour]]
 
 
 #: Every event type, by its ``type``.

@@ -46,8 +46,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, cast
 from xml.sax.saxutils import escape
+
+from controller.event_types import BeadCell, BigRoadCell, Colour
 
 __all__ = ["Placed", "RoadCoup", "Roads", "build_roads", "coup_of", "derived_entry", "layout", "render_svg"]
 
@@ -72,11 +74,13 @@ class RoadCoup:
 
 
 class Roads(TypedDict):
-    bead_plate: list[list[dict[str, Any]]]
-    big_road: list[list[dict[str, Any]]]
-    big_eye_boy: list[list[str]]
-    small_road: list[list[str]]
-    cockroach_pig: list[list[str]]
+    """The ``roads`` event's payload (cells: ``controller.event_types``)."""
+
+    bead_plate: list[list[BeadCell]]
+    big_road: list[list[BigRoadCell]]
+    big_eye_boy: list[list[Colour]]
+    small_road: list[list[Colour]]
+    cockroach_pig: list[list[Colour]]
 
 
 def coup_of(item: str | Mapping[str, Any] | RoadCoup) -> RoadCoup:
@@ -96,30 +100,15 @@ def coup_of(item: str | Mapping[str, Any] | RoadCoup) -> RoadCoup:
     return RoadCoup(winner, pp, bp)
 
 
-def _streaks(values: Sequence[str]) -> list[list[str]]:
+def _streaks(values: Sequence[Colour]) -> list[list[Colour]]:
     """Consecutive equal values as columns."""
-    cols: list[list[str]] = []
+    cols: list[list[Colour]] = []
     for v in values:
         if cols and cols[-1][-1] == v:
             cols[-1].append(v)
         else:
             cols.append([v])
     return cols
-
-
-def _derived(lengths_so_far: Iterable[tuple[int, int, list[int]]], k: int) -> list[str]:
-    """Colours of derived road k from each big-road cell (column n, row m,
-    lengths of the columns so far, all 1-based)."""
-    out: list[str] = []
-    for n, m, lengths in lengths_so_far:
-        if not derived_entry(n, m, k):
-            continue
-        if m == 1:
-            out.append("red" if lengths[n - 2] == lengths[n - 2 - k] else "blue")
-        else:
-            other = lengths[n - k - 1]
-            out.append("blue" if other == m - 1 else "red")
-    return out
 
 
 def derived_entry(n: int, m: int, k: int) -> bool:
@@ -138,48 +127,73 @@ def build_roads(coups: Iterable[str | Mapping[str, Any] | RoadCoup], *, opening_
     rather than staying empty; the first Banker or Player result then takes
     that cell with the count (as without it). The ``roads`` event keeps the
     SPEC's shape (cells are ``B``/``P``) and does not use it."""
-    seq = [coup_of(c) for c in coups]
-    cells = [{"w": c.winner, "pp": c.player_pair, "bp": c.banker_pair} for c in seq]
+    return _roads_of([_triple(c) for c in coups], opening_tie=opening_tie)
+
+
+def _triple(item: str | Mapping[str, Any] | RoadCoup) -> tuple[Winner, bool, bool]:
+    if isinstance(item, Mapping):
+        winner = _WINNER_NAMES.get(str(item.get("winner", "")).strip().upper())
+        if winner is not None:
+            return winner, bool(item.get("player_pair", False)), bool(item.get("banker_pair", False))
+    c = coup_of(item)  # anything else, or a bad winner (its error)
+    return c.winner, c.player_pair, c.banker_pair
+
+
+def _roads_of(seq: Sequence[tuple[Winner, bool, bool]], *, opening_tie: bool = False) -> Roads:
+    """:func:`build_roads` of coups as ``(winner, player pair, banker
+    pair)``. One pass over the coups: a derived road's entry reads
+    only columns before the current one, whose lengths no later cell
+    changes, so the lengths so far need no copy per cell."""
+    cells: list[BeadCell] = [{"w": w, "pp": pp, "bp": bp} for w, pp, bp in seq]
     bead = [cells[i : i + ROWS] for i in range(0, len(cells), ROWS)]
 
-    big: list[list[dict[str, Any]]] = []
+    big: list[list[BigRoadCell]] = []
     pending_ties = 0
-    # (column n, row m, column lengths at that moment) of each big-road cell
-    history: list[tuple[int, int, list[int]]] = []
-    lengths: list[int] = []
-    for c in seq:
-        if c.winner == "T":
-            if big:
-                big[-1][-1]["ties"] += 1
+    lengths: list[int] = []  # of the big road's columns
+    derived: list[list[Colour]] = [[], [], []]  # the colours of k = 1, 2, 3, in order
+    last: BigRoadCell | None = None
+    for w, pp, bp in seq:
+        if w == "T":
+            if last is not None:
+                last["ties"] += 1
             else:
                 pending_ties += 1
             continue
-        cell: dict[str, Any] = {"w": c.winner, "ties": pending_ties, "pp": c.player_pair, "bp": c.banker_pair}
+        last = {"w": w, "ties": pending_ties, "pp": pp, "bp": bp}
         pending_ties = 0
-        if big and big[-1][0]["w"] == c.winner:
-            big[-1].append(cell)
+        if big and big[-1][0]["w"] == w:
+            big[-1].append(last)
             lengths[-1] += 1
         else:
-            big.append([cell])
+            big.append([last])
             lengths.append(1)
-        history.append((len(big), lengths[-1], list(lengths)))
+        # the cell at column n, row m (1-based): its entry in each derived
+        # road whose comparison columns exist (``derived_entry``)
+        n, m = len(lengths), lengths[-1]
+        for k in (1, 2, 3):
+            if m == 1:
+                if n - 1 - k >= 1:
+                    derived[k - 1].append("red" if lengths[n - 2] == lengths[n - 2 - k] else "blue")
+            elif n - k >= 1:
+                derived[k - 1].append("blue" if lengths[n - k - 1] == m - 1 else "red")
 
     if opening_tie and not big and pending_ties:
-        ties = [c for c in seq if c.winner == "T"]
+        ties = [(pp, bp) for w, pp, bp in seq if w == "T"]
         first = {
             "w": "T",
             "ties": pending_ties,
-            "pp": any(c.player_pair for c in ties),
-            "bp": any(c.banker_pair for c in ties),
+            "pp": any(pp for pp, _ in ties),
+            "bp": any(bp for _, bp in ties),
         }
-        big.append([first])
-    derived = {name: _streaks(_derived(history, k)) for name, k in DERIVED}
+        # a display's cell (the ``roads`` event never asks for it): "T" is
+        # outside the event's big-road cell
+        big.append([cast(BigRoadCell, first)])
     return Roads(
         bead_plate=bead,
         big_road=big,
-        big_eye_boy=derived["big_eye_boy"],
-        small_road=derived["small_road"],
-        cockroach_pig=derived["cockroach_pig"],
+        big_eye_boy=_streaks(derived[0]),
+        small_road=_streaks(derived[1]),
+        cockroach_pig=_streaks(derived[2]),
     )
 
 
