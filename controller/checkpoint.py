@@ -107,8 +107,9 @@ ENGINE_CONFIG = (
 #: the odds tables (built per profile), the output list of the call in
 #: progress, the frame handlers (bound methods), whether a call is in
 #: progress, the analytics queued for ``drain_analytics`` (empty between inputs: ``dump``
-#: refuses otherwise), the settled outcomes cached (a function of the profile)
-ENGINE_SCRATCH = ("_calc", "_out", "_handlers", "_running", "_deferred", "_outcomes")
+#: refuses otherwise), the settled outcomes cached (a function of the profile),
+#: the roads computed ahead (checked against the results when used)
+ENGINE_SCRATCH = ("_calc", "_out", "_handlers", "_running", "_deferred", "_outcomes", "_roads_ahead")
 
 SHOE_FIELDS = (
     "id",

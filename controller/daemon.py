@@ -31,8 +31,8 @@ published twice under a new id:
    the previous coup's analytics. Should the process die before they are
    stored, the rebuild re-feeds the input (it is in the journal) and
    stores them under the same seqs and ids;
-5. with nothing to read, the loop works ahead: the odds the coup being
-   dealt will publish when it settles (``analytics.prepare_odds``).
+5. with nothing to read, the loop works ahead: the roads and odds the
+   coup being dealt will publish when it settles (``analytics.prepare``).
 
 After a crash the daemon loads the latest engine checkpoint
 (``controller.checkpoint``: versioned JSON; one it cannot use is ignored and
@@ -660,8 +660,8 @@ class Daemon:
         """One bounded step of work done ahead while no input waits (each at
         most one odds computation or one checkpoint, about a millisecond):
         True if it did one. Now: a checkpoint that was due while a sync was
-        under way (``_checkpoint_if_due``), then the odds the coup being
-        dealt will publish when it settles (``analytics.prepare_odds``), so
+        under way (``_checkpoint_if_due``), then the roads and odds the coup
+        being dealt will publish when it settles (``analytics.prepare``), so
         that its RESULT and the next coup's first card, a millisecond behind
         it, do not wait for them; last, a young collection of the garbage
         collector's, when one is near (``heap.collect_ahead``), so that it
@@ -673,7 +673,7 @@ class Daemon:
         self._checkpoint_journal_ahead()
         return (
             self._checkpoint_if_due()
-            or (engine is not None and analytics.prepare_odds(engine))
+            or (engine is not None and analytics.prepare(engine))
             or heap.collect_ahead()
         )
 

@@ -1,7 +1,8 @@
 """The live path's shortcuts change no event (issue 12, item 7).
 
-A coup's odds are computed ahead while the table is idle
-(``analytics.prepare_odds`` into ``OddsCalculator.prepare``); a coup's end
+A coup's roads and odds are computed ahead while the table is idle
+(``analytics.prepare``: ``prepare_roads``, and ``prepare_odds`` into
+``OddsCalculator.prepare``); a coup's end
 is made durable by a sync thread while the loop goes on
 (``Journal.append_input(durable=False)`` + ``Journal.sync``), with its
 analytics computed and stored meanwhile, in that fsync's shadow. These tests
@@ -60,6 +61,84 @@ def test_odds_prepared_while_idle_are_the_odds_computed_on_settling() -> None:
     assert a == b
     assert sum('"odds.update"' in line for line in a) > 20
     assert prepared > 20  # it did compute ahead (two views a coup at most)
+
+
+def _settling_calls(monkeypatch: Any) -> list[int]:
+    """Counts ``roads.build_roads`` calls; the test says when it counts."""
+    from controller import roads
+
+    calls = [0, 0]  # [counting?, calls]
+    real = roads.build_roads
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[1] += calls[0]
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(roads, "build_roads", counted)
+    return calls
+
+
+def test_roads_prepared_while_idle_are_the_roads_computed_on_settling(monkeypatch: Any) -> None:
+    calls = _settling_calls(monkeypatch)
+    plain, ahead = _engine(), _engine()
+    a: list[str] = []
+    b: list[str] = []
+    prepared = 0
+    for f in _frames():
+        a += [dumps(e) for e in plain.feed(f) + plain.drain_analytics()]
+        calls[0] = 1  # counted: roads built on settling, not ahead
+        b += [dumps(e) for e in ahead.feed(f) + ahead.drain_analytics()]
+        calls[0] = 0
+        while analytics.prepare(ahead):  # as the daemon does between two reads
+            prepared += 1
+    assert a == b
+    roads_events = sum('"type":"roads"' in line for line in b)
+    assert roads_events > 20
+    assert prepared > roads_events  # roads and odds, ahead of every coup
+    assert calls[1] == 0  # every coup's roads were those prepared
+
+
+def _prepared_engine_before_result() -> tuple[Engine, Engine, Any]:
+    """Two engines fed up to a coup's RESULT (one of them has prepared its
+    roads), and that RESULT."""
+    plain, ahead = _engine(), _engine()
+    frames = _frames()
+    for i, f in enumerate(frames):
+        plain.feed(f)
+        plain.drain_analytics()
+        ahead.feed(f)
+        ahead.drain_analytics()
+        while analytics.prepare(ahead):
+            pass
+        nxt = frames[i + 1]
+        if ahead._roads_ahead is not None and getattr(nxt, "name", None) == "RESULT" and i > 200:
+            return plain, ahead, nxt
+    raise AssertionError("no RESULT with roads prepared")
+
+
+def test_roads_prepared_for_other_results_are_not_used() -> None:
+    plain, ahead, result = _prepared_engine_before_result()
+    prepared = ahead._roads_ahead
+    assert prepared is not None
+    wrong = [dict(r) for r in prepared.results]
+    last = wrong[-1]
+    last["winner"] = "tie" if last["winner"] != "tie" else "banker"  # a guess the coup will not settle with
+    empty = {"bead_plate": [], "big_road": [], "big_eye_boy": [], "small_road": [], "cockroach_pig": []}
+    ahead._roads_ahead = prepared._replace(results=wrong, roads=empty)
+    got = [dumps(e) for e in ahead.feed(result) + ahead.drain_analytics()]
+    assert got == [dumps(e) for e in plain.feed(result) + plain.drain_analytics()]
+    assert any('"type":"roads","' in line and '"bead_plate":[[' in line for line in got)
+    assert ahead._roads_ahead is None  # used up either way
+
+
+def test_roads_prepared_for_these_results_are_the_ones_published() -> None:
+    _, ahead, result = _prepared_engine_before_result()
+    prepared = ahead._roads_ahead
+    assert prepared is not None
+    marked = {**prepared.roads, "bead_plate": [[{"w": "T", "pp": True, "bp": True}]]}
+    ahead._roads_ahead = prepared._replace(roads=marked)  # type: ignore[arg-type]
+    got = [e for e in ahead.feed(result) + ahead.drain_analytics() if e["type"] == "roads"]
+    assert [e["bead_plate"] for e in got] == [[[{"w": "T", "pp": True, "bp": True}]]]
 
 
 def test_prepare_keeps_the_exact_result_and_compute_hands_out_copies() -> None:

@@ -1,16 +1,18 @@
-"""Odds for the next coup and ADVANTAGE alerts (the analytics of a coup).
+"""The analytics of a coup: odds for the next coup, ADVANTAGE alerts, roads.
 
 Owns ``odds.update`` (two views: the cards truly left and what a counter can
-know) and the ADVANTAGE alerts when a bet's expectation crosses the
-threshold.
+know), the ADVANTAGE alerts when a bet's expectation crosses the threshold,
+and the ``roads`` event; and the work on them done ahead, while the daemon
+is idle (``prepare``), so that a coup's RESULT does not wait for it.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from controller.engine import tableau
+from controller import roads
+from controller.engine import boundary, tableau
 from controller.engine.machine import DEALING_OVER, ENDED
 from controller.event_types import OddsUpdate, RoadsEvent
 
@@ -41,6 +43,65 @@ def publish_odds(eng: Engine, t: float) -> None:
     )
 
 
+class RoadsAhead(NamedTuple):
+    """Roads computed ahead: of ``results`` (copies of ``Shoe.results``'
+    entries, and the one guessed for the coup), for the coup ``dealt``
+    (its number and cards)."""
+
+    results: list[dict[str, Any]]
+    roads: roads.Roads
+    dealt: tuple[Any, ...]
+
+
+def prepare(eng: Engine) -> bool:
+    """Idle-time work, a step per call (a caller with nothing else to do,
+    the daemon between two reads): the roads, then the odds, that the coup
+    being dealt will publish when it settles (``prepare_roads``,
+    ``prepare_odds``). True if it did a step (call again)."""
+    return prepare_roads(eng) or prepare_odds(eng)
+
+
+def _dealt(eng: Engine) -> Any:
+    """The coup being dealt, if it is complete by the tableau and settles
+    next (the state ``publish_odds`` and ``emit_roads`` will be called in)."""
+    s = eng.shoe
+    if s is None:
+        return None
+    coup = s.current
+    if coup is None or not coup.dealing or coup.void_code is not None or coup.open:
+        return None
+    if tableau.next_position(eng, coup) is not None:
+        return None  # a card is still due
+    return coup
+
+
+def prepare_roads(eng: Engine) -> bool:
+    """The ``roads`` the coup being dealt will publish when it settles,
+    computed ahead (for the results so far and the one its hands give,
+    ``boundary.result_ahead``) and kept in ``Engine._roads_ahead``:
+    ``emit_roads`` uses them only if the results are then exactly those
+    (the roads are a function of the results alone), and computes them
+    otherwise. True if it computed them. Changes no state of the game."""
+    s = eng.shoe
+    if not eng.roads or s is None:
+        return False
+    coup = _dealt(eng)
+    if coup is None or coup.demo:
+        return False
+    dealt = (coup.number, *coup.cards)
+    ahead = eng._roads_ahead
+    if ahead is not None and ahead.dealt == dealt:
+        return False  # prepared already (the results are checked when used)
+    guess = boundary.result_ahead(eng, coup)
+    if guess is None:
+        return False
+    winner, ppair, bpair = guess
+    results = [dict(r) for r in s.results]
+    results.append({"winner": winner, "player_pair": ppair, "banker_pair": bpair})
+    eng._roads_ahead = RoadsAhead(results, roads.build_roads(results), dealt)
+    return True
+
+
 def prepare_odds(eng: Engine) -> bool:
     """Idle-time work, for a caller with nothing else to do (the daemon
     between two reads): when the coup being dealt is complete by the
@@ -56,13 +117,10 @@ def prepare_odds(eng: Engine) -> bool:
     calc = eng._calc
     if calc is None or s is None or s.phase in _NO_ODDS or eng._odds_quiet:
         return False
-    coup = s.current
-    if coup is None or not coup.dealing or coup.void_code is not None or coup.open:
-        return False
     if s.last_coup is not None and s.next_coup > s.last_coup:
         return False
-    if tableau.next_position(eng, coup) is not None:
-        return False  # a card is still due: the composition will change
+    if _dealt(eng) is None:
+        return False  # nothing dealt to settle, or a card is still due: the composition will change
     shoe_counts = s.comp.rank_counts()
     if calc.prepare(shoe_counts):
         return True
@@ -108,10 +166,14 @@ def emit_odds(
 
 
 def emit_roads(eng: Engine, t: float, results: list[dict[str, Any]], n: int) -> None:
-    """The scoreboard roads of a shoe's first ``n`` settled coups."""
-    from controller.roads import build_roads
-
-    eng._emit(t, RoadsEvent(**build_roads(results[:n])))
+    """The scoreboard roads of a shoe's first ``n`` settled coups: those
+    computed ahead (``prepare_roads``) if they are of these results."""
+    ahead, eng._roads_ahead = eng._roads_ahead, None
+    if ahead is not None and len(ahead.results) == n and ahead.results == results[:n]:
+        made = ahead.roads
+    else:
+        made = roads.build_roads(results[:n])
+    eng._emit(t, RoadsEvent(**made))
 
 
 def check_advantage(eng: Engine, t: float, coup_no: int, bets: dict[str, dict[str, float]]) -> None:

@@ -227,6 +227,42 @@ def _settled(eng: Engine, pv: list[int], bv: list[int], ppair: bool, bpair: bool
     return got
 
 
+def _hands(coup: Coup) -> tuple[list[str], list[str]] | None:
+    """The Player's and the Banker's cards of a coup, None while one is unread."""
+    player: list[str] = []
+    banker: list[str] = []
+    for p, c in zip(coup.positions, coup.cards, strict=True):
+        if c is None:
+            return None
+        if p[0] == "P":
+            player.append(c)
+        elif p[0] == "B":
+            banker.append(c)
+    return player, banker
+
+
+def _scored(eng: Engine, player: list[str], banker: list[str]) -> tuple[bool, bool, bool, Settled]:
+    """The pairs, the natural and the outcome of two hands of two cards or more."""
+    pv = [CARD_VALUE[c] for c in player]
+    bv = [CARD_VALUE[c] for c in banker]
+    ppair = player[0][0] == player[1][0]
+    bpair = banker[0][0] == banker[1][0]
+    natural = eng.tab.natural[(pv[0] + pv[1]) % 10] or eng.tab.natural[(bv[0] + bv[1]) % 10]
+    return ppair, bpair, natural, _settled(eng, pv, bv, ppair, bpair, natural)
+
+
+def result_ahead(eng: Engine, coup: Coup) -> tuple[str, bool, bool] | None:
+    """What ``settle_now`` would add to the shoe's ``results`` for this coup
+    (winner, Player pair, Banker pair), were it to settle now; None if its
+    hands are not dealt yet. For work done ahead (``analytics.prepare``),
+    which checks its guess when the coup does settle: no state changes."""
+    hands = _hands(coup)
+    if hands is None or len(hands[0]) < 2 or len(hands[1]) < 2:
+        return None
+    ppair, bpair, _, (outcome, _, _) = _scored(eng, *hands)
+    return outcome["winner"], ppair, bpair
+
+
 def settle(eng: Engine, coup: Coup, t: float) -> Work:
     work = settle_now(eng, coup, t)
     if work is not None:
@@ -238,21 +274,11 @@ def settle_now(eng: Engine, coup: Coup, t: float) -> Work | None:
     if the device's own result disagrees and a card was unread (its void)."""
     s = eng.shoe
     assert s is not None
-    player: list[str] = []
-    banker: list[str] = []
-    for p, c in zip(coup.positions, coup.cards, strict=True):
-        if c is None:  # pragma: no cover - guarded by open misdeals
-            return None
-        if p[0] == "P":
-            player.append(c)
-        elif p[0] == "B":
-            banker.append(c)
-    pv = [CARD_VALUE[c] for c in player]
-    bv = [CARD_VALUE[c] for c in banker]
-    ppair = player[0][0] == player[1][0]
-    bpair = banker[0][0] == banker[1][0]
-    natural = eng.tab.natural[(pv[0] + pv[1]) % 10] or eng.tab.natural[(bv[0] + bv[1]) % 10]
-    outcome, tags, settlement = _settled(eng, pv, bv, ppair, bpair, natural)
+    hands = _hands(coup)
+    if hands is None:  # pragma: no cover - guarded by open misdeals
+        return None
+    player, banker = hands
+    ppair, bpair, natural, (outcome, tags, settlement) = _scored(eng, player, banker)
     dr = coup.device_result
     if dr is not None and (
         dr.winner != outcome["winner"] or dr.player_pair != ppair or dr.banker_pair != bpair

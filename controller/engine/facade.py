@@ -24,7 +24,7 @@ from controller.commands_schema import (
     EngineCommand,
     command_from_dict,
 )
-from controller.engine import article_x, boundary, commands, dealing, device, fast, loss, shoe
+from controller.engine import analytics, article_x, boundary, commands, dealing, device, fast, loss, shoe
 from controller.engine.machine import PUBLISHED
 from controller.engine.state import Shoe, Work, _Commit, _copy_stats
 from controller.event_types import DeviceInfo, Payload, SecurityAlert
@@ -125,6 +125,9 @@ class Engine:
         self._handlers = HANDLERS
         #: settled outcomes by their facts (``boundary._settled``)
         self._outcomes: dict[tuple[int, int, int, int, bool, bool, bool], boundary.Settled] = {}
+        #: the roads computed ahead for the coup being dealt, by the results
+        #: they are of (``analytics.prepare_roads``)
+        self._roads_ahead: analytics.RoadsAhead | None = None
         self._running = False  # inside feed, tick or command (never re-entered)
 
     def feed(self, frame: Frame) -> list[Event]:
