@@ -1023,6 +1023,55 @@ def test_write_now_leaves_the_packets_to_the_network_thread_while_it_holds_the_i
         client.disconnect()
 
 
+def test_a_batch_written_by_the_caller_is_one_send_and_every_message_is_acknowledged(
+    mosquitto: BrokerFactory, subscriber: SubscriberFactory
+) -> None:
+    # ``write_now`` merges the QoS 1 publishes queued at the head of paho's
+    # queue into one packet: one ``send`` for a batch. Each message still
+    # arrives once, in order, and each is acknowledged under its own id.
+    from controller.mqtt_client import make_client
+
+    broker = mosquitto()
+    sub = subscriber(broker, ["t/batch/#"])
+    client = make_client(MqttConfig.model_validate({"host": broker.host, "port": broker.port}), "batch-test")
+    connected = threading.Event()
+    acked: list[int] = []
+    client.on_connect = lambda *a: connected.set()
+    client.on_publish = lambda c, u, mid, rc, props: acked.append(mid)
+    client.connect(broker.host, broker.port)
+    client.loop_start()
+    sends: list[int] = []
+    real_send = client._sock_send
+
+    def counted(buf: bytes | bytearray) -> int:
+        sends.append(len(buf))
+        return real_send(buf)
+
+    try:
+        assert connected.wait(10)
+        client._sock_send = counted  # type: ignore[method-assign]
+        payloads = [f"{i}".encode() * (1 + 700 * i) for i in range(6)]  # up to 3.5 KB each
+        with client.direct():
+            mids = [client.publish(f"t/batch/{i}", p, qos=1).mid for i, p in enumerate(payloads)]
+            client.publish("t/batch/retained", b"r", qos=1, retain=True)
+        assert len(sends) == 1, sends  # the six and the retained one together
+        assert sub.wait_for(lambda ms: len(ms) >= 7)
+        assert [m.payload for m in sub.messages] == [*payloads, b"r"]
+        assert eventually(lambda: len(acked) == 7)
+        assert sorted(acked[:6]) == sorted(mids)
+        # a QoS 0 publish is never merged (paho acts on its being written)
+        sends.clear()
+        with client.direct():
+            client.publish("t/batch/q0", b"a", qos=0)
+            client.publish("t/batch/q1", b"b", qos=1)
+            client.publish("t/batch/q1", b"c", qos=1)
+        assert len(sends) == 2, sends
+        assert sub.wait_for(lambda ms: [m.payload for m in ms][-3:] == [b"a", b"b", b"c"])
+    finally:
+        client.loop_stop()
+        client.disconnect()
+
+
 def test_in_steady_flow_an_ack_wakes_no_sender_and_the_mark_is_not_written_per_event(
     mosquitto: BrokerFactory,
     subscriber: SubscriberFactory,
