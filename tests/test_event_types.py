@@ -9,9 +9,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from controller import events
-from controller.event_types import EVENT_TYPES, CardEvent, DeviceStatus, SecurityAlert
+from controller.event_types import EVENT_TYPES, CardEvent, DeviceStatus, OddsUpdate, SecurityAlert
 from controller.replay import replay_events
 
 CAPTURES = sorted((Path(__file__).parent / "captures").glob("*.shoelog"))
@@ -31,6 +33,63 @@ def test_only_types_without_floats_take_the_msgspec_path() -> None:
     assert "coup.result" not in events.FAST_TYPES  # settlement payouts
     assert {"card", "misdeal", "security.alert", "coup.void"} <= events.FAST_TYPES
     assert msgspec.json.encode(1e-05) != events._slow_dumps(1e-05).encode()  # type: ignore[arg-type]
+
+
+ODDS_VALUES = [
+    0.0,
+    -0.0,
+    1e-4,
+    0.00011,
+    9.5e-05,
+    1e-05,
+    -0.0106,
+    1 / 3,
+    1e15,
+    1e16,
+    999999999999999.9,
+    0.1 + 0.2,
+]
+
+
+@pytest.mark.parametrize("x", ODDS_VALUES)
+def test_odds_are_written_as_json_writes_them(x: float) -> None:
+    # odds.update takes msgspec when each float is written alike by both
+    bet = {"win": x, "push": 0.0, "lose": 1 - x if abs(x) < 1 else 0.5, "ev": -x}
+    ev = _event(OddsUpdate(coup=3, cards_left=400, view="shoe", bets={"banker": bet, "player": bet}))
+    assert events.dumps(ev) == events._slow_dumps(ev)
+
+
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=4, max_size=4))
+def test_odds_with_any_floats_are_written_as_json_writes_them(xs: list[float]) -> None:
+    bet = dict(zip(("win", "push", "lose", "ev"), xs, strict=True))
+    ev = _event(OddsUpdate(coup=3, cards_left=400, view="counter", bets={"tie": bet}))  # type: ignore[arg-type]
+    assert events.dumps(ev) == events._slow_dumps(ev)
+
+
+@pytest.mark.parametrize("x", [float("nan"), float("inf"), -float("inf")])
+def test_odds_that_are_not_numbers_are_refused_as_before(x: float) -> None:
+    bet = {"win": 0.5, "push": 0.0, "lose": 0.5, "ev": x}
+    ev = _event(OddsUpdate(coup=3, cards_left=400, view="shoe", bets={"tie": bet}))
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        events.dumps(ev)
+
+
+def test_odds_with_floats_msgspec_writes_otherwise_take_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    used: list[bytes] = []
+    real = events._msgspec_encode
+
+    def spy(obj: object) -> bytes:
+        used.append(real(obj))
+        return used[-1]
+
+    monkeypatch.setattr(events, "_msgspec_encode", spy)
+    plain = {"win": 0.45, "push": 0.0, "lose": 0.55, "ev": -0.0106}
+    events.dumps(_event(OddsUpdate(coup=3, cards_left=400, view="shoe", bets={"banker": plain})))
+    assert len(used) == 1  # the fast path, for the common case
+    tiny = {**plain, "ev": 1e-05}
+    ev = _event(OddsUpdate(coup=3, cards_left=400, view="shoe", bets={"banker": plain, "tie": tiny}))
+    assert '"ev":1e-05' in events.dumps(ev)
+    assert len(used) == 1  # not msgspec, which writes 0.00001
 
 
 def _event(payload: msgspec.Struct) -> dict[str, object]:
