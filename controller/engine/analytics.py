@@ -18,6 +18,7 @@ from controller.event_types import OddsUpdate, RoadsEvent
 
 if TYPE_CHECKING:
     from controller.engine.facade import Engine
+    from controller.engine.state import Coup
 
 
 #: no odds once the dealing is over (the last permitted coup dealt) or the shoe ended
@@ -61,7 +62,7 @@ def prepare(eng: Engine) -> bool:
     return prepare_roads(eng) or prepare_odds(eng)
 
 
-def _dealt(eng: Engine) -> Any:
+def _dealt(eng: Engine) -> Coup | None:
     """The coup being dealt, if it is complete by the tableau and settles
     next (the state ``publish_odds`` and ``emit_roads`` will be called in)."""
     s = eng.shoe
