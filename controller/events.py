@@ -183,9 +183,8 @@ def _plain_bets(event: Event) -> bool:
     for bet in bets.values():
         if type(bet) is not dict:
             return False
-        for x in bet.values():
-            if not _plain_float(x):
-                return False
+        if not all(_plain_float(x) for x in bet.values()):
+            return False
     return True
 
 
@@ -195,13 +194,7 @@ def _plain_settlement(event: Event) -> bool:
         return True
     if type(settlement) is not dict:
         return False
-    for x in settlement.values():
-        if type(x) is float:
-            if not 1e-4 <= abs(x) < 1e15:  # (NaN and the infinities too)
-                return False
-        elif type(x) is not int:
-            return False
-    return True
+    return all(_plain_float(x) for x in settlement.values())
 
 
 def dumps(event: Event) -> str:

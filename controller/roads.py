@@ -88,6 +88,13 @@ def coup_of(item: str | Mapping[str, Any] | RoadCoup) -> RoadCoup:
     optional ``player_pair``/``banker_pair``), or a RoadCoup."""
     if isinstance(item, RoadCoup):
         return item
+    return RoadCoup(*_triple(item))
+
+
+def _triple(item: str | Mapping[str, Any] | RoadCoup) -> tuple[Winner, bool, bool]:
+    """``coup_of``'s fields, without building a RoadCoup (``build_roads``)."""
+    if isinstance(item, RoadCoup):
+        return item.winner, item.player_pair, item.banker_pair
     if isinstance(item, str):
         name, pp, bp = item, False, False
     else:
@@ -97,7 +104,7 @@ def coup_of(item: str | Mapping[str, Any] | RoadCoup) -> RoadCoup:
     winner = _WINNER_NAMES.get(name.strip().upper())
     if winner is None:
         raise ValueError(f"not a coup winner: {name!r} (B, P, T, banker, player or tie)")
-    return RoadCoup(winner, pp, bp)
+    return winner, pp, bp
 
 
 def _streaks(values: Sequence[Colour]) -> list[list[Colour]]:
@@ -130,15 +137,6 @@ def build_roads(coups: Iterable[str | Mapping[str, Any] | RoadCoup], *, opening_
     return _roads_of([_triple(c) for c in coups], opening_tie=opening_tie)
 
 
-def _triple(item: str | Mapping[str, Any] | RoadCoup) -> tuple[Winner, bool, bool]:
-    if isinstance(item, Mapping):
-        winner = _WINNER_NAMES.get(str(item.get("winner", "")).strip().upper())
-        if winner is not None:
-            return winner, bool(item.get("player_pair", False)), bool(item.get("banker_pair", False))
-    c = coup_of(item)  # anything else, or a bad winner (its error)
-    return c.winner, c.player_pair, c.banker_pair
-
-
 def _roads_of(seq: Sequence[tuple[Winner, bool, bool]], *, opening_tie: bool = False) -> Roads:
     """:func:`build_roads` of coups as ``(winner, player pair, banker
     pair)``. One pass over the coups: a derived road's entry reads
@@ -168,13 +166,14 @@ def _roads_of(seq: Sequence[tuple[Winner, bool, bool]], *, opening_tie: bool = F
             big.append([last])
             lengths.append(1)
         # the cell at column n, row m (1-based): its entry in each derived
-        # road whose comparison columns exist (``derived_entry``)
+        # road whose comparison columns exist
         n, m = len(lengths), lengths[-1]
         for k in (1, 2, 3):
+            if not derived_entry(n, m, k):
+                continue
             if m == 1:
-                if n - 1 - k >= 1:
-                    derived[k - 1].append("red" if lengths[n - 2] == lengths[n - 2 - k] else "blue")
-            elif n - k >= 1:
+                derived[k - 1].append("red" if lengths[n - 2] == lengths[n - 2 - k] else "blue")
+            else:
                 derived[k - 1].append("blue" if lengths[n - k - 1] == m - 1 else "red")
 
     if opening_tie and not big and pending_ties:

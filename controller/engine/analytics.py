@@ -170,7 +170,7 @@ def emit_roads(eng: Engine, t: float, results: list[dict[str, Any]], n: int) -> 
     """The scoreboard roads of a shoe's first ``n`` settled coups: those
     computed ahead (``prepare_roads``) if they are of these results."""
     ahead, eng._roads_ahead = eng._roads_ahead, None
-    if ahead is not None and len(ahead.results) == n and ahead.results == results[:n]:
+    if ahead is not None and ahead.results == results[:n]:
         made = ahead.roads
     else:
         made = roads.build_roads(results[:n])
