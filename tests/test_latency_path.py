@@ -48,16 +48,28 @@ def _frames(seed: int = 11, n: int = 1500) -> list[Any]:
     return out
 
 
-def test_odds_prepared_while_idle_are_the_odds_computed_on_settling() -> None:
+def _streams(prepare: Any, settling: list[int] | None = None) -> tuple[list[str], list[str], int]:
+    """The events of one engine fed the frames, and of another that also
+    calls ``prepare`` between two frames, as the daemon does between two
+    reads; and how many steps ``prepare`` did. ``settling[0]`` is 1 while
+    the second engine settles (``_settling_calls``)."""
     plain, ahead = _engine(), _engine()
     a: list[str] = []
     b: list[str] = []
     prepared = 0
+    counting = settling if settling is not None else [0]
     for f in _frames():
         a += [dumps(e) for e in plain.feed(f) + plain.drain_analytics()]
+        counting[0] = 1
         b += [dumps(e) for e in ahead.feed(f) + ahead.drain_analytics()]
-        while analytics.prepare_odds(ahead):  # as the daemon does between two reads
+        counting[0] = 0
+        while prepare(ahead):
             prepared += 1
+    return a, b, prepared
+
+
+def test_odds_prepared_while_idle_are_the_odds_computed_on_settling() -> None:
+    a, b, prepared = _streams(analytics.prepare_odds)
     assert a == b
     assert sum('"odds.update"' in line for line in a) > 20
     assert prepared > 20  # it did compute ahead (two views a coup at most)
@@ -80,17 +92,7 @@ def _settling_calls(monkeypatch: Any) -> list[int]:
 
 def test_roads_prepared_while_idle_are_the_roads_computed_on_settling(monkeypatch: Any) -> None:
     calls = _settling_calls(monkeypatch)
-    plain, ahead = _engine(), _engine()
-    a: list[str] = []
-    b: list[str] = []
-    prepared = 0
-    for f in _frames():
-        a += [dumps(e) for e in plain.feed(f) + plain.drain_analytics()]
-        calls[0] = 1  # counted: roads built on settling, not ahead
-        b += [dumps(e) for e in ahead.feed(f) + ahead.drain_analytics()]
-        calls[0] = 0
-        while analytics.prepare(ahead):  # as the daemon does between two reads
-            prepared += 1
+    a, b, prepared = _streams(analytics.prepare, settling=calls)  # counted: roads built on settling
     assert a == b
     roads_events = sum('"type":"roads"' in line for line in b)
     assert roads_events > 20

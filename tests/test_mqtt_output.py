@@ -965,21 +965,31 @@ def test_events_written_by_the_committing_thread_over_tls_arrive_once_in_order(
     assert journal.mark("mqtt") == 300
 
 
+def _looping_client(broker: Any, client_id: str) -> tuple[Any, threading.Event]:
+    """The project's paho client (``make_client``), connecting to ``broker``
+    with paho's network thread started; the event is set once connected.
+    The caller stops it (``loop_stop``, ``disconnect``)."""
+    from controller.mqtt_client import make_client
+
+    client = make_client(MqttConfig.model_validate({"host": broker.host, "port": broker.port}), client_id)
+    connected = threading.Event()
+    client.on_connect = lambda *a: connected.set()
+    client.connect(broker.host, broker.port)
+    client.loop_start()
+    return client, connected
+
+
 def test_write_now_leaves_the_packets_to_the_network_thread_while_it_holds_the_io_lock(
     mosquitto: BrokerFactory, subscriber: SubscriberFactory
 ) -> None:
     # A reconnect holds paho's I/O for seconds: the daemon's loop must not
     # wait for it. ``write_now`` gives up after its short wait, and the
     # packet still goes out, by the network thread, once the lock is free.
-    from controller.mqtt_client import _QuietWake, make_client
+    from controller.mqtt_client import _QuietWake
 
     broker = mosquitto()
     sub = subscriber(broker, ["t/direct"])
-    client = make_client(MqttConfig.model_validate({"host": broker.host, "port": broker.port}), "direct-test")
-    connected = threading.Event()
-    client.on_connect = lambda *a: connected.set()
-    client.connect(broker.host, broker.port)
-    client.loop_start()
+    client, connected = _looping_client(broker, "direct-test")
     try:
         # the wake-up socket paho 2.x publishes through is ours to quieten:
         # a paho without it still works, but wakes its thread on every message
@@ -1029,17 +1039,11 @@ def test_a_batch_written_by_the_caller_is_one_send_and_every_message_is_acknowle
     # ``write_now`` merges the QoS 1 publishes queued at the head of paho's
     # queue into one packet: one ``send`` for a batch. Each message still
     # arrives once, in order, and each is acknowledged under its own id.
-    from controller.mqtt_client import make_client
-
     broker = mosquitto()
     sub = subscriber(broker, ["t/batch/#"])
-    client = make_client(MqttConfig.model_validate({"host": broker.host, "port": broker.port}), "batch-test")
-    connected = threading.Event()
+    client, connected = _looping_client(broker, "batch-test")
     acked: list[int] = []
-    client.on_connect = lambda *a: connected.set()
     client.on_publish = lambda c, u, mid, rc, props: acked.append(mid)
-    client.connect(broker.host, broker.port)
-    client.loop_start()
     sends: list[int] = []
     real_send = client._sock_send
 
