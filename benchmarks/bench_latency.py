@@ -466,7 +466,9 @@ def trace_table(trace: dict[str, Any], firsts: list[bool]) -> list[str]:
     """Per-stage p50/p99 (ms) of the cards' path (all cards, then a coup's
     first cards alone), and the per-call costs."""
     marks = trace["marks"]
-    seqs = sorted(marks, key=int)
+    # a card's marks start at "applied"; the other seqs marked are the
+    # events published beside the cards (odds, roads, results)
+    seqs = sorted((s for s in marks if "applied" in marks[s]), key=int)
     rows: list[dict[str, int]] = []
     for seq, w, a in zip(seqs, trace["written"], trace["arrived"], strict=False):
         rows.append({**marks[seq], "written": w, "arrived": a})

@@ -36,6 +36,9 @@ COSTS: dict[str, list[int]] = defaultdict(list)
 GC: list[tuple[int, int, int]] = []
 #: objects the collector tracks (walks) and holds frozen, at exit
 HEAP: dict[str, int] = {}
+#: what the daemon's loop did, in order: (what, start ns, end ns); to see
+#: what a card that waited to be read waited behind
+LOOP: list[tuple[str, int, int]] = []
 _local = threading.local()
 _SEQ = re.compile(rb'"seq":(\d+)')
 
@@ -163,6 +166,28 @@ def install() -> None:
     _wrap(D, "_checkpoint")
     _wrap(D, "_pump")
 
+    def on_loop(cls: Any, name: str, what: Any = None) -> None:
+        """Record each call of ``cls.name`` made by the main thread in LOOP."""
+        orig = getattr(cls, name)
+
+        def wrapper(self: Any, *a: Any, **kw: Any) -> Any:
+            t0 = now()
+            result = orig(self, *a, **kw)
+            if threading.current_thread() is threading.main_thread():
+                LOOP.append((what(result) if what else name, t0, now()))
+            return result
+
+        setattr(cls, name, wrapper)
+
+    on_loop(D, "_publish_durable")
+    on_loop(D, "_store_unstored")
+    on_loop(D, "_idle_step", lambda did: "_idle_step" if did else "_idle_step (nothing)")
+    on_loop(D, "_input")
+    on_loop(D, "_apply_input")
+    on_loop(D, "_drain_analytics")
+    on_loop(Journal, "append_input")
+    on_loop(daemon_mod.Syncer, "wait", lambda done: "Syncer.wait (done)" if done else "Syncer.wait")
+
     from controller.engine import Engine
 
     _wrap(Engine, "drain_analytics")
@@ -173,8 +198,12 @@ def install() -> None:
     orig_read = SerialDriver.read
 
     def read(self: Any, timeout: float) -> Any:
+        t0 = now()
         item = orig_read(self, timeout)
         _local.t_read = now()
+        LOOP.append(
+            ("read" if item is not None else f"read {timeout * 1e3:.1f} ms: nothing", t0, _local.t_read)
+        )
         return item
 
     SerialDriver.read = read  # type: ignore[method-assign]
@@ -256,7 +285,7 @@ def install() -> None:
         path = os.environ.get("SHOE_TRACE")
         if path:
             with open(path, "w") as f:
-                json.dump({"marks": MARKS, "costs": COSTS, "gc": GC, "heap": HEAP}, f)
+                json.dump({"marks": MARKS, "costs": COSTS, "gc": GC, "heap": HEAP, "loop": LOOP}, f)
 
     atexit.register(dump)
 
