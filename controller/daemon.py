@@ -589,14 +589,18 @@ class Daemon:
             while item is None and self._awaiting:
                 # a commit is being made durable: published the moment it
                 # is, and an input that comes meanwhile is applied (and
-                # stored) at once
-                if syncer.wait(self._awaiting[0][0], SYNC_POLL_S):
+                # stored) at once, first
+                done = syncer.wait(self._awaiting[0][0], SYNC_POLL_S)
+                item = driver.read(0.0)
+                if done and item is None:
                     self._publish_durable()
-                else:
-                    item = driver.read(0.0)
             if item is None and self._unstored:
-                # no input came to take them along: stored and published now
-                self._store_unstored()
+                # analytics held for the next input's transaction: an input
+                # come while the last was published takes them along
+                item = driver.read(0.0)
+                if item is None:
+                    # none came: stored and published now
+                    self._store_unstored()
             if item is None:
                 # nothing has come: work ahead while idle, a step at a time,
                 # looking at the device between two steps

@@ -325,6 +325,78 @@ def test_a_coups_analytics_go_into_the_next_inputs_transaction_when_it_comes_dur
         assert types[0] == "roads", types
 
 
+class _ArrivesWhilePublishing:
+    """The capture's reads, each coming only once the daemon has published
+    what the input before it made durable: the device is silent until
+    ``Daemon._publish_durable`` has sent something (or found nothing left
+    to send), and the next read is there when it returns (a coup's first
+    card that comes while the RESULT goes out)."""
+
+    def __init__(self, path: Path) -> None:
+        from controller.shoelog import device_reads
+
+        self._reads = iter(device_reads(path))
+        self.arrived = True
+        self.eof = False
+
+    def open(self) -> None:
+        pass
+
+    def read(self, timeout: float) -> tuple[float, bytes] | None:
+        if not self.arrived:
+            return None
+        self.arrived = False
+        item = next(self._reads, None)
+        self.eof = item is None
+        return item
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _ReadArrivesOnPublish(Daemon):
+    def _publish_durable(self, *, wait: bool = False) -> None:
+        waiting = len(self._awaiting)
+        super()._publish_durable(wait=wait)
+        assert isinstance(self._driver, _ArrivesWhilePublishing)
+        if len(self._awaiting) < waiting or not waiting:
+            self._driver.arrived = True  # something went out
+
+
+def test_an_input_come_while_the_loop_published_takes_the_held_analytics_along(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The device is looked at again before held analytics are stored in a
+    # transaction of their own: an input that came while the last sync's
+    # events were published is read first, and takes them along (it does
+    # not wait behind their commit).
+    alone: list[list[str]] = []
+    real_events = Journal.append_events
+
+    def append_events(self: Journal, events: Any, **kw: Any) -> Any:
+        if any(e["type"] == "roads" for e in events):
+            alone.append([e["type"] for e in events])
+        return real_events(self, events, **kw)
+
+    monkeypatch.setattr(Journal, "append_events", append_events)
+    cfg = load_config(
+        write_config(
+            tmp_path, {"driver": "replay", "file": str(CAPTURE)}, odds=True, outputs={"stdout": False}
+        )
+    )
+    daemon = _ReadArrivesOnPublish(cfg, driver=_ArrivesWhilePublishing(CAPTURE), stop_at_eof=True)
+    assert daemon.run() == 0
+    stored = _stored(tmp_path / "journal.sqlite3")
+    assert sum(1 for e in stored if e["type"] == "coup.result") >= 3
+    # none alone but (at most) the last coup's, which no input follows
+    assert len(alone) <= 1, alone
+    want = [dumps(e) for e in replay_events(CAPTURE, ReplayOptions(odds=True, roads=True))]
+    assert [dumps(e) for e in stored] == want
+
+
 class _WatchesBurnCards(Daemon):
     """Notes, whenever an input that dealt a card has analytics to drain
     (a shoe's burn card: the new shoe's odds), how many of the cards dealt
