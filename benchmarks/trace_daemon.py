@@ -39,6 +39,8 @@ HEAP: dict[str, int] = {}
 #: what the daemon's loop did, in order: (what, start ns, end ns); to see
 #: what a card that waited to be read waited behind
 LOOP: list[tuple[str, int, int]] = []
+#: the journal's checkpoints ahead (its own thread): (start ns, end ns)
+CHECKPOINTS: list[tuple[int, int]] = []
 _local = threading.local()
 _SEQ = re.compile(rb'"seq":(\d+)')
 
@@ -188,6 +190,33 @@ def install() -> None:
     on_loop(Journal, "append_input")
     on_loop(daemon_mod.Syncer, "wait", lambda done: "Syncer.wait (done)" if done else "Syncer.wait")
 
+    import controller.journal as journal_mod
+
+    class TimedConnection:
+        """The checkpoint thread's connection, each statement timed."""
+
+        def __init__(self, db: Any) -> None:
+            self._db = db
+
+        def execute(self, sql: str, *a: Any) -> Any:
+            t0 = now()
+            try:
+                return self._db.execute(sql, *a)
+            finally:
+                if "wal_checkpoint" in sql:
+                    CHECKPOINTS.append((t0, now()))
+
+        def close(self) -> None:
+            self._db.close()
+
+    orig_ckpt_init = journal_mod._Checkpointer.__init__
+
+    def ckpt_init(self: Any, path: str) -> None:
+        orig_ckpt_init(self, path)
+        self._db = TimedConnection(self._db)
+
+    journal_mod._Checkpointer.__init__ = ckpt_init  # type: ignore[method-assign]
+
     from controller.engine import Engine
 
     _wrap(Engine, "drain_analytics")
@@ -285,7 +314,17 @@ def install() -> None:
         path = os.environ.get("SHOE_TRACE")
         if path:
             with open(path, "w") as f:
-                json.dump({"marks": MARKS, "costs": COSTS, "gc": GC, "heap": HEAP, "loop": LOOP}, f)
+                json.dump(
+                    {
+                        "marks": MARKS,
+                        "costs": COSTS,
+                        "gc": GC,
+                        "heap": HEAP,
+                        "loop": LOOP,
+                        "checkpoints": CHECKPOINTS,
+                    },
+                    f,
+                )
 
     atexit.register(dump)
 
