@@ -45,7 +45,9 @@ _local = threading.local()
 _SEQ = re.compile(rb'"seq":(\d+)')
 
 
-def _wrap(cls: Any, name: str, before: Any = None, after: Any = None) -> None:
+def _wrap(cls: Any, name: str, before: Any = None, after: Any = None, *, cost: bool = True) -> None:
+    """Time each call of ``cls.name``: under ``COSTS`` (``cost``), and for
+    ``after(self, args, kwargs, result, t0, t1)``."""
     orig = getattr(cls, name)
 
     def wrapper(self: Any, *a: Any, **kw: Any) -> Any:
@@ -56,7 +58,8 @@ def _wrap(cls: Any, name: str, before: Any = None, after: Any = None) -> None:
             result = orig(self, *a, **kw)
         finally:
             t1 = now()
-            COSTS[f"{cls.__name__}.{name}"].append(t1 - t0)
+            if cost:
+                COSTS[f"{cls.__name__}.{name}"].append(t1 - t0)
         if after is not None:
             after(self, a, kw, result, t0, t1)
         return result
@@ -170,16 +173,12 @@ def install() -> None:
 
     def on_loop(cls: Any, name: str, what: Any = None) -> None:
         """Record each call of ``cls.name`` made by the main thread in LOOP."""
-        orig = getattr(cls, name)
 
-        def wrapper(self: Any, *a: Any, **kw: Any) -> Any:
-            t0 = now()
-            result = orig(self, *a, **kw)
+        def record(self: Any, a: Any, kw: Any, result: Any, t0: int, t1: int) -> None:
             if threading.current_thread() is threading.main_thread():
-                LOOP.append((what(result) if what else name, t0, now()))
-            return result
+                LOOP.append((what(result) if what else name, t0, t1))
 
-        setattr(cls, name, wrapper)
+        _wrap(cls, name, after=record, cost=False)
 
     on_loop(D, "_publish_durable")
     on_loop(D, "_store_unstored")
