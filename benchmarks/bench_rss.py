@@ -10,11 +10,8 @@ with the coups settled or void so far, until ``COUPS`` coups.
 Reported: the RSS once ``COUPS`` coups are done (target at most 60 MB), and
 its growth over the last half (the RSS at the end minus the RSS at half
 way, each the median of the samples within 2 % of the coups around it;
-target: none). The in-process fake keeps its own record of every coup it
-dealt (``FakeShoe.coups``, which the daemon never reads), so a daemon fed by
-a real device does not carry it: that record's size for ``COUPS`` coups is
-measured in this process with tracemalloc, and the growth is also given net
-of the half of it added over the last half.
+target under 1 MB). The daemon's embedded fake keeps no record of what it
+dealt (``FakeShoe(record=False)``), so what grows is the daemon's own.
 
 One run (it takes a few minutes): memory, unlike time, does not need the
 median of several.
@@ -28,14 +25,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-
-from drivers.fake import FakeShoe
 
 COUPS = 10_000
 INTERVAL_S = 0.5
@@ -129,20 +123,6 @@ def sample_daemon(directory: Path) -> list[Sample]:
     return samples
 
 
-def fake_record_mb(coups: int = COUPS) -> float:
-    """Memory the in-process fake's own record of ``coups`` coups takes."""
-    tracemalloc.start()
-    try:
-        fake = FakeShoe(seed=SEED)
-        before = tracemalloc.get_traced_memory()[0]
-        for _ in fake.stream():
-            if len(fake.coups) >= coups:
-                break
-        return (tracemalloc.get_traced_memory()[0] - before) / 2**20
-    finally:
-        tracemalloc.stop()
-
-
 def around(samples: list[Sample], coups: float) -> float:
     """Median RSS (MB) of the samples within 2 % of the run around ``coups``."""
     near = [s.kb for s in samples if abs(s.coups - coups) <= 0.02 * COUPS]
@@ -154,7 +134,6 @@ def around(samples: list[Sample], coups: float) -> float:
 def run() -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="bench-rss-") as d:
         samples = sample_daemon(Path(d))
-    fake_mb = fake_record_mb()
     end = around(samples, samples[-1].coups)
     half = around(samples, COUPS / 2)
     peak = max(s.kb for s in samples) / 1024
@@ -172,18 +151,11 @@ def run() -> list[dict[str, Any]]:
             f"({samples[-1].coups / took:.0f} coups/s), {len(samples)} samples",
         },
         {
-            "name": "daemon RSS growth over the last half, as measured",
+            "name": "daemon RSS growth over the last half",
             "value": growth,
             "unit": "MB",
-            "note": f"{half:.1f} MB at {COUPS // 2:,} coups -> {end:.1f} MB at {COUPS:,}",
-        },
-        {
-            "name": "daemon RSS growth over the last half, net of the fake's own record",
-            "value": growth - fake_mb / 2,
-            "unit": "MB",
             "target": "none (< 1)",
-            "note": f"the in-process fake keeps a record of every coup it dealt, {fake_mb:.1f} MB for "
-            f"{COUPS:,} coups (tracemalloc): {fake_mb / 2:.1f} MB of the growth is the test double's",
+            "note": f"{half:.1f} MB at {COUPS // 2:,} coups -> {end:.1f} MB at {COUPS:,}",
         },
     ]
 

@@ -348,6 +348,7 @@ class Daemon:
                 faults=dev.faults or None,
                 cards_per_second=dev.cards_per_second,
                 t0=time.time(),
+                record=False,  # dealt for as long as it runs; nobody reads the record
             )
             return FakeDriver(fake, dev.cards_per_second)
         if dev.driver == "serial":

@@ -153,6 +153,39 @@ def test_the_same_fake_replays_identically_and_refills_its_record() -> None:
     assert fake.coups == coups
 
 
+def test_without_a_record_it_sends_the_same_bytes_and_keeps_none_in_memory(tmp_path: Path) -> None:
+    opts: dict[str, Any] = {"seed": 4, "shoes": 2, "faults": "jam:0.1,extra:0.1,unread:0.05"}
+    kept = FakeShoe(**opts)
+    log = tmp_path / "fake.jsonl"
+    lean = FakeShoe(**opts, record=False, log=log)
+    assert list(lean.stream()) == list(kept.stream())
+    assert len(kept.coups) > 100 and len(kept.shoes) == 2
+    assert lean.coups == [] and lean.shoes == []
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [
+        {k: v for k, v in r.items() if k != "record"} for r in lines if r["record"] == "coup"
+    ] == kept.coups
+
+
+def test_the_daemons_embedded_fake_keeps_no_record_however_long_it_deals(tmp_path: Path) -> None:
+    from controller.config import load_config
+    from controller.daemon import Daemon
+    from tests.support.configs import write_config
+
+    cfg = write_config(tmp_path, {"driver": "fake", "seed": 2, "cards_per_second": 0})
+    driver = Daemon(load_config(cfg))._open_driver()
+    assert isinstance(driver, FakeDriver)
+    driver.open()
+    try:
+        reads = 0
+        while reads < 5_000:
+            if driver.read(0.1) is not None:
+                reads += 1
+    finally:
+        driver.close()
+    assert driver.fake.coups == [] and driver.fake.shoes == []
+
+
 def test_cards_per_second_changes_timestamps_only() -> None:
     _, slow = fake_chunks(seed=5, shoes=1, cards_per_second=2.0)
     _, fast = fake_chunks(seed=5, shoes=1, cards_per_second=0)
