@@ -104,6 +104,24 @@ AWAITING_MAX = 64
 #: thread needs to send what was published, and its acknowledgement to be
 #: read (QoS 1 over loopback takes well under this).
 IDLE_AFTER_S = 0.002
+#: Bytes of an input a failure's log line shows (a device read is at most
+#: the driver's read size; a command at most its bound).
+MAX_FAILED_INPUT_SHOWN = 256
+
+
+class InputFailure(Exception):
+    """Applying an input (decoding it, feeding the engine, answering a
+    command) raised: a bug, never the input's fault (a bad input is
+    refused, counted or flagged, not raised). Carries what the log line
+    needs; the cause is ``__cause__``. ``input_id`` is the journal's id of
+    the input when it was being re-fed from the journal (``None``: live)."""
+
+    def __init__(self, kind: str, t: float, data: bytes, input_id: int | None = None) -> None:
+        super().__init__(kind)
+        self.kind = kind
+        self.t = t
+        self.data = data
+        self.input_id = input_id
 
 
 class Notifier:
@@ -403,7 +421,11 @@ class Daemon:
                 )
         replayed = stored = 0
         for rec in journal.inputs_since(after):
-            events = self._apply_input(rec.t, rec.kind, rec.data)
+            try:
+                events = self._apply_input(rec.t, rec.kind, rec.data)
+            except InputFailure as exc:
+                exc.input_id = rec.id
+                raise
             events += self.engine.drain_analytics()
             replayed += 1
             if events and not state_only:
@@ -416,6 +438,14 @@ class Daemon:
     def _apply_input(
         self, t: float, kind: str, data: bytes, parsed: EngineCommand | None = None
     ) -> list[Event]:
+        """The events an input causes. Anything it raises is a bug and
+        comes out as :class:`InputFailure` (``run`` logs it in one line)."""
+        try:
+            return self._feed_input(t, kind, data, parsed)
+        except Exception as exc:
+            raise InputFailure(kind, t, data) from exc
+
+    def _feed_input(self, t: float, kind: str, data: bytes, parsed: EngineCommand | None) -> list[Event]:
         engine = self.engine
         assert engine is not None
         if kind == "rx":
@@ -539,8 +569,44 @@ class Daemon:
             )
             self.notifier.send(f"STATUS=journal failure: {exc}")
             return 1
+        except InputFailure as exc:
+            self._input_failed(exc)
+            return 1
         finally:
             self._close()
+
+    def _input_failed(self, exc: InputFailure) -> None:
+        """One critical line (the traceback in its ``exception`` field, for
+        journald) saying what failed, on which input, and what a restart
+        will do: live, the input was not stored, so a restart rebuilds
+        without it (the read lost as if on the line, its gap flagged); while
+        re-feeding the journal, every start fails alike on that input."""
+        cause = exc.__cause__ if exc.__cause__ is not None else exc
+        error = f"{type(cause).__name__}: {cause}"
+        shown = exc.data[:MAX_FAILED_INPUT_SHOWN]
+        if exc.input_id is None:
+            log.critical(
+                "DAEMON FAILED applying an input: a bug, please report this line; the input was "
+                "not stored, a restart rebuilds from the journal without it (lost as if on the line)",
+                input_kind=exc.kind,
+                input_t=exc.t,
+                input_data=shown.hex() if exc.kind == "rx" else shown.decode("utf-8", "replace"),
+                error=error,
+                exc_info=cause,
+            )
+            self.notifier.send(f"STATUS=failed applying a {exc.kind} input: {error}"[:200])
+        else:
+            log.critical(
+                "DAEMON FAILED re-feeding the journal: a bug, please report this line; every start "
+                "fails alike on this input until the engine is fixed or the journal is moved aside "
+                "(README: 'If the daemon fails on an input')",
+                input_id=exc.input_id,
+                input_kind=exc.kind,
+                input_t=exc.t,
+                error=error,
+                exc_info=cause,
+            )
+            self.notifier.send(f"STATUS=failed re-feeding journal input {exc.input_id}: {error}"[:200])
 
     def _run(self) -> int:
         cfg = self.cfg
