@@ -78,7 +78,7 @@ from controller.commands_schema import (
 from controller.config import Config
 from controller.engine import Engine, analytics
 from controller.events import Event
-from controller.journal import History, Journal, JournalError, PendingEvent
+from controller.journal import History, Journal, JournalConflict, JournalError, PendingEvent
 from controller.outputs import Output
 from controller.rules import load_profile
 from drivers.base import Driver, LinkEvent
@@ -111,8 +111,9 @@ MAX_FAILED_INPUT_SHOWN = 256
 
 class InputFailure(Exception):
     """Applying an input (decoding it, feeding the engine, answering a
-    command) raised: a bug, never the input's fault (a bad input is
-    refused, counted or flagged, not raised). Carries what the log line
+    command) raised, or, re-fed from the journal, it made other events than
+    those stored (``JournalConflict``): a bug, never the input's fault (a
+    bad input is refused, counted or flagged, not raised). Carries what the log line
     needs; the cause is ``__cause__``. ``input_id`` is the journal's id of
     the input when it was being re-fed from the journal (``None``: live)."""
 
@@ -429,7 +430,10 @@ class Daemon:
             events += self.engine.drain_analytics()
             replayed += 1
             if events and not state_only:
-                stored += len(journal.append_events(events))
+                try:
+                    stored += len(journal.append_events(events))
+                except JournalConflict as exc:  # the engine did not reproduce what it stored
+                    raise InputFailure(rec.kind, rec.t, rec.data, rec.id) from exc
         if state_only:
             self.engine.seq = max(self.engine.seq, journal.last_seq())
         if replayed:

@@ -120,6 +120,34 @@ def test_a_stored_input_the_engine_fails_on_fails_every_start_alike_named_by_its
         assert line["error"] == "IllegalTransition: coup 1: simulated engine bug"
 
 
+def test_a_stored_input_whose_events_now_differ_is_named_too_not_called_a_write_failure(
+    tmp_path: Path, capture: Path
+) -> None:
+    """The engine reproducing other events than it stored (an upgrade that
+    changed them) fails every start alike: the same line, naming the input
+    and the conflict, not "journal cannot be written"."""
+    assert _daemon(tmp_path, capture).run() == 0
+    with _journal(tmp_path) as db:
+        db.execute("DELETE FROM meta WHERE key = ?", (CHECKPOINT_KEY,))
+        seq, text = db.execute(
+            "SELECT seq, json FROM events WHERE type = 'coup.result' ORDER BY seq LIMIT 1"
+        ).fetchone()
+        event = json.loads(text)
+        event["player"]["total"] = (event["player"]["total"] + 1) % 10  # as if stored by another engine
+        db.execute("UPDATE events SET json = ? WHERE seq = ?", (json.dumps(event), seq))
+        result_input = db.execute(
+            "SELECT min(id) FROM inputs WHERE kind = 'rx' AND instr(data, ?) > 0", (RESULT,)
+        ).fetchone()[0]
+    for _ in range(2):
+        with structlog.testing.capture_logs() as logs:
+            assert _daemon(tmp_path, capture).run() == 1
+        line = _critical(logs)
+        assert line["event"].startswith("DAEMON FAILED re-feeding the journal")
+        assert line["input_id"] == result_input
+        assert line["error"].startswith("JournalConflict: ") and f"seq {seq} " in line["error"]
+        assert not any("cannot be written" in x["event"] for x in logs)
+
+
 _RUN_WITH_BUG = """
 import sys
 from controller.engine.facade import Engine
