@@ -111,11 +111,12 @@ MAX_FAILED_INPUT_SHOWN = 256
 
 class InputFailure(Exception):
     """Applying an input (decoding it, feeding the engine, answering a
-    command) raised, or, re-fed from the journal, it made other events than
-    those stored (``JournalConflict``): a bug, never the input's fault (a
-    bad input is refused, counted or flagged, not raised). Carries what the log line
-    needs; the cause is ``__cause__``. ``input_id`` is the journal's id of
-    the input when it was being re-fed from the journal (``None``: live)."""
+    command; re-fed from the journal, also its analytics) raised, or,
+    re-fed, it made other events than those stored (``JournalConflict``):
+    a bug, never the input's fault (a bad input is refused, counted or
+    flagged, not raised). Carries what the log line needs; the cause is
+    ``__cause__``. ``input_id`` is the journal's id of the input when it
+    was being re-fed from the journal (``None``: live)."""
 
     def __init__(self, kind: str, t: float, data: bytes, input_id: int | None = None) -> None:
         super().__init__(kind)
@@ -424,10 +425,9 @@ class Daemon:
         for rec in journal.inputs_since(after):
             try:
                 events = self._apply_input(rec.t, rec.kind, rec.data)
-            except InputFailure as exc:
-                exc.input_id = rec.id
-                raise
-            events += self.engine.drain_analytics()
+                events += self.engine.drain_analytics()
+            except Exception as exc:  # a bug: see InputFailure
+                raise InputFailure(rec.kind, rec.t, rec.data, rec.id) from exc
             replayed += 1
             if events and not state_only:
                 try:
@@ -442,14 +442,6 @@ class Daemon:
     def _apply_input(
         self, t: float, kind: str, data: bytes, parsed: EngineCommand | None = None
     ) -> list[Event]:
-        """The events an input causes. Anything it raises is a bug and
-        comes out as :class:`InputFailure` (``run`` logs it in one line)."""
-        try:
-            return self._feed_input(t, kind, data, parsed)
-        except Exception as exc:
-            raise InputFailure(kind, t, data) from exc
-
-    def _feed_input(self, t: float, kind: str, data: bytes, parsed: EngineCommand | None) -> list[Event]:
         engine = self.engine
         assert engine is not None
         if kind == "rx":
@@ -588,29 +580,27 @@ class Daemon:
         cause = exc.__cause__ if exc.__cause__ is not None else exc
         error = f"{type(cause).__name__}: {cause}"
         shown = exc.data[:MAX_FAILED_INPUT_SHOWN]
+        where: dict[str, Any] = {
+            "input_kind": exc.kind,
+            "input_t": exc.t,
+            "input_data": shown.hex() if exc.kind == "rx" else shown.decode("utf-8", "replace"),
+        }
         if exc.input_id is None:
-            log.critical(
+            what = (
                 "DAEMON FAILED applying an input: a bug, please report this line; the input was "
-                "not stored, a restart rebuilds from the journal without it (lost as if on the line)",
-                input_kind=exc.kind,
-                input_t=exc.t,
-                input_data=shown.hex() if exc.kind == "rx" else shown.decode("utf-8", "replace"),
-                error=error,
-                exc_info=cause,
+                "not stored, a restart rebuilds from the journal without it (lost as if on the line)"
             )
-            self.notifier.send(f"STATUS=failed applying a {exc.kind} input: {error}"[:200])
+            status = f"failed applying a {exc.kind} input: {error}"
         else:
-            log.critical(
+            what = (
                 "DAEMON FAILED re-feeding the journal: a bug, please report this line; every start "
                 "fails alike on this input until the engine is fixed or the journal is moved aside "
-                "(README: 'If the daemon fails on an input')",
-                input_id=exc.input_id,
-                input_kind=exc.kind,
-                input_t=exc.t,
-                error=error,
-                exc_info=cause,
+                "(README: 'If the daemon fails on an input')"
             )
-            self.notifier.send(f"STATUS=failed re-feeding journal input {exc.input_id}: {error}"[:200])
+            status = f"failed re-feeding journal input {exc.input_id}: {error}"
+            where["input_id"] = exc.input_id
+        log.critical(what, **where, error=error, exc_info=cause)
+        self.notifier.send(f"STATUS={status}"[:200])
 
     def _run(self) -> int:
         cfg = self.cfg
@@ -840,7 +830,10 @@ class Daemon:
         # Should the process die in between, neither is stored: the read is
         # lost as if on the line (the next frame's sequence shows the gap)
         # and the engine rebuilt from the journal never saw it.
-        events = self._apply_input(t, kind, data, parsed)
+        try:
+            events = self._apply_input(t, kind, data, parsed)
+        except Exception as exc:  # a bug: see InputFailure
+            raise InputFailure(kind, t, data) from exc
         self._commit(t, kind, data, events)
         self._inputs_since_checkpoint += 1
         self._shoe_ended |= any(e["type"] == "shoe.ended" for e in events)
