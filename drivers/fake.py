@@ -339,7 +339,11 @@ class FakeShoe:
             self._log.close()
         self._log = None
 
-    def _write_log(self, kind: str, record: dict[str, Any]) -> None:
+    def _keep(self, kind: str, record: dict[str, Any]) -> None:
+        """The record of a ``shoe`` or ``coup`` dealt: in memory (unless
+        ``record=False``) and as a JSON line to ``log``."""
+        if self.record:
+            (self.shoes if kind == "shoe" else self.coups).append(record)
         if self._log is not None:
             self._log.write(json.dumps({"record": kind, **record}, sort_keys=False) + "\n")
             self._log.flush()
@@ -453,9 +457,7 @@ class FakeShoe:
             "coups": coup_number,
             "cards_dealt": shoe.next,
         }
-        if self.record:
-            self.shoes.append(record)
-        self._write_log("shoe", record)
+        self._keep("shoe", record)
 
     def _draw(
         self, shoe: _Shoe, hand: str, coup_number: int, report_as: str | None = None
@@ -594,9 +596,7 @@ class FakeShoe:
         finally:
             self._coup = None
             self._lose_frames = 0
-        if self.record:
-            self.coups.append(coup)
-        self._write_log("coup", coup)
+        self._keep("coup", coup)
         return True
 
     def _abandon(self, coup: dict[str, Any]) -> Generator[Chunk, None, bool]:
@@ -606,9 +606,7 @@ class FakeShoe:
             yield from self._send(Status(0.0, None, "ERROR", "draw timeout"))
         else:
             yield from self._send(Status(0.0, None, "EMPTY"))
-        if self.record:
-            self.coups.append(coup)
-        self._write_log("coup", coup)
+        self._keep("coup", coup)
         return False
 
     def _device_error(self, reason: str) -> Generator[Chunk, None, None]:
