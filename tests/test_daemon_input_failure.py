@@ -10,11 +10,13 @@ The engine bug is simulated: ``Engine.feed`` raises on a coup's RESULT.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +45,19 @@ def capture(tmp_path: Path) -> Path:
     return path
 
 
-def _bug_on_result(monkeypatch: pytest.MonkeyPatch) -> None:
-    feed = Engine.feed
+def failing_on_result(feed: Callable[[Engine, Any], Any]) -> Callable[[Engine, Any], Any]:
+    """``Engine.feed`` with the simulated bug (also used by the subprocess below)."""
 
     def failing(self: Engine, frame: Any) -> Any:
         if getattr(frame, "name", None) == "RESULT":
             raise IllegalTransition("coup 1: simulated engine bug")
         return feed(self, frame)
 
-    monkeypatch.setattr(Engine, "feed", failing)
+    return failing
+
+
+def _bug_on_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Engine, "feed", failing_on_result(Engine.feed))
 
 
 def _daemon(tmp_path: Path, capture: Path) -> Daemon:
@@ -59,8 +65,27 @@ def _daemon(tmp_path: Path, capture: Path) -> Daemon:
     return Daemon(load_config(cfg), stdout=io.StringIO(), stop_at_eof=True)
 
 
-def _journal(tmp_path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(tmp_path / "journal.sqlite3")
+@contextlib.contextmanager
+def _journal(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    db = sqlite3.connect(tmp_path / "journal.sqlite3")
+    try:
+        with db:
+            yield db
+    finally:
+        db.close()
+
+
+def _stored_without_checkpoint(tmp_path: Path, capture: Path) -> int:
+    """The capture dealt by a sound engine, its checkpoint removed so that
+    the next start re-feeds every input; the id of the first RESULT's input."""
+    assert _daemon(tmp_path, capture).run() == 0
+    with _journal(tmp_path) as db:
+        db.execute("DELETE FROM meta WHERE key = ?", (CHECKPOINT_KEY,))
+        first_result = db.execute(
+            "SELECT min(id) FROM inputs WHERE kind = 'rx' AND instr(data, ?) > 0", (RESULT,)
+        ).fetchone()[0]
+    assert isinstance(first_result, int)
+    return first_result
 
 
 def _inputs(tmp_path: Path) -> list[bytes]:
@@ -68,7 +93,7 @@ def _inputs(tmp_path: Path) -> list[bytes]:
         return [bytes(r[0]) for r in db.execute("SELECT data FROM inputs WHERE kind = 'rx' ORDER BY id")]
 
 
-def _critical(logs: list[dict[str, Any]]) -> dict[str, Any]:
+def _critical(logs: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     found = [x for x in logs if x["log_level"] == "critical"]
     assert len(found) == 1, logs
     return found[0]
@@ -101,14 +126,7 @@ def test_a_live_failure_is_one_line_the_input_is_not_stored_and_a_restart_goes_o
 def test_a_stored_input_the_engine_fails_on_fails_every_start_alike_named_by_its_id(
     tmp_path: Path, capture: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert _daemon(tmp_path, capture).run() == 0
-    with _journal(tmp_path) as db:  # re-feed every input, not just those after a checkpoint
-        db.execute("DELETE FROM meta WHERE key = ?", (CHECKPOINT_KEY,))
-        first_result = db.execute(
-            "SELECT min(id) FROM inputs WHERE kind = 'rx' AND instr(data, ?) > 0", (RESULT,)
-        ).fetchone()[0]
-    assert first_result is not None
-
+    first_result = _stored_without_checkpoint(tmp_path, capture)
     _bug_on_result(monkeypatch)
     for _ in range(2):
         with structlog.testing.capture_logs() as logs:
@@ -126,18 +144,14 @@ def test_a_stored_input_whose_events_now_differ_is_named_too_not_called_a_write_
     """The engine reproducing other events than it stored (an upgrade that
     changed them) fails every start alike: the same line, naming the input
     and the conflict, not "journal cannot be written"."""
-    assert _daemon(tmp_path, capture).run() == 0
+    result_input = _stored_without_checkpoint(tmp_path, capture)
     with _journal(tmp_path) as db:
-        db.execute("DELETE FROM meta WHERE key = ?", (CHECKPOINT_KEY,))
         seq, text = db.execute(
             "SELECT seq, json FROM events WHERE type = 'coup.result' ORDER BY seq LIMIT 1"
         ).fetchone()
         event = json.loads(text)
         event["player"]["total"] = (event["player"]["total"] + 1) % 10  # as if stored by another engine
         db.execute("UPDATE events SET json = ? WHERE seq = ?", (json.dumps(event), seq))
-        result_input = db.execute(
-            "SELECT min(id) FROM inputs WHERE kind = 'rx' AND instr(data, ?) > 0", (RESULT,)
-        ).fetchone()[0]
     for _ in range(2):
         with structlog.testing.capture_logs() as logs:
             assert _daemon(tmp_path, capture).run() == 1
@@ -151,13 +165,8 @@ def test_a_stored_input_whose_events_now_differ_is_named_too_not_called_a_write_
 _RUN_WITH_BUG = """
 import sys
 from controller.engine.facade import Engine
-from controller.engine.machine import IllegalTransition
-feed = Engine.feed
-def failing(self, frame):
-    if getattr(frame, "name", None) == "RESULT":
-        raise IllegalTransition("coup 1: simulated engine bug")
-    return feed(self, frame)
-Engine.feed = failing
+from tests.test_daemon_input_failure import failing_on_result
+Engine.feed = failing_on_result(Engine.feed)
 from controller.cli import main
 sys.exit(main(["run", "-c", sys.argv[1]]))
 """
@@ -170,7 +179,11 @@ def test_the_command_writes_one_json_line_with_the_traceback_in_it_and_exits_1(
     traceback inside the critical one, not a bare traceback after it."""
     cfg = write_config(tmp_path, {"driver": "replay", "file": str(capture), "realtime": False})
     done = subprocess.run(
-        [sys.executable, "-c", _RUN_WITH_BUG, str(cfg)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", _RUN_WITH_BUG, str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,  # where ``tests`` is importable
     )
     assert done.returncode == 1, done.stderr
     records = [json.loads(x) for x in done.stderr.splitlines()]  # every line is JSON
