@@ -3,6 +3,7 @@ JSON object per line, resuming after the delivery mark."""
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -84,14 +85,22 @@ def test_jsonl_reopen_follows_logrotate(journal: Journal, tmp_path: Path) -> Non
     assert lines(path.read_text()) == [2]
 
 
-def test_jsonl_starts_a_fresh_line_after_a_torn_last_line(journal: Journal, tmp_path: Path) -> None:
+def test_jsonl_cuts_off_a_torn_last_line_found_at_open(journal: Journal, tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     path.write_text('{"seq": 0}\n{"seq": 1, "type": "ca')  # a crash mid-write
     out = JsonlOutput(journal, path)
     journal.append_events([event(1)])
     out.pump()
     out.close()
-    assert path.read_text().splitlines()[-1] == json.dumps(event(1), separators=(",", ":"))
+    assert path.read_text() == '{"seq": 0}\n' + json.dumps(event(1), separators=(",", ":")) + "\n"
+
+
+def test_jsonl_file_that_is_one_torn_line_is_emptied_at_open(journal: Journal, tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"seq": 1, "type": "' + b"x" * 200_000)  # longer than one look-back chunk
+    out = JsonlOutput(journal, path)
+    out.close()
+    assert path.read_bytes() == b""
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
@@ -147,3 +156,163 @@ def test_jsonl_that_cannot_be_reopened_on_sighup_fails_and_recovers(journal: Jou
     assert out.pump() == 2 and out.failure is None
     assert lines((tmp_path / "log.1" / "events.jsonl").read_text()) == [1]
     assert lines((tmp_path / "log" / "events.jsonl").read_text()) == [2, 3]
+
+
+class DiskFull:
+    """``os.write`` on the output's file as on a disk that fills part-way:
+    while ``full``, the first write stores ``room`` bytes, the next raises
+    ENOSPC (as the kernel does: a short write, then the error). Writes to
+    any other descriptor go through."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, path: Path, room: int) -> None:
+        self.path, self.room, self.full, self.fails = path, room, True, 0
+        self._real = os.write
+        monkeypatch.setattr(os, "write", self)
+
+    def _ours(self, fd: int) -> bool:
+        try:
+            return os.path.samestat(os.fstat(fd), os.stat(self.path))
+        except OSError:
+            return False
+
+    def __call__(self, fd: int, data: Any) -> int:
+        if not self.full or not self._ours(fd):
+            return self._real(fd, data)
+        left = self.room - os.fstat(fd).st_size
+        if left > 0:
+            return self._real(fd, bytes(data)[:left])
+        self.fails += 1
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def parsed(path: Path) -> list[int]:
+    """The seqs in the file, every line complete (newline-ended) and
+    parsable: a torn line anywhere fails the test."""
+    text = path.read_bytes().decode("utf-8")
+    assert text == "" or text.endswith("\n"), f"torn last line: {text[-80:]!r}"
+    return [json.loads(line)["seq"] for line in text.split("\n")[:-1]]
+
+
+def test_jsonl_on_a_disk_that_fills_mid_write_leaves_no_torn_line_and_no_event_lost_or_doubled(
+    journal: Journal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "events.jsonl"
+    clock = Clock()
+    out = JsonlOutput(journal, path, batch=3, retry_s=5.0, clock=clock)
+    journal.append_events([event(1), event(2)])
+    assert out.pump() == 2
+    size = path.stat().st_size
+    # Room for one and a half more lines: the next batch (3, 4, 5) is cut
+    # in the middle of event 4.
+    disk = DiskFull(monkeypatch, path, room=size + size // 2 + size // 4)
+    journal.append_events([event(i) for i in range(3, 9)])
+    assert out.pump() == 0 and disk.fails == 1
+    assert out.failure is not None and "No space left" in out.failure  # health: failing
+    assert parsed(path) == [1, 2]  # the part-written batch is undone
+    clock.now += 5.0
+    assert out.pump() == 0 and out.failure is not None  # still full: retried, still undone
+    assert parsed(path) == [1, 2]
+    assert journal.backlog("jsonl") == 6
+    disk.full = False  # space returns
+    assert out.pump() == 0  # not before the retry is due
+    clock.now += 5.0
+    assert out.pump() == 6 and out.failure is None
+    out.close()
+    assert parsed(path) == list(range(1, 9))
+    assert journal.backlog("jsonl") == 0
+
+
+def test_jsonl_whose_fsync_fails_after_a_whole_write_does_not_write_the_batch_twice(
+    journal: Journal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "events.jsonl"
+    clock = Clock()
+    out = JsonlOutput(journal, path, retry_s=5.0, clock=clock)
+    journal.append_events([event(1)])
+    assert out.pump() == 1
+    real_fsync, fails = os.fsync, [1]
+
+    def fsync(fd: int) -> None:  # delayed allocation: the write took, the flush finds no room
+        if fails:
+            fails.pop()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    journal.append_events([event(2), event(3)])
+    assert out.pump() == 0 and out.failure is not None
+    assert parsed(path) == [1]
+    clock.now += 5.0
+    assert out.pump() == 2 and out.failure is None
+    out.close()
+    assert parsed(path) == [1, 2, 3]
+
+
+def test_jsonl_whose_torn_write_cannot_be_cut_off_writes_nothing_after_it_until_it_can(
+    journal: Journal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "events.jsonl"
+    clock = Clock()
+    out = JsonlOutput(journal, path, batch=2, retry_s=5.0, clock=clock)
+    journal.append_events([event(1)])
+    assert out.pump() == 1
+    size = path.stat().st_size
+    disk = DiskFull(monkeypatch, path, room=size + size // 2)
+    real_ftruncate, cut_works = os.ftruncate, [False]
+
+    def ftruncate(fd: int, length: int) -> None:
+        if not cut_works[0]:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_ftruncate(fd, length)
+
+    monkeypatch.setattr(os, "ftruncate", ftruncate)
+    journal.append_events([event(2), event(3), event(4)])
+    assert out.pump() == 0
+    assert out.failure is not None and "cannot cut off a torn write" in out.failure
+    # The format's rule: a reader takes newline-ended lines only; the torn
+    # bytes are the file's last line, with no newline after them.
+    text = path.read_text()
+    assert not text.endswith("\n") and [json.loads(x)["seq"] for x in text.split("\n")[:-1]] == [1]
+    disk.full = False
+    for _ in range(3):  # space is back, the cut still fails: nothing is written after the torn bytes
+        clock.now += 5.0
+        assert out.pump() == 0 and out.failure is not None
+        assert path.read_text() == text
+    cut_works[0] = True
+    clock.now += 5.0
+    assert out.pump() == 3 and out.failure is None
+    out.close()
+    assert parsed(path) == [1, 2, 3, 4]
+    assert journal.backlog("jsonl") == 0
+
+
+def test_jsonl_reopened_after_logrotate_while_a_torn_write_cannot_be_cut_leaves_it_last_in_the_old_file(
+    journal: Journal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "events.jsonl"
+    clock = Clock()
+    out = JsonlOutput(journal, path, retry_s=5.0, clock=clock)
+    journal.append_events([event(1)])
+    assert out.pump() == 1
+    size = path.stat().st_size
+    disk = DiskFull(monkeypatch, path, room=size + size // 2)
+    real_ftruncate = os.ftruncate
+
+    def ftruncate(fd: int, length: int) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "ftruncate", ftruncate)
+    journal.append_events([event(2)])
+    assert out.pump() == 0
+    rotated = tmp_path / "events.jsonl.1"
+    path.rename(rotated)  # logrotate, then SIGHUP: the cut still fails
+    disk.full = False
+    out.reopen()
+    monkeypatch.setattr(os, "ftruncate", real_ftruncate)
+    clock.now += 5.0
+    assert out.pump() == 1 and out.failure is None
+    out.close()
+    old = rotated.read_text()
+    assert not old.endswith("\n")  # the torn bytes: the old file's last line, no newline after them
+    assert [json.loads(x)["seq"] for x in old.split("\n")[:-1]] == [1]
+    assert parsed(path) == [2]
