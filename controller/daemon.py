@@ -78,7 +78,14 @@ from controller.commands_schema import (
 from controller.config import Config
 from controller.engine import Engine, analytics
 from controller.events import Event
-from controller.journal import History, Journal, JournalConflict, JournalError, PendingEvent
+from controller.journal import (
+    History,
+    Journal,
+    JournalConflict,
+    JournalError,
+    JournalRefused,
+    PendingEvent,
+)
 from controller.outputs import Output
 from controller.rules import load_profile
 from drivers.base import Driver, LinkEvent
@@ -559,6 +566,11 @@ class Daemon:
     def run(self) -> int:
         try:
             return self._run()
+        except JournalRefused as exc:
+            # not taken: nothing was written; the error says what to do
+            log.critical("journal refused: the daemon does not start", error=str(exc))
+            self.notifier.send(f"STATUS=journal refused: {exc}"[:200])
+            return 1
         except JournalError as exc:
             log.critical(
                 "journal cannot be written: stopping so nothing is published unstored", error=str(exc)

@@ -101,6 +101,12 @@ class JournalError(RuntimeFailure):
     events were safe."""
 
 
+class JournalRefused(JournalError):
+    """The journal is not taken (``Journal.claim``): it belongs to another
+    table, another process holds it, or its high-water mark cannot be
+    trusted. The message says what to do; nothing was written."""
+
+
 class JournalConflict(JournalError):
     """An event clashes with what the journal already holds under its id or
     seq: the engine did not reproduce its own past, or two tables share a
@@ -114,6 +120,11 @@ _NO_SEQ = 2**63 - 1
 HWM_SUFFIX = ".hwm"
 #: Seqs reserved ahead in the high-water mark: one fsync of it per this many events.
 HWM_RESERVE = 10_000
+#: The largest ``committed`` or ``reserved`` a mark may hold: a journal that
+#: lost history carries on above ``reserved``, and its seqs must still fit
+#: SQLite's integers (2**63 - 1) with room for a table's lifetime of events
+#: (2**62 more: over 10**10 years at a million events a second).
+MAX_MARK_SEQ = 2**62
 #: The mark is one JSON line padded to this size and rewritten in place.
 _HWM_SIZE = 512
 #: Commits between two checkpoints taken ahead (``Journal.checkpoint_ahead``):
@@ -674,8 +685,9 @@ class Journal:
         is taken as it is (a first start, or one from a version without
         marks). From here on every commit keeps the mark up to date.
 
-        Raises ``JournalError`` when another process holds the journal, when
-        the mark belongs to another table, or when it cannot be read."""
+        Raises ``JournalRefused`` when another process holds the journal, when
+        the mark belongs to another table, or when it cannot be read or holds
+        a seq outside 0..``MAX_MARK_SEQ``."""
         with self._lock:
             if self._hwm is not None:
                 raise RuntimeError("journal already claimed")
@@ -699,7 +711,7 @@ class Journal:
                     committed, reserved = last, last
                 else:
                     if found["table"] != table:
-                        raise JournalError(
+                        raise JournalRefused(
                             f"journal {self.path} belongs to table {found['table']} (its high-water mark"
                             f" {path} says so), not {table}: give every table its own journal"
                         )
@@ -988,7 +1000,7 @@ class _HighWaterMark:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            raise JournalError(
+            raise JournalRefused(
                 f"another shoe-controller process is using this journal ({path} is locked)"
             ) from None
         return cls(path, fd)
@@ -1003,16 +1015,29 @@ class _HighWaterMark:
             fields = {
                 "table": str(data["table"]),
                 "journal": str(data["journal"]),
-                "committed": int(data["committed"]),
-                "reserved": int(data["reserved"]),
+                "committed": data["committed"],
+                "reserved": data["reserved"],
                 "clean": bool(data["clean"]),
                 "boot": str(data["boot"]),
             }
-        except (ValueError, KeyError, TypeError):
-            raise JournalError(
+        except (ValueError, KeyError, TypeError, RecursionError):
+            raise JournalRefused(
                 f"the journal's high-water mark {self.path} is unreadable; it guards event ids against"
                 " reuse after a lost journal: if the journal is intact, delete the mark and start again"
             ) from None
+        for key in ("committed", "reserved"):
+            value = fields[key]
+            # a seq: an integer (not a bool, a float or a string) the journal
+            # can carry on above (SQLite's integers end at 2**63 - 1)
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_MARK_SEQ:
+                text = json.dumps(value)
+                shown = text if len(text) <= 40 else text[:40] + "..."
+                raise JournalRefused(
+                    f"the journal's high-water mark {self.path} holds {key} {shown}, not a seq (an"
+                    f" integer 0..{MAX_MARK_SEQ}); it guards event ids against reuse after a lost"
+                    " journal: if the journal is intact, delete the mark and start again; if it was"
+                    " lost, see the README's 'A journal that lost history'"
+                )
         return fields
 
     def update(self, *, clean: bool | None = None, committed: int | None = None, sync: bool) -> None:

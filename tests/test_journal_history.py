@@ -5,6 +5,7 @@ then the daemon itself, a real process, losing its journal three ways."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import signal
@@ -17,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from controller import journal as journal_mod
-from controller.journal import HWM_RESERVE, HWM_SUFFIX, Journal, JournalError
+from controller.config import load_config
+from controller.daemon import Daemon
+from controller.journal import HWM_RESERVE, HWM_SUFFIX, MAX_MARK_SEQ, Journal, JournalError, JournalRefused
 from tests.support.configs import write_config
 
 
@@ -213,6 +217,80 @@ def test_a_mark_of_another_table_a_held_journal_and_an_unreadable_mark_are_refus
     Path(str(path) + HWM_SUFFIX).write_text("garbage\n")
     with Journal(path) as j, pytest.raises(JournalError, match=r"unreadable.*delete the mark"):
         j.claim("T01")
+
+
+def _mark_with(path: Path, **fields: Any) -> None:
+    """A mark of another journal (so the next start is a new epoch above
+    its ``reserved``), with ``fields`` as given."""
+    data: dict[str, Any] = {
+        "table": "T01",
+        "journal": "0" * 32,
+        "committed": 5,
+        "reserved": 10,
+        "clean": True,
+        "boot": "",
+    }
+    data.update(fields)
+    Path(str(path) + HWM_SUFFIX).write_text(json.dumps(data).ljust(511) + "\n")
+
+
+def test_a_mark_at_the_seq_bound_is_taken_and_the_new_epoch_fits_sqlite(tmp_path: Path) -> None:
+    """At ``MAX_MARK_SEQ`` a journal that lost history carries on above it,
+    and its events still fit SQLite's integers."""
+    path = tmp_path / "j.sqlite3"
+    _mark_with(path, committed=MAX_MARK_SEQ, reserved=MAX_MARK_SEQ)
+    with Journal(path) as j:
+        h = j.claim("T01")
+        assert h.lost is not None and h.seq_floor == MAX_MARK_SEQ
+        j.append_input(1.0, "rx", b"x", [event(MAX_MARK_SEQ + 1)])
+        assert j.last_seq() == MAX_MARK_SEQ + 1
+    assert mark(path)["committed"] == MAX_MARK_SEQ + 1
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "shown"),
+    [
+        ("reserved", MAX_MARK_SEQ + 1, str(MAX_MARK_SEQ + 1)),
+        ("committed", MAX_MARK_SEQ + 1, str(MAX_MARK_SEQ + 1)),
+        ("reserved", 2**63 - 1, str(2**63 - 1)),  # SQLite's largest: no room above it
+        ("reserved", 10**30, "1" + "0" * 30),
+        ("reserved", -1, "-1"),
+        ("committed", -1, "-1"),
+        ("reserved", 1.5, "1.5"),
+        ("reserved", 100.0, "100.0"),
+        ("reserved", True, "true"),
+        ("reserved", "12", '"12"'),
+        ("reserved", None, "null"),
+        ("reserved", float("nan"), "NaN"),
+        ("reserved", float("inf"), "Infinity"),  # (1e400 in the file reads as this)
+    ],
+)
+def test_a_mark_holding_a_seq_outside_the_bound_is_refused_with_what_to_do(
+    tmp_path: Path, key: str, value: Any, shown: str
+) -> None:
+    path = tmp_path / "j.sqlite3"
+    _mark_with(path, **{key: value})
+    with Journal(path) as j, pytest.raises(JournalRefused) as err:
+        j.claim("T01")
+    text = str(err.value)
+    assert f"holds {key} {shown}, not a seq (an integer 0..{MAX_MARK_SEQ})" in text
+    assert "delete the mark and start again" in text and "\n" not in text
+
+
+def test_the_daemon_refuses_such_a_mark_in_one_line_and_exit_1_at_every_start(tmp_path: Path) -> None:
+    """Before: ``OverflowError`` (a traceback, outside any handler) at every
+    start, its new epoch's first seq beyond SQLite's integers."""
+    _mark_with(tmp_path / "journal.sqlite3", reserved=10**30)
+    capture = Path(__file__).parent / "captures" / "profile_punto_banco.shoelog"
+    cfg = load_config(write_config(tmp_path, {"driver": "replay", "file": str(capture)}))
+    for _ in range(2):
+        with structlog.testing.capture_logs() as logs:
+            assert Daemon(cfg, stdout=io.StringIO(), stop_at_eof=True).run() == 1
+        critical = [x for x in logs if x["log_level"] == "critical"]
+        assert len(critical) == 1, logs
+        assert critical[0]["event"] == "journal refused: the daemon does not start"
+        assert "holds reserved 1000000000000000000000000000000, not a seq" in critical[0]["error"]
+    assert not (tmp_path / "events.jsonl").exists() or not (tmp_path / "events.jsonl").read_text()
 
 
 # --- the daemon, a real process ---------------------------------------------
