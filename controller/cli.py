@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from controller import __version__
 from controller.errors import ExpectedError
+from controller.textsafe import ONE_LINE_RULE, one_line_problem, visible
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -228,9 +229,56 @@ def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     rp.add_argument("--chromium", metavar="PATH", help="the Chromium binary (default: found on PATH)")
 
 
+#: Arguments that name a file (or a program): any name the file system
+#: takes, non-UTF-8 bytes included. Every other string argument is text
+#: (a reason, a table, a shoe id, a time, a DSN) and must be one line of
+#: it (``textsafe.ONE_LINE_RULE``): argparse gives a non-UTF-8 argument as
+#: lone surrogates (surrogateescape), which no output or event can carry.
+PATH_ARGS = frozenset(
+    {"config", "journal", "files", "file", "output", "svg", "html", "pdf", "chromium", "backfill", "log"}
+)
+
+
+def _arg_names(parser: argparse.ArgumentParser, out: dict[str, str]) -> dict[str, str]:
+    """Each argument's dest and how a person types it (``--reason``, ``SHOE``),
+    over the parser and its sub-commands."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _arg_names(sub, out)
+        elif action.option_strings:
+            out.setdefault(action.dest, max(action.option_strings, key=len))
+        else:
+            out.setdefault(action.dest, str(action.metavar or action.dest))
+    return out
+
+
+def text_args_problem(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
+    """The first text argument (not a path) that is not one line of UTF-8
+    text, said in one line; None if every one is."""
+    names: dict[str, str] | None = None
+    for dest, value in vars(args).items():
+        if dest in PATH_ARGS:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, str):
+                continue
+            problem = one_line_problem(item)
+            if problem is None:
+                continue
+            names = names if names is not None else _arg_names(parser, {})
+            return f"{names.get(dest, dest)} must be {ONE_LINE_RULE}; {problem}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
+    problem = text_args_problem(parser, args)
+    if problem is not None:
+        # before anything is read, sent or published
+        print(f"shoe-controller {args.command}: {problem}", file=sys.stderr)
+        return 2
     module_name = args.command.replace("-", "_")
     try:
         module = importlib.import_module(f"controller.commands.{module_name}")
@@ -242,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(module.run(args))
     except ExpectedError as exc:
-        print(f"shoe-controller {args.command}: {exc}", file=sys.stderr)
+        print(f"shoe-controller {args.command}: {visible(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

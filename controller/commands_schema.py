@@ -17,7 +17,10 @@ Accepted shapes (every other key is an error, so a typo is not ignored)::
 
 ``ID`` is a non-empty string (at most 128 characters) or a 64-bit integer; it is
 echoed in the reply. ``coup`` is an integer from 1 to 1000; ``card`` a card code
-(normalised: ``"td"``, ``"10D"`` -> ``"TD"``).
+(normalised: ``"td"``, ``"10D"`` -> ``"TD"``). Every string field is one line
+of text (``controller.textsafe.ONE_LINE_RULE``): a lone surrogate (valid JSON,
+but no UTF-8 can carry it), a control character or a line separator is
+refused, naming the field.
 
 Every command also carries ``ts`` (the sender's Unix time, a finite
 number) and may carry ``table`` (the table it is meant for) and ``sig``
@@ -36,6 +39,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 
 from controller.cards import CardError, parse_card
 from controller.event_types import TABLE_PATTERN
+from controller.textsafe import ONE_LINE_RULE, one_line_problem
 
 MAX_PAYLOAD = 4096
 #: A command as the daemon journalled it (its own ``_alert`` carries a
@@ -248,11 +252,22 @@ def _no_constants(name: str) -> Any:
     raise CommandError(f"{name} is not JSON")
 
 
+def _one_line(value: str, field: str, cid: CommandId | None = None, cmd: str = "") -> str:
+    """``value`` if it is one line of text, else the refusal naming ``field``."""
+    problem = one_line_problem(value)
+    if problem is not None:
+        where = f"{cmd}: " if cmd else ""
+        raise CommandError(f"{where}{field!r} must be {ONE_LINE_RULE}; {problem}", cid)
+    return value
+
+
 def _command_id(value: Any) -> CommandId:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise CommandError("'id' must be a string or an integer")
     if isinstance(value, str) and not 0 < len(value) <= MAX_ID:
         raise CommandError(f"'id' must be 1 to {MAX_ID} characters")
+    if isinstance(value, str):
+        _one_line(value, "id")
     if isinstance(value, int) and not -(2**63) <= value < 2**63:
         raise CommandError("an integer 'id' must fit in 64 bits (signed)")
     return value
@@ -359,6 +374,8 @@ def _supervisor(data: Mapping[str, Any]) -> Command:
     cmd = data.get("cmd")
     if cmd is None:
         raise CommandError("missing 'cmd'", cid)
+    if isinstance(cmd, str):
+        _one_line(cmd, "cmd", cid)
     if not isinstance(cmd, str) or cmd not in COMMANDS:
         raise CommandError(f"unknown cmd {cmd!r} (one of {', '.join(COMMANDS)})", cid)
     fields = COMMANDS[cmd]
@@ -374,6 +391,7 @@ def _supervisor(data: Mapping[str, Any]) -> Command:
         raw = data["card"]
         if not isinstance(raw, str):
             raise CommandError(f"{cmd}: 'card' must be a card code such as 'TD'", cid)
+        _one_line(raw, "card", cid, cmd)
         try:
             card = parse_card(raw)
         except CardError as exc:
@@ -385,6 +403,8 @@ def _supervisor(data: Mapping[str, Any]) -> Command:
         from controller.config import table_problem
 
         t = data["table"]
+        if isinstance(t, str):
+            _one_line(t, "table", cid, cmd)
         if not isinstance(t, str) or table_problem(t) is not None:
             raise CommandError(f"{cmd}: 'table' must be a table name ([A-Za-z0-9_-], 1 to 32)", cid)
         table = t
@@ -396,6 +416,8 @@ def _supervisor(data: Mapping[str, Any]) -> Command:
     sig: str | UnsetType = UNSET
     if "sig" in data:
         sig = data["sig"]
+        if isinstance(sig, str):
+            _one_line(sig, "sig", cid, cmd)
         if not isinstance(sig, str) or not re.fullmatch(r"[0-9a-f]{64}", sig):
             raise CommandError(f"{cmd}: 'sig' must be 64 lower-case hex digits (HMAC-SHA256)", cid)
     reason = ""
@@ -403,6 +425,7 @@ def _supervisor(data: Mapping[str, Any]) -> Command:
         reason = data["reason"]
         if not isinstance(reason, str) or len(reason) > MAX_REASON:
             raise CommandError(f"{cmd}: 'reason' must be a string of at most {MAX_REASON} characters", cid)
+        _one_line(reason, "reason", cid, cmd)
     if cmd == "void":
         return Void(id=cid, table=table, ts=ts, sig=sig, coup=coup, reason=reason)
     if cmd == "enter_card":

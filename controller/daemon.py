@@ -88,6 +88,7 @@ from controller.journal import (
 )
 from controller.outputs import Output
 from controller.rules import load_profile
+from controller.textsafe import visible
 from drivers.base import Driver, LinkEvent
 from firmware_protocols.detect import AutoDecoder, make_decoder
 from firmware_protocols.frames import Frame, Link
@@ -441,6 +442,10 @@ class Daemon:
                     stored += len(journal.append_events(events))
                 except JournalConflict as exc:  # the engine did not reproduce what it stored
                     raise InputFailure(rec.kind, rec.t, rec.data, rec.id) from exc
+                except JournalError:
+                    raise
+                except Exception as exc:  # an event that cannot be stored (encoded): a bug
+                    raise InputFailure(rec.kind, rec.t, rec.data, rec.id) from exc
         if state_only:
             self.engine.seq = max(self.engine.seq, journal.last_seq())
         if replayed:
@@ -692,9 +697,12 @@ class Daemon:
                     break
             elif isinstance(item, LinkEvent):
                 flag = b"1" if item.up else b"0"
-                log.warning("device link", up=item.up, detail=item.detail)
-                self._device = (item.up, item.detail)
-                self._input(item.t, "link", flag + item.detail.encode())
+                # a path from the config, an OS error: shown escaped, so it
+                # is one line and encodes as UTF-8 (a lone surrogate would not)
+                detail = visible(item.detail)
+                log.warning("device link", up=item.up, detail=detail)
+                self._device = (item.up, detail)
+                self._input(item.t, "link", flag + detail.encode())
             else:
                 t, data = item
                 if self._replay:
@@ -829,7 +837,14 @@ class Daemon:
 
     def _input_command(self, cmd: EngineCommand, t: float | None = None) -> None:
         """Journal and apply a command (a supervisor's, or the daemon's own
-        ``_reject``, ``_refused``, ``_alert``) as compact JSON, at ``t`` or now."""
+        ``_reject``, ``_refused``, ``_alert``) as compact JSON, at ``t`` or now.
+        The daemon's own texts (a path from the config, an OS error) are
+        made one line of UTF-8 first (``textsafe.visible``); a
+        supervisor's were refused at the door unless they are."""
+        if isinstance(cmd, Alert):
+            cmd = Alert(code=visible(cmd.code), detail=visible(cmd.detail), seq_above=cmd.seq_above)
+        elif isinstance(cmd, Reject):
+            cmd = Reject(id=cmd.id, error=visible(cmd.error))
         self._input(self._now() if t is None else t, "cmd", command_json(cmd), cmd)
 
     def _input(self, t: float, kind: str, data: bytes, parsed: EngineCommand | None = None) -> None:
@@ -947,11 +962,26 @@ class Daemon:
             analytics.queued(engine) and not any(e["type"] == "card" for e in events)
         )
         if syncer is None or not overlap:
-            journal.append_input(t, kind, data, events)
+            self._store_input(t, kind, data, events, durable=True)
             self._release(journal.last_stored, events)
             return
-        journal.append_input(t, kind, data, events, durable=False)
+        self._store_input(t, kind, data, events, durable=False)
         self._awaiting.append((syncer.request(), journal.last_stored, events))
+
+    def _store_input(self, t: float, kind: str, data: bytes, events: list[Event], *, durable: bool) -> None:
+        """``journal.append_input``; an event it cannot store (one that
+        cannot be encoded: a bug, every outside text being refused or made
+        safe first) is an ``InputFailure``, logged by ``run`` in its one
+        critical line. Its transaction was rolled back: nothing of the
+        input is stored, so a restart rebuilds without it."""
+        journal = self.journal
+        assert journal is not None
+        try:
+            journal.append_input(t, kind, data, events, durable=durable)
+        except JournalError:
+            raise
+        except Exception as exc:
+            raise InputFailure(kind, t, data) from exc
 
     def _release(self, stored: list[PendingEvent], events: list[Event]) -> None:
         """Events committed whose input is durable (or, for analytics, whose
