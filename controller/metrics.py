@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from controller.errors import RuntimeFailure
+from controller.metrics_http import MetricsServer
 
 
 class Metrics:
@@ -42,11 +43,14 @@ class Metrics:
         )
         self._output_errors: dict[str, int] = {}
         try:
-            start_http_server(addr[1], addr=addr[0], registry=reg)
+            self.server = MetricsServer(addr, reg)
         except OSError as exc:  # in use, not an address of this host, a privileged port
             raise RuntimeFailure(
                 f"metrics: cannot listen on {addr[0]}:{addr[1]}: {exc.strerror or exc}"
             ) from None
+
+    def close(self) -> None:
+        self.server.close()
 
     def observe(self, events: list[dict[str, Any]], decoder: Any, daemon: Any) -> None:
         for e in events:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import time
 from collections import Counter as Counts
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from controller.archive.store import COUNTERS
 from controller.errors import RuntimeFailure
+from controller.metrics_http import MetricsServer
 
 
 class ArchiveMetrics:
@@ -41,7 +42,7 @@ class ArchiveMetrics:
             registry=reg,
         )
         try:
-            start_http_server(addr[1], addr=addr[0], registry=reg)
+            self.server = MetricsServer(addr, reg)  # connections bounded and timed out
         except OSError as exc:
             raise RuntimeFailure(
                 f"metrics: cannot listen on {addr[0]}:{addr[1]}: {exc.strerror or exc}"
