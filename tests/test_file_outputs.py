@@ -316,3 +316,17 @@ def test_jsonl_reopened_after_logrotate_while_a_torn_write_cannot_be_cut_leaves_
     assert not old.endswith("\n")  # the torn bytes: the old file's last line, no newline after them
     assert [json.loads(x)["seq"] for x in old.split("\n")[:-1]] == [1]
     assert parsed(path) == [2]
+
+
+def test_jsonl_after_logrotate_copytruncate_writes_at_the_new_end_with_no_hole(
+    journal: Journal, tmp_path: Path
+) -> None:
+    path = tmp_path / "events.jsonl"
+    out = JsonlOutput(journal, path)
+    journal.append_events([event(1)])
+    assert out.pump() == 1
+    os.truncate(path, 0)  # copytruncate: copied elsewhere, emptied under the open file, no SIGHUP
+    journal.append_events([event(2)])
+    assert out.pump() == 1
+    out.close()
+    assert parsed(path) == [2]  # O_APPEND: not written at the old offset after a run of NULs
