@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from controller.errors import RuntimeFailure, UsageError
+from controller.textsafe import visible
 
 DEFAULT_CONFIG = "mqtt: {host: 127.0.0.1, port: 1883}\ntables: [{table: T01}]\n"
 
@@ -28,9 +29,8 @@ def run(args: argparse.Namespace) -> int:
         cfg = cfg.model_copy(update={"listen": args.listen})
     if args.check:
         tables = ", ".join(t.table for t in cfg.tables)
-        print(
-            f"{args.config or '<default>'}: ok (tables {tables}; listen {cfg.listen}; broker {cfg.mqtt.host})"
-        )
+        where = f"tables {tables}; listen {cfg.listen}; broker {cfg.mqtt.host}"
+        print(visible(f"{args.config or '<default>'}: ok ({where})"))
         return 0
     logs.setup()
 
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     tables = ", ".join(t.table for t in cfg.tables)
 
     def announce() -> None:
-        print(f"board: tables {tables} on http://{shown}:{port}/", file=sys.stderr, flush=True)
+        print(visible(f"board: tables {tables} on http://{shown}:{port}/"), file=sys.stderr, flush=True)
         if host in ("0.0.0.0", "::") and cfg.allowed_hosts is None:
             print(
                 "board: listening on every address but answering only localhost, 127.0.0.1 and [::1]:"

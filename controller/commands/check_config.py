@@ -11,6 +11,7 @@ import sys
 from controller.commands.record import DEFAULT_BAUD
 from controller.config import ClientConfig, Config, SerialDevice, load_client_config, load_config
 from controller.errors import ConfigError
+from controller.textsafe import visible
 
 
 def _check_profile(cfg: Config) -> str | None:
@@ -180,7 +181,7 @@ def _archive(path: str) -> list[str] | None:
     warning = _passfile_warning(None if passfile is None else str(passfile))
     if warning:
         # valid, but the database will not get its password: one line, still exit 0
-        print(f"warning: dsn: {warning}", file=sys.stderr)
+        print(f"warning: dsn: {visible(warning)}", file=sys.stderr)
     return lines
 
 
@@ -221,9 +222,9 @@ def _top(path: str) -> dict[str, object]:
 def run(args: argparse.Namespace) -> int:
     special = _board(args.file) or _archive(args.file)
     if special is not None:
-        print(f"ok: {args.file}")
+        print(f"ok: {visible(args.file)}")
         for line in special:
-            print(f"  {line}")
+            print(f"  {visible(line)}")
         return 0
     client = load_client_config(args.file)
     if client.device is None:
@@ -232,19 +233,19 @@ def run(args: argparse.Namespace) -> int:
                 f"{args.file}: neither a device (a daemon's config) nor outputs.mqtt "
                 "(a supervisor's config for ctl)"
             )
-        print(f"ok: {args.file}")
+        print(f"ok: {visible(args.file)}")
         for line in client_summary(client):
-            print(f"  {line}")
+            print(f"  {visible(line)}")
         return 0
     cfg = load_config(args.file)
     note = _check_profile(cfg)
-    print(f"ok: {args.file}")
+    print(f"ok: {visible(args.file)}")
     for line in summary(cfg):
-        print(f"  {line}")
+        print(f"  {visible(line)}")
     if note:
-        print(f"  note: {note}")
+        print(f"  note: {visible(note)}")
     warning = cfg.outputs.mqtt.protocol_warning() if cfg.outputs.mqtt is not None else None
     if warning:
         # valid, but weaker than the default: one line on stderr, still exit 0
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {visible(warning)}", file=sys.stderr)
     return 0

@@ -40,6 +40,7 @@ from controller.commands_schema import MAX_COUP
 from controller.config import load_client_config, table_problem
 from controller.errors import RuntimeFailure, UsageError
 from controller.mqtt_client import connect_options, make_client
+from controller.textsafe import visible
 
 ACTIONS = {
     "void": "void",
@@ -255,5 +256,6 @@ def run(args: argparse.Namespace) -> int:
         raise RuntimeFailure(f"table {table} refused {what}: {reply.get('error') or 'no reason given'}")
     with lock:
         sentence = reading(events) if reading is not None else None
-    print(sentence or fallback)
+    # the events' and the command's texts, shown escaped (textsafe.visible)
+    print(visible(sentence or fallback))
     return 0

@@ -25,6 +25,7 @@ from typing import Any, TextIO
 from controller.errors import RuntimeFailure, UsageError
 from controller.events import format_ts
 from controller.history import ENTRY_COLUMNS, MAX_LIMIT, Page, Reader, describe, parse_time
+from controller.textsafe import csv_cell, visible
 
 #: Chromium's print to PDF gives up after this long.
 PDF_TIMEOUT_S = 120.0
@@ -46,7 +47,7 @@ def journal_path(args: argparse.Namespace) -> Path:
     return Path(default_config().journal)
 
 
-def _cell(value: Any) -> str:
+def _plain(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -55,7 +56,14 @@ def _cell(value: Any) -> str:
         return " ".join(str(v) for v in value)
     if isinstance(value, dict):
         return ", ".join(f"{k}={v}" for k, v in value.items())
-    return str(value).replace("\n", " ")
+    return str(value)
+
+
+def _cell(value: Any) -> str:
+    """A cell of the terminal table: its text with every control character
+    (a command's reason, a device's text, from any journal) shown escaped
+    (``textsafe.visible``), so no cell can move the cursor or start a line."""
+    return visible(_plain(value))
 
 
 def write_table(out: TextIO, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> None:
@@ -72,7 +80,7 @@ def write_csv(out: TextIO, columns: Sequence[str], rows: Sequence[Mapping[str, A
     w = csv.writer(out, lineterminator="\n")
     w.writerow(columns)
     for r in rows:
-        w.writerow([_cell(r.get(c)) for c in columns])
+        w.writerow([csv_cell(_plain(r.get(c))) for c in columns])
 
 
 def _emit(
@@ -98,12 +106,12 @@ def _page(args: argparse.Namespace, query: str, p: Page, **params: Any) -> None:
         "rows": p.rows,
     }
     if not p.rows and not args.json and not args.csv:
-        print(f"history {query}: nothing matched", file=sys.stderr)
+        print(f"history {visible(query)}: nothing matched", file=sys.stderr)
         return
     _emit(args, doc, p.columns, p.rows)
     if p.truncated:
         print(
-            f"history {query}: {len(p.rows)} rows shown, more matched:"
+            f"history {visible(query)}: {len(p.rows)} rows shown, more matched:"
             f" raise --limit (at most {MAX_LIMIT}) or narrow the query",
             file=sys.stderr,
         )
@@ -141,11 +149,11 @@ def run(args: argparse.Namespace) -> int:
             head = (
                 f"table {tl.get('table')}  shoe {tl['shoe']}  coup {tl['coup']}  {str(tl['status']).upper()}"
             )
-            print(head)
+            print(visible(head))
             if tl.get("result"):
-                print(f"result: {describe(tl['result'])}")
+                print(f"result: {visible(describe(tl['result']))}")
             if tl.get("void"):
-                print(f"void:   {describe(tl['void'])}")
+                print(f"void:   {visible(describe(tl['void']))}")
             print()
         _emit(args, doc, ENTRY_COLUMNS, tl["entries"])
     elif action == "errors":
@@ -250,9 +258,9 @@ def _report(args: argparse.Namespace, reader: Reader) -> int:
         wrote.append(args.pdf)
     stats = rep["statistics"]
     print(
-        f"report: shoe {rep['shoe']}, {stats['coups']} coups"
+        f"report: shoe {visible(rep['shoe'])}, {stats['coups']} coups"
         f" ({stats['settled']} settled, {stats['void']} void),"
-        f" {len(rep['errors'])} dealing errors, written to {' and '.join(wrote)}",
+        f" {len(rep['errors'])} dealing errors, written to {visible(' and '.join(wrote))}",
         file=sys.stderr,
     )
     return 0

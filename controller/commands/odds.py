@@ -29,6 +29,7 @@ from controller.cards import CardError
 from controller.errors import UsageError
 from controller.odds import OddsResult, from_profile, odds_for, rank_counts
 from controller.rules import load_profile
+from controller.textsafe import visible_lines
 
 _BET_FIELDS = ("win", "push", "lose", "ev", "house_edge")
 #: The fewest cards a coup can use (two for each hand); with fewer left no
@@ -120,5 +121,5 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         title = load_profile(args.profile).title
-        print(render(doc, title, [r.upper() for r in _removed(args.remove)]))
+        print(visible_lines(render(doc, title, [r.upper() for r in _removed(args.remove)])))
     return 0

@@ -23,6 +23,7 @@ from typing import IO, Any
 from controller.config import BUILTIN_PROFILES, Config, FakeDevice, SerialDevice, UsbDevice, load_config
 from controller.errors import ConfigError, RuntimeFailure, UsageError
 from controller.shoelog import ShoelogWriter
+from controller.textsafe import visible
 from drivers.base import Driver, LinkEvent
 
 #: A protocol's usual line speed when the config gives none.
@@ -197,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(item, LinkEvent):
                 capture.link(item)
                 print(
-                    f"shoe-controller record: link {'up' if item.up else 'down'}: {item.detail}",
+                    f"shoe-controller record: link {'up' if item.up else 'down'}: {visible(item.detail)}",
                     file=sys.stderr,
                 )
             else:
@@ -211,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
         capture.finish()
         out.close()
     print(
-        f"shoe-controller record: {capture.chunks} reads, {capture.bytes} bytes -> {args.output}",
+        f"shoe-controller record: {capture.chunks} reads, {capture.bytes} bytes -> {visible(args.output)}",
         file=sys.stderr,
     )
     return 0

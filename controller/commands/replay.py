@@ -16,6 +16,7 @@ from controller.errors import UsageError
 from controller.events import dumps
 from controller.replay import ReplayOptions, ReplayStats, replay_events, summary
 from controller.shoelog import Record, open_capture
+from controller.textsafe import visible
 
 #: The longest --mqtt-timeout: a broker that acknowledges nothing for ten
 #: minutes is not coming back within one replay.
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                     out.flush()
         if bar is not None:
             bar.close()
-        print(summary(path, stats), file=sys.stderr)
+        print(visible(summary(path, stats)), file=sys.stderr)
         if published is not None:
             print(published, file=sys.stderr)
     out.flush()

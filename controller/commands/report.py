@@ -49,6 +49,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from controller.errors import ExpectedError, RuntimeFailure, UsageError
 from controller.floor_stats import DEFAULT_ALPHA, Evaluation, GroupCounts, evaluate, theory
+from controller.textsafe import csv_cell, visible_lines
 
 #: The longest date range one report covers (a leap year).
 MAX_DAYS = 366
@@ -618,10 +619,13 @@ def csv_rows(rep: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
 def render_csv(rep: dict[str, Any]) -> str:
     header, flat = csv_rows(rep)
     out = io.StringIO()
-    wr = csv.DictWriter(out, fieldnames=header or ["table"], restval="", lineterminator="\n")
-    wr.writeheader()
+    columns = header or ["table"]
+    wr = csv.writer(out, lineterminator="\n")
+    # every cell through csv_cell: a table name or an error code from the
+    # archive shows no control character and is never run as a formula
+    wr.writerow([csv_cell(k) for k in columns])
     for f in flat:
-        wr.writerow({k: ("" if v is None else v) for k, v in f.items()})
+        wr.writerow([csv_cell("" if f.get(k) is None else f[k]) for k in columns])
     return out.getvalue()
 
 
@@ -674,5 +678,5 @@ def run(args: argparse.Namespace) -> int:
     elif args.csv:
         sys.stdout.write(render_csv(rep))
     else:
-        sys.stdout.write(render_text(rep))
+        sys.stdout.write(visible_lines(render_text(rep)))
     return 0

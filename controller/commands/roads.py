@@ -26,6 +26,7 @@ from controller.errors import RuntimeFailure
 from controller.replay import ReplayOptions, replay_events
 from controller.roads import build_roads, render_svg
 from controller.shoelog import open_capture
+from controller.textsafe import visible
 
 
 def last_shoe_coups(events: Iterable[Mapping[str, Any]]) -> tuple[str | None, list[Mapping[str, Any]]]:
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
                 fh.write(render_svg(roads, title))
         except OSError as exc:
             raise RuntimeFailure(f"cannot write {args.svg}: {exc.strerror}") from None
-        print(f"roads: shoe {shoe}, {len(coups)} coups, drawn to {args.svg}", file=sys.stderr)
+        print(visible(f"roads: shoe {shoe}, {len(coups)} coups, drawn to {args.svg}"), file=sys.stderr)
     else:
         json.dump(roads, sys.stdout, separators=(",", ":"))
         sys.stdout.write("\n")

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from controller.textsafe import visible
+
 
 def _hand(name: str, hand: Mapping[str, Any]) -> str:
     return f"{name} {' '.join(hand['cards'])} = {hand['total']}"
@@ -46,7 +48,14 @@ def _cards(cards: Any) -> str:
 
 
 def render(e: Mapping[str, Any]) -> str | None:
-    """The line for an event, or None for events shown only through others."""
+    """The line for an event, or None for events shown only through others:
+    one line, every control character of its texts (a supervisor's reason,
+    a device's) shown escaped (``textsafe.visible``)."""
+    line = _render(e)
+    return None if line is None else visible(line)
+
+
+def _render(e: Mapping[str, Any]) -> str | None:
     kind = e.get("type")
     if kind == "coup.result":
         return _result(e)
