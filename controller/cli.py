@@ -239,13 +239,16 @@ PATH_ARGS = frozenset(
 )
 
 
-def _arg_names(parser: argparse.ArgumentParser, out: dict[str, str]) -> dict[str, str]:
+def _arg_names(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, out: dict[str, str]
+) -> dict[str, str]:
     """Each argument's dest and how a person types it (``--reason``, ``SHOE``),
-    over the parser and its sub-commands."""
+    over the parser and the sub-commands ``args`` chose."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                _arg_names(sub, out)
+            sub = action.choices.get(getattr(args, action.dest, None) or "")
+            if sub is not None:
+                _arg_names(sub, args, out)
         elif action.option_strings:
             out.setdefault(action.dest, max(action.option_strings, key=len))
         else:
@@ -266,7 +269,7 @@ def text_args_problem(parser: argparse.ArgumentParser, args: argparse.Namespace)
             problem = one_line_problem(item)
             if problem is None:
                 continue
-            names = names if names is not None else _arg_names(parser, {})
+            names = names if names is not None else _arg_names(parser, args, {})
             return f"{names.get(dest, dest)} must be {ONE_LINE_RULE}; {problem}"
     return None
 

@@ -292,3 +292,40 @@ def test_an_event_that_cannot_be_encoded_is_the_daemons_one_critical_line_not_a_
     with structlog.testing.capture_logs() as logs:
         assert Daemon(load_config(cfg), stdout=io.StringIO(), stop_at_eof=True).run() == 0
     assert not [x for x in logs if x["log_level"] == "critical"], logs
+
+
+# ------------------------------------------------- other CLI text arguments
+
+
+@pytest.mark.parametrize(
+    "argv,name",
+    [
+        (["history", "coup", "caf\udce9", "1"], "SHOE"),
+        (["history", "coups", "--shoe", "S\x1b[2K"], "--shoe"),
+        (["history", "errors", "UNREAD\rCARD"], "CODE"),
+        (["history", "coups", "--since", "2h\x00"], "--since"),
+        (["report", "--dsn", "host=x", "--table", "T\udcff"], "--table"),
+        (["replay", "x.shoelog", "--table", "T\u2028"], "--table"),
+        (["ctl", "enter-card", "-c", "x.yaml", "--coup", "1", "--card", "T\x9bD"], "--card"),
+    ],
+)
+def test_every_cli_text_argument_is_one_line_of_utf8(
+    argv: list[str], name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from controller.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"shoe-controller {argv[0]}: {name} must be one line")
+    err.encode("utf-8")
+
+
+def test_a_path_argument_may_be_any_file_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file name is the file system's, not text: a non-UTF-8 one is taken
+    (here: it does not exist), and said escaped in the one-line error."""
+    from controller.cli import main
+
+    missing = str(tmp_path / "caf\udce9\x1b.sqlite3")
+    assert main(["history", "shoes", "--journal", missing]) != 0
+    err = capsys.readouterr().err
+    assert "one line" not in err and "caf\\udce9\\x1b" in err and err.count("\n") == 1, err
