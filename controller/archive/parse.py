@@ -6,8 +6,15 @@ copies and the command topics do not), and ``parse`` checks a payload
 against the event contract (SPEC section 3) with stated bounds:
 
 * at most ``max_payload_bytes`` (checked before anything is decoded);
-* UTF-8 JSON, an object, no NaN/Infinity, no NUL in a string (PostgreSQL's
-  ``jsonb`` cannot hold one), nesting bounded by Python's recursion limit;
+* UTF-8 JSON, an object, nested at most ``MAX_DEPTH`` (32) arrays and
+  objects deep (the object itself is level 1);
+* every string, keys included: no NUL (PostgreSQL's ``text`` and ``jsonb``
+  cannot hold one) and no lone surrogate (``"\\ud800"`` is valid JSON but
+  not Unicode text: it has no UTF-8 form); other control characters are
+  carried as they are (``jsonb`` keeps them escaped);
+* every number: an integer within a signed 64-bit ``bigint``
+  (-2^63..2^63-1), a float finite (no NaN/Infinity, and no literal such as
+  ``1e400`` that only overflows to infinity); ``-0.0`` is carried;
 * the envelope: ``v`` 1, ``type`` a dotted lowercase name of at most 64
   characters, ``table`` a table id, ``shoe`` at most 64 characters or null,
   ``seq`` 0..2^63-1, ``ts`` RFC 3339 UTC, ``event_id`` exactly
@@ -15,7 +22,9 @@ against the event contract (SPEC section 3) with stated bounds:
   (``<prefix>/<table>/<type with / >``);
 * the payload fields the typed tables hold, with their types.
 
-An event that passes carries its canonical JSON (sorted keys, compact) and
+``parse`` raises ``Invalid`` (one line) for every payload that is not such
+an event, and nothing else (a property test feeds it every value JSON can
+produce). An event that passes carries its canonical JSON (sorted keys, compact) and
 that text's SHA-256: equal content, equal digest, whatever the key order
 or spacing a producer used.
 """
@@ -25,6 +34,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +50,15 @@ MAX_TYPE_CHARS = 64
 MAX_SHOE_CHARS = 64
 MAX_SEQ = 2**63 - 1
 MAX_TEXT_CHARS = 4096  # a detail, code or card field in a typed column
+#: Arrays and objects nested in a payload, the payload itself level 1 (an
+#: event has at most 4: ``roads``).
+MAX_DEPTH = 32
+#: Every integer in a payload fits a PostgreSQL ``bigint``.
+MIN_INT, MAX_INT = -(2**63), 2**63 - 1
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+#: 19 digits in a row (digits mapped to 9, then found): maybe an integer beyond a bigint.
+_DIGITS = bytes.maketrans(b"0123456789", b"9" * 10)
+_NINETEEN = b"9" * 19
 WINNERS = frozenset({"player", "banker", "tie"})
 ACTIONS = frozenset({"corrected", "awaiting_supervisor", "void"})
 DEVICE_STATES = frozenset({"online", "offline", "fault"})
@@ -47,8 +66,25 @@ DEVICE_STATES = frozenset({"online", "offline", "fault"})
 _SUPERVISOR_RE = re.compile(r"\bby supervisor\b|\bthe supervisor numbers\b")
 
 
+#: The longest reason kept (a reject's, a log line's): quotes of the payload are cut.
+MAX_REASON_CHARS = 1000
+
+
+def printable(text: str, limit: int = MAX_REASON_CHARS) -> str:
+    """``text`` as one line a person can read and PostgreSQL can store: every
+    character ``str.isprintable`` refuses (controls, NUL, lone surrogates,
+    line separators) written as its Python escape, cut to ``limit``."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class Invalid(ValueError):
-    """The payload is not a valid event; the message says why (one line)."""
+    """The payload is not a valid event; the message says why (one
+    printable line of at most ``MAX_REASON_CHARS``, whatever the payload held)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(printable(reason))
 
 
 @dataclass(frozen=True)
@@ -105,17 +141,12 @@ def parse(topic: str, payload: bytes, *, prefix: str, max_bytes: int) -> Event:
     except Invalid:
         raise
     except RecursionError:
-        raise Invalid("not JSON: nested too deeply") from None
+        raise Invalid(f"not JSON: nested too deeply (the bound is {MAX_DEPTH} levels)") from None
     except ValueError as exc:  # JSONDecodeError, and ints too long to convert
         raise Invalid(f"not JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise Invalid(f"not an event: a JSON {type(obj).__name__}, not an object")
-    try:
-        canonical = canonical_json(obj)
-    except RecursionError:
-        raise Invalid("not JSON: nested too deeply") from None
-    if "\\u0000" in canonical:
-        raise Invalid("a string holds a NUL character (not storable as jsonb)")
+    canonical, data = _storable(obj)
     ev = _envelope(obj)
     expected = f"{prefix}/{ev['table']}/{ev['type'].replace('.', '/')}"
     if topic != expected:
@@ -132,9 +163,88 @@ def parse(topic: str, payload: bytes, *, prefix: str, max_bytes: int) -> Event:
         ts=ev["ts"],
         body=obj,
         canonical=canonical,
-        digest=hashlib.sha256(canonical.encode()).digest(),
+        digest=hashlib.sha256(data).digest(),
         typed=typed,
     )
+
+
+def _storable(obj: dict[str, Any]) -> tuple[str, bytes]:
+    """``obj``'s canonical JSON and its UTF-8, or ``Invalid`` naming the
+    field past a bound. Cheap tests on the whole text first (in C); the
+    exact walk over the values only when one of them may have tripped."""
+    try:
+        canonical = canonical_json(obj)
+        data = canonical.encode()
+    except ValueError:  # a float out of range, or a lone surrogate (UnicodeEncodeError)
+        check_values(obj)
+        raise Invalid("a value has no JSON or UTF-8 form") from None  # check_values names it first
+    if "\\u0000" in canonical or _NINETEEN in data.translate(_DIGITS):
+        check_values(obj)  # a NUL, or an integer of 19 digits or more: or only a string that looks so
+    elif canonical.count("[") + canonical.count("{") > MAX_DEPTH:
+        _check_depth(obj)  # more brackets than levels allowed: are they nested that deep?
+    return canonical, data
+
+
+def _check_depth(obj: dict[str, Any]) -> None:
+    """``check_values``'s depth bound alone, level by level over the
+    arrays and objects only (the leaves are already known good)."""
+    level: list[tuple[Any, str]] = [(obj, "")]
+    depth = 1
+    while level:
+        if depth > MAX_DEPTH:
+            raise Invalid(f"{_shown(level[0][1])}: nested too deeply (the bound is {MAX_DEPTH} levels)")
+        below: list[tuple[Any, str]] = []
+        for value, where in level:
+            if type(value) is dict:
+                for key, item in value.items():
+                    if type(item) is dict or type(item) is list:
+                        below.append((item, where or key))
+            else:
+                below.extend((item, where) for item in value if type(item) is dict or type(item) is list)
+        level = below
+        depth += 1
+
+
+def check_values(obj: dict[str, Any]) -> None:
+    """Raise ``Invalid`` unless every value in ``obj`` is storable: the
+    depth, string and number bounds of the module docstring. Iterative,
+    so its own depth is not Python's stack."""
+    stack: list[tuple[Any, int, str]] = [(obj, 1, "")]
+    while stack:
+        value, depth, where = stack.pop()
+        kind = type(value)
+        if kind is str:
+            _check_str(value, where)
+        elif kind is dict:
+            if depth > MAX_DEPTH:
+                raise Invalid(f"{_shown(where)}: nested too deeply (the bound is {MAX_DEPTH} levels)")
+            for key, item in value.items():
+                _check_str(key, where or key)
+                stack.append((item, depth + 1, where or key))
+        elif kind is list:
+            if depth > MAX_DEPTH:
+                raise Invalid(f"{_shown(where)}: nested too deeply (the bound is {MAX_DEPTH} levels)")
+            stack.extend((item, depth + 1, where) for item in value)
+        elif kind is int and not MIN_INT <= value <= MAX_INT:
+            digits = len(str(abs(value)))
+            raise Invalid(f"{_shown(where)}: an integer of {digits} digits, beyond a bigint (-2^63..2^63-1)")
+        elif kind is float and not math.isfinite(value):
+            raise Invalid(f"{_shown(where)}: a number out of range ({value}), not finite")
+        # bool and None: nothing to check
+
+
+def _check_str(value: str, where: str) -> None:
+    if "\x00" in value:
+        raise Invalid(f"{_shown(where)}: a string holds a NUL character (not storable in PostgreSQL)")
+    found = _SURROGATE_RE.search(value)
+    if found:
+        code = ord(found.group())
+        raise Invalid(f"{_shown(where)}: a string holds a lone surrogate U+{code:04X} (not Unicode text)")
+
+
+def _shown(where: str) -> str:
+    """A field name for a reason (``Invalid`` escapes what is not printable)."""
+    return printable(where, 64) or "the event"
 
 
 def _int(obj: dict[str, Any], key: str, lo: int = 0, hi: int = MAX_SEQ, *, null: bool = False) -> Any:
@@ -164,7 +274,7 @@ def _bool(obj: dict[str, Any], key: str) -> bool:
 
 def _choice(obj: dict[str, Any], key: str, allowed: frozenset[str]) -> str:
     value = obj.get(key)
-    if value not in allowed:
+    if not isinstance(value, str) or value not in allowed:
         raise Invalid(f"{key}: must be one of {', '.join(sorted(allowed))}, not {value!r:.40}")
     return str(value)
 
