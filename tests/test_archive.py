@@ -247,8 +247,8 @@ def _lost_reply_after(s: Store, parts: set[int]) -> list[int]:
     attempted: list[int] = []
     real = s._write
 
-    def write(conn: Any, messages: Any, part: Any = None) -> BatchResult:
-        out = real(conn, messages, part)
+    def write(conn: Any, messages: Any, part: Any = None, **kw: Any) -> BatchResult:
+        out = real(conn, messages, part, **kw)
         attempted.append(part[1])
         if part[1] in parts:
             parts.discard(part[1])
@@ -336,8 +336,8 @@ def test_the_archiver_retries_a_batch_whose_commit_reply_was_lost_and_counts_it_
     real = archiver.store._write
     calls: list[bool] = []
 
-    def write(conn: Any, messages: Any, part: Any = None) -> BatchResult:
-        out = real(conn, messages, part)
+    def write(conn: Any, messages: Any, part: Any = None, **kw: Any) -> BatchResult:
+        out = real(conn, messages, part, **kw)
         calls.append(True)
         if len(calls) == 1:  # committed; then the connection goes
             conn.close()

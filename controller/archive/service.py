@@ -17,7 +17,12 @@ connection has since dropped is not acknowledged (the broker delivers it
 again on the resumed session; the archive counts it as a duplicate). A
 lost database connection is retried with backoff, on a new connection,
 with the same batch, for as long as it takes: nothing is acknowledged
-meanwhile, so the broker holds (and queues) the rest. Every attempt
+meanwhile, so the broker holds (and queues) the rest. A poison message
+(not a valid event: a lone surrogate, a NUL, ``1e400``, too deep, too big;
+or a row the database refuses on its own) is no such failure: the store
+keeps it aside in ``rejects`` and it is acknowledged with its batch, so the
+next message flows; any other error from writing a batch is retried like
+a lost connection, never acknowledged, and never ends the loop. Every attempt
 carries the batch's ``BatchMark``: when the connection was lost just as
 the COMMIT succeeded, the retry finds the batch's mark and writes and
 counts nothing again (controller/archive/store.py), so the durable
@@ -49,7 +54,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from controller.archive import db, migrate
 from controller.archive.config import ArchiveConfig
 from controller.archive.metrics import ArchiveMetrics
-from controller.archive.store import BatchMark, BatchResult, Store, is_connection_error
+from controller.archive.store import BatchMark, BatchResult, Store, error_line, is_connection_error
 from controller.config import parse_host_port
 from controller.errors import ConfigError
 from controller.mqtt_client import make_client
@@ -200,15 +205,17 @@ class Archiver:
                 return None
             try:
                 return self.store.write(conn, messages, mark)
-            except psycopg.Error as exc:
+            except Exception as exc:
                 # Did the COMMIT happen? The next attempt asks the database.
                 mark = BatchMark(mark.batch, retry=True)
-                # A connection failure, or (the store keeps refused rows aside
-                # itself) a failure to write even that: retry, never ack.
+                # A connection failure, or (the store keeps a message that
+                # fails on its own aside itself, acknowledged) a failure to
+                # write even that: the database's, not a message's. Retry,
+                # never ack; the process stays up.
                 lost = is_connection_error(exc)
                 (log.warning if lost else log.error)(
                     "archive.database_lost" if lost else "archive.write_failed",
-                    error=db.one_line(exc),
+                    error=db.one_line(exc) if isinstance(exc, psycopg.Error) else error_line(exc),
                     batch=len(batch),
                 )
                 self._drop_database()

@@ -6,7 +6,8 @@
 * a payload that is not a valid event (``parse``), or whose ``ts`` lies
   outside the archive's window (older than retention, or beyond the
   partitions made ahead) is kept aside in ``rejects`` (its first
-  ``max_payload_bytes``) and counted;
+  ``max_payload_bytes``, as bytes: whatever it holds; the topic and the
+  reason as printable text, ``parse.printable``) and counted;
 * an event is claimed in ``event_ids`` (``INSERT .. ON CONFLICT DO
   NOTHING``, in event-id order so two archivers never deadlock): a new id
   is written to ``events`` and its typed table (COPY); an id already there
@@ -28,10 +29,14 @@
 The caller acknowledges the batch's messages only after ``write``
 returns, i.e. after COMMIT. A connection failure (``psycopg.OperationalError``
 or ``InterfaceError``) propagates: nothing was committed and the caller
-retries on a new connection. Any other database error (a row PostgreSQL
-refuses) is never allowed to wedge the stream: the batch is rolled back and
-written message by message, and a message refused on its own is kept aside
-in ``rejects`` with the database's reason.
+retries on a new connection. A message's own values are never allowed to
+wedge the stream: a row PostgreSQL refuses, or a value psycopg cannot send
+(``_MESSAGE_ERRORS``), rolls the batch back and it is written message by
+message, and a message that fails on its own is kept aside in ``rejects``
+with the reason (so is one ``parse`` fails on in any way). What cannot be
+kept aside either (the ``rejects`` row refused), and any other error, is
+the database's or the archiver's, not a message's: it propagates like a
+lost connection, retried and never acknowledged.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ import structlog
 
 from controller.archive import partitions
 from controller.archive.db import Conn, one_line
-from controller.archive.parse import Event, Invalid, classify, parse
+from controller.archive.parse import Event, Invalid, classify, parse, printable
 
 log = structlog.get_logger("archive")
 
@@ -96,15 +101,20 @@ class Conflict:
 class BatchResult:
     counts: Counter[str] = field(default_factory=Counter)
     conflicts: list[Conflict] = field(default_factory=list)
-    reject_reasons: list[str] = field(default_factory=list)
+    #: (the message's index in what was written, "topic: reason") of each reject.
+    rejected: list[tuple[int, str]] = field(default_factory=list)
     #: A retry found the batch (or all of it that was left) already
     #: committed by an earlier attempt whose COMMIT reply was lost.
     already_committed: bool = False
 
+    @property
+    def reject_reasons(self) -> list[str]:
+        return [reason for _, reason in self.rejected]
+
     def add(self, other: BatchResult) -> None:
         self.counts.update(other.counts)
         self.conflicts.extend(other.conflicts)
-        self.reject_reasons.extend(other.reject_reasons)
+        self.rejected.extend(other.rejected)
 
 
 @dataclass(frozen=True)
@@ -119,9 +129,18 @@ class BatchMark:
 
 @dataclass
 class _Reject:
+    index: int  # in the messages of the write
     topic: str
     reason: str
     payload: bytes
+
+
+#: What a message's own values can make writing a batch raise: PostgreSQL
+#: refusing a row (``psycopg.Error`` but a connection's), or psycopg unable to
+#: send a value (``ValueError``: ``UnicodeEncodeError`` for a lone surrogate;
+#: ``OverflowError``). Anything else is the archiver's or the database's
+#: fault, not one message's: it propagates, retried and never acknowledged.
+_MESSAGE_ERRORS = (psycopg.Error, ValueError, OverflowError)
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -168,14 +187,14 @@ class Store:
         if start == 0:
             try:
                 return self._write(conn, messages, _part(mark, 0))
-            except psycopg.Error as exc:
+            except _MESSAGE_ERRORS as exc:  # a row refused, or a value psycopg cannot send
                 if is_connection_error(exc):
                     raise
                 _rollback(conn)
                 if len(messages) == 1:
-                    return self._refused(conn, messages[0], exc, _part(mark, 0))
+                    return self._refused(conn, messages[0], exc, _part(mark, 0), 0)
                 log.warning(
-                    "archive.batch_refused", size=len(messages), error=one_line(exc), then="one by one"
+                    "archive.batch_refused", size=len(messages), error=error_line(exc), then="one by one"
                 )
         else:
             log.warning("archive.batch_resumed", size=len(messages), committed=start)
@@ -183,22 +202,30 @@ class Store:
         for i in range(start, len(messages)):
             part = _part(mark, i + 1)
             try:
-                result.add(self._write(conn, [messages[i]], part))
-            except psycopg.Error as exc:
+                result.add(self._write(conn, [messages[i]], part, offset=i))
+            except _MESSAGE_ERRORS as exc:
                 if is_connection_error(exc):
                     raise
                 _rollback(conn)
-                result.add(self._refused(conn, messages[i], exc, part))
+                result.add(self._refused(conn, messages[i], exc, part, i))
         return result
 
     def _refused(
-        self, conn: Conn, message: tuple[str, bytes], exc: psycopg.Error, part: tuple[uuid.UUID, int] | None
+        self,
+        conn: Conn,
+        message: tuple[str, bytes],
+        exc: BaseException,
+        part: tuple[uuid.UUID, int] | None,
+        index: int,
     ) -> BatchResult:
-        """A message PostgreSQL refused on its own: kept aside in ``rejects``."""
+        """A message that failed on its own: kept aside in ``rejects``."""
         topic, payload = message
-        reason = f"database refused it: {one_line(exc)}"
-        log.error("archive.refused", topic=topic, reason=reason)
-        return self._write_rejects(conn, [_Reject(topic, reason, payload)], part)
+        if isinstance(exc, psycopg.Error):
+            reason = f"database refused it: {one_line(exc)}"
+        else:
+            reason = f"could not be stored: {error_line(exc)}"
+        log.error("archive.refused", topic=printable(topic), reason=printable(reason))
+        return self._write_rejects(conn, [_Reject(index, topic, reason, payload)], part)
 
     def _committed_part(self, conn: Conn, batch: uuid.UUID) -> int | None:
         """How much of ``batch`` an earlier attempt committed (0: all of it;
@@ -221,26 +248,36 @@ class Store:
         )
 
     def _write(
-        self, conn: Conn, messages: Sequence[tuple[str, bytes]], part: tuple[uuid.UUID, int] | None = None
+        self,
+        conn: Conn,
+        messages: Sequence[tuple[str, bytes]],
+        part: tuple[uuid.UUID, int] | None = None,
+        *,
+        offset: int = 0,
     ) -> BatchResult:
         result = BatchResult()
         result.counts["received"] += len(messages)
         events: list[Event] = []
         rejects: list[_Reject] = []
         low, high = partitions.window(self.now(), self.retention_months, self.partitions_ahead)
-        for topic, payload in messages:
+        for index, (topic, payload) in enumerate(messages, offset):
             if classify(topic, self.prefix) is None:
                 result.counts["ignored"] += 1
                 continue
             try:
                 ev = parse(topic, payload, prefix=self.prefix, max_bytes=self.max_payload_bytes)
             except Invalid as exc:
-                rejects.append(_Reject(topic, str(exc), payload))
+                rejects.append(_Reject(index, topic, str(exc), payload))
+                continue
+            except Exception as exc:  # a bug parse met on this message: never the stream's end
+                reason = f"the archiver failed on it: {error_line(exc)}"
+                log.error("archive.parse_failed", topic=printable(topic), error=printable(reason))
+                rejects.append(_Reject(index, topic, reason, payload))
                 continue
             if not low <= ev.ts < high:
                 span = f"[{low.date()}, {high.date()})"
                 reason = f"ts {ev.ts.isoformat()} is outside the archive's window {span} (retention, ahead)"
-                rejects.append(_Reject(topic, reason, payload))
+                rejects.append(_Reject(index, topic, reason, payload))
                 continue
             events.append(ev)
 
@@ -370,10 +407,11 @@ class Store:
             return
         with cur.copy("COPY rejects (archiver, topic, reason, size, payload) FROM STDIN") as cp:
             for r in rejects:
-                cp.write_row(
-                    (self.archiver, r.topic, r.reason, len(r.payload), r.payload[: self.max_payload_bytes])
-                )
-                result.reject_reasons.append(f"{r.topic}: {r.reason}")
+                # text PostgreSQL takes whatever the message held: no NUL, no lone surrogate
+                topic, reason = printable(r.topic), printable(r.reason)
+                kept = r.payload[: self.max_payload_bytes]
+                cp.write_row((self.archiver, topic, reason, len(r.payload), kept))
+                result.rejected.append((r.index, f"{topic}: {reason}"))
 
     def _write_rejects(
         self, conn: Conn, rejects: list[_Reject], part: tuple[uuid.UUID, int] | None = None
@@ -427,6 +465,11 @@ def _part(mark: BatchMark | None, part: int) -> tuple[uuid.UUID, int] | None:
 def _values(ev: Event, cols: Sequence[str]) -> list[Any]:
     assert ev.typed is not None
     return [ev.typed[1][c] for c in cols]
+
+
+def error_line(exc: BaseException) -> str:
+    """An unexpected error in one line: its type and first line."""
+    return f"{type(exc).__name__}: {one_line(exc)}"
 
 
 def _rollback(conn: Conn) -> None:
