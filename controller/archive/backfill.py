@@ -10,6 +10,12 @@ twice, or one whose events the archiver already has, changes nothing
 kept aside and alerted on, as live. The journal is opened read-only (a
 running daemon's journal, or a copy), and read in batches, so its size
 does not bound memory.
+
+A journal row that is not a valid event (a string with a lone surrogate
+or a NUL, a number such as ``1e400``, anything ``parse`` refuses) is kept
+aside in ``rejects`` as live, and reported by ``on_reject`` with its
+journal seq; the rest is backfilled. The rows are read as bytes, so not
+even text SQLite cannot decode stops the journal.
 """
 
 from __future__ import annotations
@@ -17,24 +23,26 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from controller.archive.db import Conn
 from controller.archive.store import BatchResult, Store
+from controller.config import table_problem
 from controller.errors import RuntimeFailure
 
 BATCH = 1000
 
 
-def journal_messages(path: str, prefix: str, batch: int = BATCH) -> Iterator[list[tuple[str, bytes]]]:
-    """The journal's events in seq order, as (topic, payload) batches."""
+def journal_messages(path: str, prefix: str, batch: int = BATCH) -> Iterator[list[tuple[int, str, bytes]]]:
+    """The journal's events in seq order, as (seq, topic, payload) batches."""
     if not Path(path).is_file():
         raise RuntimeFailure(f"{path}: no such journal")
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
     except sqlite3.Error as exc:
         raise RuntimeFailure(f"{path}: cannot open the journal: {exc}") from None
+    db.text_factory = bytes  # the payload as stored, whatever bytes it holds
     try:
         last = -1
         while True:
@@ -47,32 +55,51 @@ def journal_messages(path: str, prefix: str, batch: int = BATCH) -> Iterator[lis
             if not rows:
                 return
             out = []
-            for _seq, etype, text in rows:
+            for seq, etype, raw in rows:
                 # the topic the daemon published it on; the store checks the
                 # event's own table and type against it
-                table = _table_of(str(text))
-                out.append((f"{prefix}/{table}/{str(etype).replace('.', '/')}", str(text).encode()))
+                payload = _bytes(raw)
+                etype_path = _bytes(etype).decode(errors="replace").replace(".", "/")
+                out.append((int(seq), f"{prefix}/{_table_of(payload)}/{etype_path}", payload))
             yield out
             last = int(rows[-1][0])
     finally:
         db.close()
 
 
-def _table_of(text: str) -> str:
+def _bytes(value: object) -> bytes:
+    """A column read with ``text_factory = bytes``: text and blobs as bytes."""
+    if isinstance(value, bytes):
+        return value
+    return b"" if value is None else str(value).encode()
+
+
+def _table_of(payload: bytes) -> str:
+    """The event's table for its topic, or ``-`` (the store then rejects the
+    event for its topic, or for what else is wrong with it)."""
     try:
-        table = json.loads(text).get("table")
-    except (ValueError, AttributeError):
+        table = json.loads(payload).get("table")
+    except (ValueError, AttributeError, RecursionError):  # not JSON, not an object, too deep
         return "-"
-    return table if isinstance(table, str) and "/" not in table else "-"
+    if not isinstance(table, str) or table_problem(table) is not None:
+        return "-"
+    return table
 
 
-def backfill(conn: Conn, store: Store, paths: list[str]) -> dict[str, dict[str, int]]:
-    """Every journal of ``paths`` into the archive; counts per journal."""
+def backfill(
+    conn: Conn, store: Store, paths: list[str], on_reject: Callable[[str, int, str], None] | None = None
+) -> dict[str, dict[str, int]]:
+    """Every journal of ``paths`` into the archive; counts per journal.
+    ``on_reject(path, seq, reason)`` for each event kept aside."""
     out: dict[str, dict[str, int]] = {}
     for path in paths:
         total = BatchResult()
-        for messages in journal_messages(path, store.prefix):
-            total.add(store.write(conn, messages))
+        for rows in journal_messages(path, store.prefix):
+            result = store.write(conn, [(topic, payload) for _, topic, payload in rows])
+            if on_reject is not None:
+                for index, reason in result.rejected:
+                    on_reject(path, rows[index][0], reason)
+            total.add(result)
         counts: Counter[str] = total.counts
         out[path] = {k: counts[k] for k in ("received", "archived", "duplicates", "conflicts", "rejects")}
     return out

@@ -8,7 +8,12 @@ exits; the archiver itself never changes the schema, and refuses to start
 durable counters and the number of integrity conflicts and rejects as one
 JSON object, and exits. ``--backfill`` writes tables' SQLite journals
 into the archive through the same idempotent store (controller/archive/backfill.py),
-prints the counts per journal and exits.
+prints the counts per journal and exits: 0 once every journal is read
+through, whatever was kept aside (each event set aside is one line on
+stderr, ``<journal>: seq N set aside: <reason>``, up to
+``MAX_REJECT_LINES`` a journal, then their count; all are in ``rejects``
+and in the counts); 1 if a journal cannot be read or the database fails
+(what was committed stays: a second run counts it as duplicates).
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from controller.archive.config import ArchiveConfig
+
+#: Events set aside by a backfill shown one line each, per journal (the rest counted).
+MAX_REJECT_LINES = 100
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,10 +80,13 @@ def _migrate(dsn: str, ahead: int) -> int:
 
 
 def _backfill(cfg: ArchiveConfig, paths: list[str]) -> int:
+    import psycopg
+
     from controller.archive import db, migrate
     from controller.archive.backfill import backfill
+    from controller.archive.parse import printable
     from controller.archive.store import Store
-    from controller.errors import ConfigError
+    from controller.errors import ConfigError, RuntimeFailure
 
     store = Store(
         archiver=f"{cfg.client_id}/backfill",
@@ -84,12 +95,34 @@ def _backfill(cfg: ArchiveConfig, paths: list[str]) -> int:
         retention_months=cfg.retention_months,
         partitions_ahead=cfg.partitions_ahead,
     )
+    shown: dict[str, int] = {}
+
+    def set_aside(path: str, seq: int, reason: str) -> None:
+        shown[path] = shown.get(path, 0) + 1
+        if shown[path] <= MAX_REJECT_LINES:
+            print(
+                f"shoe-controller archive: {printable(path)}: seq {seq} set aside: {reason}", file=sys.stderr
+            )
+
     with db.connect(cfg.dsn) as conn:
         problem = migrate.check_current(conn)
         conn.rollback()
         if problem is not None:
             raise ConfigError(problem)
-        counts = backfill(conn, store, paths)
+        try:
+            counts = backfill(conn, store, paths, set_aside)
+        except psycopg.Error as exc:
+            raise RuntimeFailure(
+                f"the database failed during the backfill: {db.one_line(exc)} (what was committed stays; "
+                "run it again: what the archive holds counts as duplicates)"
+            ) from None
+    for path, n in shown.items():
+        if n > MAX_REJECT_LINES:
+            print(
+                f"shoe-controller archive: {printable(path)}: {n - MAX_REJECT_LINES} more set aside "
+                "(see the rejects table)",
+                file=sys.stderr,
+            )
     print(json.dumps(counts, sort_keys=True))
     conflicts = sum(c["conflicts"] for c in counts.values())
     if conflicts:
