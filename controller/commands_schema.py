@@ -252,22 +252,31 @@ def _no_constants(name: str) -> Any:
     raise CommandError(f"{name} is not JSON")
 
 
-def _one_line(value: str, field: str, cid: CommandId | None = None, cmd: str = "") -> str:
-    """``value`` if it is one line of text, else the refusal naming ``field``."""
+def _one_line(
+    value: str, field: str, cid: CommandId | None = None, cmd: str = "", *, journalled: bool = False
+) -> str:
+    """``value`` if it is one line of text, else the refusal naming ``field``.
+    ``journalled``: a command the daemon took and journalled before commands
+    were held to one line (issue 26) is read back as it was taken, control
+    characters included (its events are stored, and the outputs escape
+    them); only a lone surrogate is refused, which no journal could store
+    with its events."""
     problem = one_line_problem(value)
+    if problem is not None and journalled and "surrogate" not in problem:
+        problem = None
     if problem is not None:
         where = f"{cmd}: " if cmd else ""
         raise CommandError(f"{where}{field!r} must be {ONE_LINE_RULE}; {problem}", cid)
     return value
 
 
-def _command_id(value: Any) -> CommandId:
+def _command_id(value: Any, *, journalled: bool = False) -> CommandId:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise CommandError("'id' must be a string or an integer")
     if isinstance(value, str) and not 0 < len(value) <= MAX_ID:
         raise CommandError(f"'id' must be 1 to {MAX_ID} characters")
     if isinstance(value, str):
-        _one_line(value, "id")
+        _one_line(value, "id", journalled=journalled)
     if isinstance(value, int) and not -(2**63) <= value < 2**63:
         raise CommandError("an integer 'id' must fit in 64 bits (signed)")
     return value
@@ -309,16 +318,17 @@ def parse_journalled(payload: bytes) -> EngineCommand:
     data = _load(payload, MAX_JOURNALLED)
     if not isinstance(data, dict):
         raise CommandError("command must be a JSON object")
-    return command_from_dict(data)
+    return command_from_dict(data, journalled=True)
 
 
-def command_from_dict(data: Mapping[str, Any]) -> EngineCommand:
+def command_from_dict(data: Mapping[str, Any], *, journalled: bool = False) -> EngineCommand:
     """A command given as a JSON object (journal, tests, tools): the same
-    checks as ``parse_command``, the daemon's own commands included."""
+    checks as ``parse_command``, the daemon's own commands included
+    (``journalled``: read back from the journal, see ``_one_line``)."""
     name = data.get("cmd")
     if isinstance(name, str) and name.startswith("_"):
         return _internal(name, data)
-    return _supervisor(data)
+    return _supervisor(data, journalled=journalled)
 
 
 def _text(data: Mapping[str, Any], name: str, cmd: str) -> str:
@@ -348,7 +358,9 @@ def _internal(name: str, data: Mapping[str, Any]) -> EngineCommand:
         raise CommandError(f"{name}: unknown field {extra[0]!r}")
     if name == "_reject":
         cid = data.get("id")
-        return Reject(id=None if cid is None else _command_id(cid), error=_text(data, "error", name))
+        return Reject(
+            id=None if cid is None else _command_id(cid, journalled=True), error=_text(data, "error", name)
+        )
     if name == "_alert":
         if data.get("id") is not None:
             raise CommandError(f"{name}: 'id' must be null")
@@ -367,15 +379,15 @@ def _internal(name: str, data: Mapping[str, Any]) -> EngineCommand:
     )
 
 
-def _supervisor(data: Mapping[str, Any]) -> Command:
+def _supervisor(data: Mapping[str, Any], *, journalled: bool = False) -> Command:
     if "id" not in data:
         raise CommandError("missing 'id'")
-    cid = _command_id(data["id"])
+    cid = _command_id(data["id"], journalled=journalled)
     cmd = data.get("cmd")
     if cmd is None:
         raise CommandError("missing 'cmd'", cid)
     if isinstance(cmd, str):
-        _one_line(cmd, "cmd", cid)
+        _one_line(cmd, "cmd", cid, journalled=journalled)
     if not isinstance(cmd, str) or cmd not in COMMANDS:
         raise CommandError(f"unknown cmd {cmd!r} (one of {', '.join(COMMANDS)})", cid)
     fields = COMMANDS[cmd]
@@ -391,7 +403,7 @@ def _supervisor(data: Mapping[str, Any]) -> Command:
         raw = data["card"]
         if not isinstance(raw, str):
             raise CommandError(f"{cmd}: 'card' must be a card code such as 'TD'", cid)
-        _one_line(raw, "card", cid, cmd)
+        _one_line(raw, "card", cid, cmd, journalled=journalled)
         try:
             card = parse_card(raw)
         except CardError as exc:
@@ -404,7 +416,7 @@ def _supervisor(data: Mapping[str, Any]) -> Command:
 
         t = data["table"]
         if isinstance(t, str):
-            _one_line(t, "table", cid, cmd)
+            _one_line(t, "table", cid, cmd, journalled=journalled)
         if not isinstance(t, str) or table_problem(t) is not None:
             raise CommandError(f"{cmd}: 'table' must be a table name ([A-Za-z0-9_-], 1 to 32)", cid)
         table = t
@@ -417,7 +429,7 @@ def _supervisor(data: Mapping[str, Any]) -> Command:
     if "sig" in data:
         sig = data["sig"]
         if isinstance(sig, str):
-            _one_line(sig, "sig", cid, cmd)
+            _one_line(sig, "sig", cid, cmd, journalled=journalled)
         if not isinstance(sig, str) or not re.fullmatch(r"[0-9a-f]{64}", sig):
             raise CommandError(f"{cmd}: 'sig' must be 64 lower-case hex digits (HMAC-SHA256)", cid)
     reason = ""
@@ -425,7 +437,7 @@ def _supervisor(data: Mapping[str, Any]) -> Command:
         reason = data["reason"]
         if not isinstance(reason, str) or len(reason) > MAX_REASON:
             raise CommandError(f"{cmd}: 'reason' must be a string of at most {MAX_REASON} characters", cid)
-        _one_line(reason, "reason", cid, cmd)
+        _one_line(reason, "reason", cid, cmd, journalled=journalled)
     if cmd == "void":
         return Void(id=cid, table=table, ts=ts, sig=sig, coup=coup, reason=reason)
     if cmd == "enter_card":

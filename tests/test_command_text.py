@@ -104,6 +104,11 @@ def test_the_other_command_paths_refuse_alike() -> None:
         command_from_dict({"id": "\x1b]0;x\x07", "cmd": "accept", "coup": 1})
     with pytest.raises(CommandError, match="'reason'"):
         parse_journalled(b'{"id":"x","cmd":"void","coup":1,"reason":"\\ud800"}')
+    # what a daemon took and journalled before the door closed is read back
+    # as taken (its events are stored; the outputs escape them): only a lone
+    # surrogate, which no journal could store with its events, is refused
+    old = parse_journalled(b'{"id":"x\\u001b","cmd":"void","coup":1,"reason":"a\\u001b[2K\\rb"}')
+    assert old.id == "x\x1b" and old.reason == "a\x1b[2K\rb"  # type: ignore[union-attr]
 
 
 # ------------------------------------------------------- a real daemon
@@ -329,3 +334,54 @@ def test_a_path_argument_may_be_any_file_name(tmp_path: Path, capsys: pytest.Cap
     assert main(["history", "shoes", "--journal", missing]) != 0
     err = capsys.readouterr().err
     assert "one line" not in err and "caf\\udce9\\x1b" in err and err.count("\n") == 1, err
+
+
+def test_a_journal_holding_a_command_taken_before_the_door_closed_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A void whose reason holds ESC and CR, taken and journalled by a daemon
+    before commands were held to one line, is re-fed as it was taken: the
+    rebuild reproduces its stored events, no "DAEMON FAILED"."""
+    import io
+    import sqlite3
+
+    import structlog
+
+    from controller.commands_schema import Void
+    from controller.config import load_config
+    from controller.daemon import CHECKPOINT_KEY, Daemon
+    from controller.shoelog import ShoelogWriter
+    from drivers.fake import FakeShoe
+    from tests.support.configs import write_config
+
+    capture = tmp_path / "shoe.shoelog"
+    with capture.open("w", encoding="utf-8") as fh:
+        w = ShoelogWriter(fh, {"protocol": "shoe-ascii/1", "table": "T01"})
+        for t, data in FakeShoe(seed=3, decks=1, shoes=1, cut_card_min=12, cards_per_second=1).stream():
+            w.write(t, "<", data)
+    cfg = write_config(tmp_path, {"driver": "replay", "file": str(capture), "realtime": False})
+    replies: list[dict[str, Any]] = []
+    original = Daemon._input
+
+    def input_then_void(self: Daemon, t: float, kind: str, data: bytes, parsed: Any = None) -> None:
+        original(self, t, kind, data, parsed)
+        shoe = self.engine.shoe if self.engine is not None else None
+        if not replies and kind == "rx" and shoe is not None and shoe.coups:
+            # as the daemon took it then: the Struct, past no one-line check
+            self._input_command(Void(id="old\x1b", coup=max(shoe.coups), reason="a\x1b[2K\rforged"))
+            assert self.last_reply is not None
+            replies.append(self.last_reply)
+
+    monkeypatch.setattr(Daemon, "_input", input_then_void)
+    assert Daemon(load_config(cfg), stdout=io.StringIO(), stop_at_eof=True).run() == 0
+    assert replies and replies[0]["ok"], replies
+    monkeypatch.undo()
+    db = sqlite3.connect(tmp_path / "journal.sqlite3")
+    with db:
+        db.execute("DELETE FROM meta WHERE key = ?", (CHECKPOINT_KEY,))  # re-feed every input
+        voids = db.execute("SELECT json FROM events WHERE type = 'coup.void'").fetchall()
+    db.close()
+    assert any("forged" in v[0] for v in voids), voids
+    with structlog.testing.capture_logs() as logs:
+        assert Daemon(load_config(cfg), stdout=io.StringIO(), stop_at_eof=True).run() == 0
+    assert not [x for x in logs if x["log_level"] == "critical"], logs
