@@ -16,6 +16,7 @@ defaults are; the systemd unit sets that to the state directory.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import stat
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from controller.errors import ConfigError
+from controller.textsafe import visible
 
 #: Profiles shipped in the package (SPEC section 7); a profile may also be a
 #: path to a profile YAML.
@@ -469,14 +471,14 @@ MAX_PASSWORD_FILE_BYTES = 4096
 def load_config(path: str | os.PathLike[str]) -> Config:
     """Read and validate a config file; any problem raises ``ConfigError``
     whose message starts with the file and names every bad key path."""
-    return parse_config(_read(path), os.fspath(path))
+    return parse_config(_read(path), visible(os.fspath(path)))
 
 
 def load_client_config(path: str | os.PathLike[str]) -> ClientConfig:
     """A config for ``ctl`` or ``replay --out mqtt``: checked like any
     other, but a ``device:`` section is not needed (a supervisor's box has
     no shoe)."""
-    cfg = parse_config(_read(path), os.fspath(path), model=ClientConfig)
+    cfg = parse_config(_read(path), visible(os.fspath(path)), model=ClientConfig)
     assert isinstance(cfg, ClientConfig)
     return cfg
 
@@ -484,13 +486,13 @@ def load_client_config(path: str | os.PathLike[str]) -> ClientConfig:
 def load_model(path: str | os.PathLike[str], model: type[_M]) -> _M:
     """Read and validate any of the project's config files against ``model``
     (the same bounds, YAML checks and messages as the daemon's config)."""
-    return parse_model(_read(path), os.fspath(path), model)
+    return parse_model(_read(path), visible(os.fspath(path)), model)
 
 
 def _read(path: str | os.PathLike[str]) -> str:
-    name = os.fspath(path)
+    name = visible(os.fspath(path))  # as shown: a path may hold any byte but NUL
     try:
-        with open(name, "rb") as f:
+        with open(path, "rb") as f:
             raw = f.read(MAX_CONFIG_BYTES + 1)
         if len(raw) > MAX_CONFIG_BYTES:
             raise ConfigError(f"{name}: larger than {MAX_CONFIG_BYTES} bytes: not a config file")
@@ -517,17 +519,20 @@ def parse_model(text: str, name: str, model: type[_M]) -> _M:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = exc.problem or exc.context or "invalid YAML"
-        raise ConfigError(f"{name}: YAML syntax error{where}: {problem}") from None
+        raise ConfigError(f"{name}: YAML syntax error{where}: {visible(problem)}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{name}: YAML syntax error: {exc}") from None
+        raise ConfigError(f"{name}: YAML syntax error: {visible(exc)}") from None
     except RecursionError:
         raise ConfigError(f"{name}: YAML nested too deeply") from None
     except (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError) as exc:
         # a value PyYAML resolves (or is tagged) as a date, number, bool...
         # but cannot construct, or a list/mapping used as a key
-        raise ConfigError(f"{name}: a YAML value cannot be read: {exc}") from None
+        raise ConfigError(f"{name}: a YAML value cannot be read: {visible(exc)}") from None
     if data is None:
         data = {}
+    unstorable = _not_storable(data)
+    if unstorable is not None:
+        raise ConfigError(f"{name}: {unstorable}")
     if not isinstance(data, dict):
         raise ConfigError(
             f"{name}: the config must be a mapping (table: ..., device: ...), not a {type(data).__name__}"
@@ -539,6 +544,34 @@ def parse_model(text: str, name: str, model: type[_M]) -> _M:
         if len(problems) == 1:
             raise ConfigError(f"{name}: {problems[0]}") from None
         raise ConfigError(f"{name}: {len(problems)} problems:\n  " + "\n  ".join(problems)) from None
+
+
+def _not_storable(data: Any, path: tuple[str, ...] = ()) -> str | None:
+    """What YAML gave that no config value can be, with its key path, or
+    None: a string holding a lone surrogate (the escape ``"\\ud800"``: no
+    file name, log line, event or UTF-8 text can carry it), or a number
+    that is not finite (``.nan``, ``.inf``, ``1.0e+400``)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            where = (*path, visible(key))
+            if isinstance(key, str) and _SURROGATE.search(key):
+                return f"{'.'.join(where)}: a key holds a lone surrogate (not UTF-8 text)"
+            problem = _not_storable(key, where) or _not_storable(value, where)
+            if problem is not None:
+                return problem
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            problem = _not_storable(value, (*path, str(i)))
+            if problem is not None:
+                return problem
+    elif isinstance(data, str) and _SURROGATE.search(data):
+        return f"{'.'.join(path) or '(top level)'}: holds a lone surrogate (not UTF-8 text)"
+    elif isinstance(data, float) and not math.isfinite(data):
+        return f"{'.'.join(path) or '(top level)'}: must be a finite number, not {data}"
+    return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _model_classes(annotation: Any) -> list[type[BaseModel]]:
@@ -566,7 +599,7 @@ def _walk(
     i = 0
     while i < len(loc):
         part = loc[i]
-        shown.append(str(part))
+        shown.append(visible(part))
         fields = [m.model_fields[str(part)] for m in candidates if str(part) in m.model_fields]
         if not fields:
             if isinstance(part, int):  # an item of a list of models
@@ -606,7 +639,7 @@ def _describe(err: Any, root: type[BaseModel] = Config) -> str:
         shown, parents = _walk(loc[:-1], root)
         key = str(loc[-1])
         allowed = sorted({f for m in parents for f in m.model_fields})
-        path = ".".join([*shown, key])
+        path = ".".join([*shown, visible(key)])
         return f"{path}: unknown key{did_you_mean(key, allowed)}"
     shown, _ = _walk(loc, root)
     path = ".".join(shown) or "(top level)"
