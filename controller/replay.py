@@ -18,7 +18,7 @@ from controller.engine import Engine
 from controller.errors import UsageError
 from controller.events import Event
 from controller.rules import RULE_KEYS, coerce_rule_overrides, load_profile
-from controller.shoelog import Record, read_batches, read_device_columns, read_header
+from controller.shoelog import Record, read_batches, read_device_columns, read_header, shown
 from firmware_protocols.detect import make_decoder
 from firmware_protocols.frames import Frame
 
@@ -98,10 +98,11 @@ def summary(path: str | Path, stats: ReplayStats) -> str:
 def settings_for(path: str | Path, opts: ReplayOptions) -> dict[str, Any]:
     """The capture's own header, then defaults, overridden by options."""
     meta = read_header(path)
+    where = shown(path)
     if opts.table is not None:
         table, source = opts.table, "--table"
     else:
-        table, source = meta.get("table", DEFAULTS["table"]), f"{path}: '# table='"
+        table, source = meta.get("table", DEFAULTS["table"]), f"{where}: '# table='"
     problem = table_problem(table)
     if problem is not None:
         raise UsageError(f"{source} {problem}")
@@ -111,20 +112,20 @@ def settings_for(path: str | Path, opts: ReplayOptions) -> dict[str, Any]:
     try:
         decks = int(decks_text)
     except ValueError:
-        raise UsageError(f"{path}: decks={decks_text!r} is not a number") from None
+        raise UsageError(f"{where}: decks={decks_text!r} is not a number") from None
     if not 1 <= decks <= 12:
-        raise UsageError(f"{path}: decks must be 1..12, not {decks}")
+        raise UsageError(f"{where}: decks must be 1..12, not {decks}")
     rules: dict[str, Any] = {}
     for key in RULE_KEYS:
         if key in meta:
             value: Any = meta[key]
             if key in ("cut_card_min", "demo_coups"):
-                value = _int(path, key, value)
+                value = _int(where, key, value)
             elif key == "correction_deadline_s":
-                value = _float(path, key, value)
+                value = _float(where, key, value)
             rules[key] = value
     rules.update(opts.rules)
-    coerce_rule_overrides(rules, str(path))
+    coerce_rule_overrides(rules, where)
     return {"table": table, "protocol": protocol, "profile": profile, "decks": decks, "rules": rules}
 
 
@@ -156,7 +157,7 @@ def replay_events(
     try:
         decoder = make_decoder(st["protocol"])
     except ValueError as exc:
-        raise UsageError(f"{path}: {exc}") from None
+        raise UsageError(f"{shown(path)}: {exc}") from None
     # analytics deferred and drained after each frame, as the daemon does:
     # the same events in the same order as live
     analytics = opts.odds or opts.roads

@@ -26,6 +26,7 @@ from typing import IO, Any
 from controller.config import did_you_mean
 from controller.errors import UsageError
 from controller.rules import RULE_KEYS
+from controller.textsafe import visible
 
 #: 9999-12-31T23:59:59Z: RFC 3339 has four-digit years.
 MAX_T = 253_402_300_799.0
@@ -49,6 +50,14 @@ RecordFields = tuple[float, str, bytes, int]
 
 class ShoelogError(UsageError):
     """A capture line that cannot be read; the message gives file and line."""
+
+
+def shown(path: str | Path) -> str:
+    """A capture's name as every message shows it: a file name may hold any
+    byte but ``/`` and NUL (an escape sequence, a line break, bytes that
+    are not UTF-8), shown escaped (``textsafe.visible``) so that a message
+    stays one line of UTF-8 text."""
+    return visible(os.fspath(path))
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,13 +129,13 @@ def open_capture(path: str | Path) -> IO[bytes]:
     """Open a capture for reading; a path that is missing, a directory or
     unreadable is a ``UsageError`` that says which."""
     if os.path.isdir(path):
-        raise UsageError(f"{path}: is a directory, not a capture file")
+        raise UsageError(f"{shown(path)}: is a directory, not a capture file")
     try:
         return open(path, "rb")
     except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
+        raise UsageError(f"{shown(path)}: no such file") from None
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise UsageError(f"{shown(path)}: cannot read: {exc.strerror or exc}") from None
 
 
 def _line_error(source: str, n: int, raw: bytes, complete: bool) -> ShoelogError | None:
@@ -232,7 +241,7 @@ def read_batches(path: str | Path) -> Iterator[list[RecordFields]]:
     thousand), in file order: replay's loop, which needs no ``Record`` and
     no call per line. ``# key=value`` lines are checked, not returned. A
     bad line is raised after the list of the records before it."""
-    source = str(path)
+    source = shown(path)
     with open_capture(path) as fh:
         for first, text in _text_blocks(fh, source):
             out: list[RecordFields] = []
@@ -295,7 +304,7 @@ def read_device_columns(path: str | Path) -> Iterator[tuple[int, list[float], li
     (two flat lists of objects the garbage collector does not track, where
     each record's tuple counted towards its next run). A bad line is raised
     after the block of the records before it."""
-    source = str(path)
+    source = shown(path)
     with open_capture(path) as fh:
         for first, text in _text_blocks(fh, source):
             ts: list[float] = []
@@ -321,7 +330,7 @@ def read_header(path: str | Path) -> dict[str, str]:
     before any record is replayed."""
     meta: dict[str, str] = {}
     with open_capture(path) as fh:
-        for first, text in _text_blocks(fh, str(path)):
+        for first, text in _text_blocks(fh, shown(path)):
             # only the "#" lines, found by search: the block is not split
             # into lines (the header's block is most of a small capture)
             start = 0 if text.startswith("#") else text.find("\n#") + 1
@@ -333,7 +342,7 @@ def read_header(path: str | Path) -> dict[str, str]:
                 counted = start
                 end = text.find("\n", start)
                 line = text[start:end] if end >= 0 else text[start:]
-                meta.update(parse_meta(line, f"{path}:{n}"))
+                meta.update(parse_meta(line, f"{shown(path)}:{n}"))
                 if end < 0:
                     break
                 start = text.find("\n#", end) + 1
@@ -345,7 +354,7 @@ def read_header(path: str | Path) -> dict[str, str]:
 def read_shoelog(path: str | Path) -> Iterator[Record | dict[str, str]]:
     """Every record and metadata dict of a capture, in file order; lazy: a
     bad line is a ``ShoelogError`` once the lines before it were yielded."""
-    source = str(path)
+    source = shown(path)
     with open_capture(path) as fh:
         for first, text in _text_blocks(fh, source):
             out: list[RecordFields | dict[str, str]] = []
