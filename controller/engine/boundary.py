@@ -19,13 +19,17 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from controller.cards import CARD_VALUE
 from controller.engine import analytics, article_x, dealing, loss, machine, shoe, tableau
 from controller.engine.machine import BURN
-from controller.engine.state import AWAITING, UNKNOWN, Coup, Shoe, Work, release
+from controller.engine.state import AWAITING, BURN_HANDS, UNKNOWN, Coup, Shoe, Work, release
 from controller.events import net
 from controller.rules import outcome_of, tags_of
 from firmware_protocols.frames import (
     Button,
     Card,
     DeviceResult,
+    Frame,
+    Hello,
+    Link,
+    SequenceGap,
 )
 
 if TYPE_CHECKING:
@@ -39,6 +43,7 @@ def after_void_early_result(
     its due cards (this is the dealer's second RESULT), or the next
     coup's (the first RESULT ended the void coup), or its due cards and
     then the next coup's. The tableau tells which, when only one fits."""
+    short = len(void.cards) < 4
     trial = Coup(number=0, demo=False, t_start=0.0, positions=list(void.positions), cards=list(void.cards))
     due = 0
     for c in cards:
@@ -51,7 +56,34 @@ def after_void_early_result(
     codes = [c.card for c in cards]
     next_only = tableau.tableau_exact(eng, codes)  # the first RESULT ended the void coup
     after_due = 0 < due < len(cards) and tableau.tableau_exact(eng, codes[due:])
-    if not next_only and not after_due and len(cards) < 4:
+    placed = [i for i, c in enumerate(cards) if c.hand is not None and c.hand not in BURN_HANDS]
+    if placed:
+        # The device places each card itself (Angel Eye): its labels tell
+        # whose the cards are. Those before the first it places on P1 are
+        # the void coup's (due cards, then extras), the rest the next coup's.
+        due = next((i for i in placed if cards[i].hand == "P1"), len(cards))
+        next_only, after_due = False, True
+    elif short:
+        # Its RESULT came before its first four cards, which no coup ends
+        # with: the dealer deals its missing cards and presses RESULT
+        # again (README, "Dealing errors": fewer than four cards before
+        # the next RESULT are the voided coup's due cards). The cards are
+        # read with the fewest dealing errors, and where two readings
+        # tie, the one that settles nothing:
+        # - all of them its due cards (the missing ones exactly, or fewer):
+        #   its own, even if they would also make a whole coup by
+        #   themselves (that reading would settle a coup on a guess);
+        # - its due cards, then fewer than four past its complete tableau:
+        #   its extra cards, unless all of them make one whole coup (the
+        #   dealer began a new coup instead: ``hold_result_before_four_cards``);
+        # - its due cards, then four or more: the next coup (the dealer
+        #   did not press RESULT again), settled if exactly one whole coup
+        #   and nothing else fits, void otherwise (below).
+        if due == len(cards) or (len(cards) - due < 4 and not next_only):
+            next_only, after_due, due = False, True, len(cards)
+        elif next_only and not after_due:
+            due = 0
+    elif not next_only and not after_due and len(cards) < 4:
         after_due, due = False, len(cards)  # its due cards (and extras), then the second RESULT
     elif not after_due:
         due = 0
@@ -63,18 +95,38 @@ def after_void_early_result(
     yield from release(rest)
     coup = s.current
     if coup is not None and not coup.resolved and next_only == after_due:
+        when = "before its fourth card" if short else "with a card due"
         detail = (
-            f"coup {void.number} had its RESULT with a card due: whether the cards after it were its due "
+            f"coup {void.number} had its RESULT {when}: whether the cards after it were its due "
             "cards or this coup's cannot be told from them"
         )
         yield from article_x.void_misdeal(eng, f.t, coup, "PREMATURE_RESULT", detail)
     yield from result(eng, f)
 
 
-def flush_after_premature(eng: Engine, s: Shoe) -> Work:
-    """The cards after an early-RESULT coup were the next coup's."""
+#: frames that say frames may have been lost on the line
+_LOSS = (SequenceGap, Hello, Link)
+
+
+def flush_after_premature(eng: Engine, s: Shoe, frame: Frame | None = None) -> Work:
+    """The cards after an early-RESULT coup were the next coup's: a frame
+    other than a card or a RESULT came (``frame``), or more cards than a
+    second RESULT could follow, or the shoe ends (no ``frame``).
+
+    After a RESULT before a void coup's fourth card, only a loss on the
+    line ends the wait for the next RESULT (a status, a cut card, a
+    standby between the presses change nothing of whose the cards are):
+    the cards its tableau takes are then its own, and the rest the next
+    coup's."""
+    void = s.after_premature_void
+    if void is not None and len(void.cards) < 4 and frame is not None and not isinstance(frame, _LOSS):
+        return
     cards, s.after_premature = s.after_premature or [], None
-    void, s.after_premature_void = s.after_premature_void, None
+    s.after_premature_void = None
+    if void is not None and len(void.cards) < 4:
+        while cards and tableau.next_position(eng, void) not in (None, UNKNOWN):
+            dealing.deal_void(eng, s, void, cards.pop(0))
+        void = None  # (the rest are past its complete tableau: no due card among them)
     yield from release(cards)
     coup = s.current
     if void is not None and coup is not None and cards and coup.number == void.number + 1:
@@ -145,21 +197,14 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
     if coup.void_code is not None:
         nxt = tableau.next_position(eng, coup)
         yield from close_dealing(eng, coup, f.t)
-        if (
-            nxt is not None
-            and nxt != UNKNOWN
-            and len(coup.cards) >= 4
-            and s.after_premature is None
-            and not coup.lost_frames  # (its tableau is then not known)
-            and s.numbering_lost is None  # (no number to keep)
-        ):
+        if nxt is not None and nxt != UNKNOWN and not (isinstance(f, DeviceResult) and f.winner == "quit"):
             # Pressed early, or the dealer stopped dealing the void coup:
             # a second RESULT before a fourth card says the cards between
             # were its due cards (counted as a coup of their own they
             # would shift every later number); a fourth card, the next coup.
-            s.after_premature = []
-            s.after_premature_coup = coup.number
-            s.after_premature_void = coup
+            # Before its first four cards, the same: its due cards follow
+            # (``after_void_early_result``).
+            await_due_cards(s, coup)
         return
     nxt = tableau.next_position(eng, coup)
     if nxt is None:
@@ -177,14 +222,31 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
     elif len(coup.cards) < 4:
         # A RESULT before the first four cards: no third card was due, so
         # this is no early press the next cards could correct. The
-        # coup's boundary cannot be trusted: never settle it.
+        # coup's boundary cannot be trusted: never settle it. Nor is it
+        # the coup's end: the dealer deals its missing cards and presses
+        # RESULT again, and those cards are its due cards (counted as a
+        # coup of their own they would shift every later number by one):
+        # the next RESULT tells (``after_void_early_result``).
         detail = f"RESULT after only {len(coup.cards)} card(s) of the coup"
         yield from article_x.void_misdeal(eng, f.t, coup, "PREMATURE_RESULT", detail)
         yield from close_dealing(eng, coup, f.t)
+        await_due_cards(s, coup)
     elif not coup.premature:
         article_x.misdeal(
             eng, f.t, coup, "PREMATURE_RESULT", f"RESULT pressed with {nxt} still due", AWAITING
         )
+
+
+def await_due_cards(s: Shoe, coup: Coup) -> None:
+    """A void coup closed by a RESULT with its tableau incomplete: the
+    cards up to the next RESULT are held to tell whether they are its due
+    cards (``after_void_early_result``), unless nothing can be told: frames
+    were lost in it (its tableau is not known), its shoe has lost its
+    numbering (no number to keep) or is ending, or cards already wait."""
+    if s.after_premature is None and not coup.lost_frames and s.numbering_lost is None and not s.ending:
+        s.after_premature = []
+        s.after_premature_coup = coup.number
+        s.after_premature_void = coup
 
 
 def close_dealing(eng: Engine, coup: Coup, t: float) -> Work:

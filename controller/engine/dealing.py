@@ -58,8 +58,12 @@ def _place(eng: Engine, s: Shoe | None, f: Card) -> Work | None:
         return None
     if s is not None and s.after_premature is not None:
         s.after_premature.append(f)
-        # (after a void coup's early RESULT, the next RESULT decides)
-        if len(s.after_premature) >= (8 if s.after_premature_void is not None else 4):
+        # (after a void coup's early RESULT, the next RESULT decides: it
+        # comes after at most its due cards and a whole coup of 6, 8 cards
+        # once it has 4, 12 less its cards before)
+        void = s.after_premature_void
+        bound = 4 if void is None else 8 if len(void.cards) >= 4 else 13 - len(void.cards)
+        if len(s.after_premature) >= bound:
             return boundary.flush_after_premature(eng, s)
         return None
     if s is not None and s.phase == ENDED and eng._lost_after_shoe and f.hand != "first":
@@ -70,10 +74,12 @@ def _place(eng: Engine, s: Shoe | None, f: Card) -> Work | None:
         # does not: a card after its last coup is CUT_CARD_OVERRUN.
         s = shoe.start_shoe(eng, f.t)
     shoe.announce(eng, s)
-    if s.phase == BURN:
+    if s.phase == BURN and not shoe.burn_ended_by_label(eng, s, f):
         return shoe.burn_card(eng, s, f)
     coup = s.current
     if coup is None or not coup.dealing:
+        if s.coups_count == 0 and shoe.before_coup_one(eng, s, f):
+            return None
         return _open_then_deal(eng, s, f)
     return deal(eng, s, coup, f)
 

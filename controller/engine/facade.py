@@ -219,7 +219,7 @@ class Engine:
         return self._handlers[type(frame)](self, frame)
 
     def _flush_then(self, s: Shoe, frame: Frame) -> Work:
-        yield from boundary.flush_after_premature(self, s)
+        yield from boundary.flush_after_premature(self, s, frame)
         work = self._handlers[type(frame)](self, frame)
         if work is not None:
             yield from work

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from controller.cards import CARD_VALUE
-from controller.engine import boundary, machine, tableau
+from controller.engine import boundary, machine, shoe, tableau
 from controller.engine.machine import DEAL, DEALING, LIVE
 from controller.engine.state import ORDER, UNKNOWN, Coup, Work
 from controller.events import SCHEMA_VERSION, format_ts
@@ -59,12 +59,13 @@ def card(eng: Engine, f: Card) -> Work | Literal[False] | None:
     if coup is None or coup.state not in LIVE:
         # opens the next coup: nothing still open (a closed coup awaiting
         # a supervisor is in ``coups``), no numbering to restore or lost,
-        # not past the last permitted coup
+        # not past the last permitted coup, no more burned than called
         if (
             coups
             or (coup is not None and coup.held is not None)
             or s.renumber_to is not None
             or s.numbering_lost is not None
+            or (s.coups_count == 0 and shoe.burned_past_call(eng, s))  # (BURN_MISMATCH first)
         ):
             return False
         n = s.next_coup

@@ -213,6 +213,69 @@ def finish_burn(eng: Engine, s: Shoe, t: float) -> None:
     analytics.publish_odds(eng, t)
 
 
+# The burn's end where the device labels each card's place (Angel Eye:
+# ``burn``, ``P1``, ``B1``...): its labels decide where a card goes, and the
+# burn count only raises BURN_MISMATCH (README, "Dealing errors"). A card it
+# places on a hand ends the burn, however many were burned; a card it labels
+# burn before coup 1 is a burn card, however many the first card called for.
+# The other protocols (shoe-ascii/1, shoe-bin/1) label no card: there the
+# first card's count decides where the burn ends.
+
+#: the labels of a burn card (``first`` starts a new shoe: ``dealing.on_card``)
+BURN_LABELS = frozenset(("burn", "burn_count"))
+
+
+def burned_past_call(eng: Engine, s: Shoe) -> bool:
+    """More cards were burned than the first card calls for (the device
+    labelled them burn: ``before_coup_one``)."""
+    if s.first_card is None:
+        return False
+    return s.burned > eng.profile.burn_count(RANK_BURN[s.first_card[0]], eng.decks)
+
+
+def burn_ended_by_label(eng: Engine, s: Shoe, f: Card) -> bool:
+    """A card the device places on a hand during the burn, once the first
+    card is known: the burn ends before it (BURN_MISMATCH, with the count
+    called and the count burned), and it is coup 1's."""
+    if f.hand is None or f.hand in BURN_HANDS or s.burn_left is None:
+        return False
+    eng._alert(
+        f.t,
+        "BURN_MISMATCH",
+        f"the first card ({s.first_card}) calls for {s.burned + s.burn_left} burn card(s); "
+        f"{s.burned} burned, then the device placed a card on {f.hand}: the burn ends there",
+        s.next_coup,
+    )
+    s.burn_left = 0
+    finish_burn(eng, s, f.t)
+    return True
+
+
+def before_coup_one(eng: Engine, s: Shoe, f: Card) -> bool:
+    """A card before the shoe's first coup, its burn over: True if the
+    device labels it burn (it is burned: shown, counted, in no coup); else
+    it opens coup 1, after BURN_MISMATCH if more cards were burned than the
+    first card called for (once, with both counts)."""
+    if f.hand in BURN_LABELS and s.first_card is not None:
+        dealing.take(eng, s, f, None)  # alerts only: the burn belongs to no coup
+        dealing.card_event(eng, f, None, "burn")
+        s.burned += 1
+        if f.card is not None:
+            s.burned_cards.append(f.card)
+        return True
+    if burned_past_call(eng, s):
+        assert s.first_card is not None
+        called = eng.profile.burn_count(RANK_BURN[s.first_card[0]], eng.decks)
+        eng._alert(
+            f.t,
+            "BURN_MISMATCH",
+            f"the first card ({s.first_card}) calls for {called} burn card(s); {s.burned} burned: each card "
+            "the device labelled burn is burned, and coup 1 starts at the first it placed on a hand",
+            s.next_coup,
+        )
+    return False
+
+
 def on_cut(eng: Engine, f: CutCard) -> None:
     s = eng.shoe
     if s is None or (s.ended_emitted and not s.ended_by_rule):
