@@ -12,11 +12,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from controller.board.state import MAX_COUPS, BadMessage, TableState
 from controller.engine import Engine
 from controller.rules import load_profile
 from drivers.fake import FakeShoe
+from drivers.fake_settings import FAULT_KINDS
 from firmware_protocols.detect import make_decoder
 
 T = "T01"
@@ -211,11 +214,12 @@ def test_device_status_and_the_last_will_show_the_table_offline() -> None:
 
 
 def test_a_retained_message_about_an_older_shoe_is_ignored() -> None:
+    # the older shoe's last roads, sent before the new shoe's first event
+    old_roads = _ev("roads", shoe="20261123T040000Z", bead_plate=[[{"w": "P", "pp": False, "bp": False}] * 3],
+                    big_road=[], big_eye_boy=[], small_road=[], cockroach_pig=[])  # fmt: skip
     state = TableState(T)
     state.apply(topic_of("shoe.started"), _ev("shoe.started", shoe="20261123T050000Z", decks=8, profile="p"))
     state.apply(topic_of("coup.result"), _result(1, "banker", shoe="20261123T050000Z"))
-    old_roads = _ev("roads", shoe="20261123T040000Z", bead_plate=[[{"w": "P", "pp": False, "bp": False}] * 3],
-                    big_road=[], big_eye_boy=[], small_road=[], cockroach_pig=[])  # fmt: skip
     assert not state.apply(f"baccarat/{T}/roads", old_roads)
     assert bead_winners(state) == "B"
     # a later shoe starts afresh
@@ -275,6 +279,52 @@ def test_side_bet_hits_are_counted_for_the_bets_the_profile_offers(profile: str,
     assert sum(hits.values()) > 0, "the shoe should have at least one side-bet hit to check"
 
 
+# --- hand-made events ----------------------------------------------------------------
+
+_SEQ = iter(range(1, 1_000_000))
+
+
+def _ev(kind: str, shoe: str = "20261123T050000Z", seq: int | None = None, **payload: Any) -> bytes:
+    """A hand-made event; ``seq`` the next of the table's unless given."""
+    seq = next(_SEQ) if seq is None else seq
+    ev = {"v": 1, "type": kind, "event_id": f"{T}/{shoe}/{seq}", "table": T, "shoe": shoe, "seq": seq,
+          "ts": "2026-11-23T05:00:00.000Z", **payload}  # fmt: skip
+    return json.dumps(ev).encode()
+
+
+def _result(
+    coup: int,
+    winner: str,
+    shoe: str = "20261123T050000Z",
+    seq: int | None = None,
+    *,
+    drop_seq: bool = False,
+    **fields: Any,
+) -> bytes:
+    ev = json.loads(
+        _ev(
+            "coup.result",
+            shoe=shoe,
+            seq=seq,
+            coup=coup,
+            demo=False,
+            player={"cards": ["2H", "3S"], "total": 5},
+            banker={"cards": ["4D", "4C"], "total": 8},
+            winner=winner,
+            natural=False,
+            player_pair=False,
+            banker_pair=False,
+            tags=[],
+            settlement={"player": -1, "banker": 0.95, "tie": -1},
+            corrections=[],
+        )
+    )
+    ev.update(fields)
+    if drop_seq:
+        del ev["seq"]
+    return json.dumps(ev).encode()
+
+
 _BEAD = {"w": "B", "pp": False, "bp": False}
 
 
@@ -283,13 +333,25 @@ _BEAD = {"w": "B", "pp": False, "bp": False}
     [
         ("coup/result", b"{not json"),
         ("coup/result", b"[1, 2]"),
-        ("coup/result", json.dumps({"shoe": "S1", "coup": "one", "winner": "banker"}).encode()),
-        ("coup/result", json.dumps({"shoe": "S1", "coup": 1, "winner": "dragon"}).encode()),
-        ("roads", json.dumps({"shoe": "S1", "bead_plate": [[{"w": "X"}]]}).encode()),
-        ("roads", json.dumps({"shoe": "S1", "bead_plate": [[_BEAD]] * 401}).encode()),
-        ("misdeal", json.dumps({"shoe": "S1", "coup": 1, "code": "X", "action": "ignore"}).encode()),
+        ("coup/result", json.dumps({"shoe": "S1", "seq": 9, "coup": "one", "winner": "banker"}).encode()),
+        ("coup/result", json.dumps({"shoe": "S1", "seq": 9, "coup": 1, "winner": "dragon"}).encode()),
+        ("roads", json.dumps({"shoe": "S1", "seq": 9, "bead_plate": [[{"w": "X"}]]}).encode()),
+        ("roads", json.dumps({"shoe": "S1", "seq": 9, "bead_plate": [[_BEAD]] * 401}).encode()),
+        ("misdeal", json.dumps({"shoe": "S1", "seq": 9, "coup": 1, "code": "X", "action": "ignore"}).encode()),  # noqa: E501
         ("status", b"maybe"),
-        ("device/status", json.dumps({"state": "sleepy"}).encode()),
+        ("device/status", json.dumps({"seq": 9, "state": "sleepy"}).encode()),
+        # the envelope: no seq, a seq that is not a positive integer, a shoe id that is not one
+        ("coup/result", _result(2, "banker", shoe="S1", seq=None, drop_seq=True)),
+        ("roads", json.dumps({"shoe": "S1", "seq": True, "bead_plate": []}).encode()),
+        ("roads", json.dumps({"shoe": "S1", "seq": 2**63, "bead_plate": []}).encode()),
+        ("shoe/started", json.dumps({"shoe": "S/1", "seq": 9, "decks": 8}).encode()),
+        ("shoe/started", json.dumps({"shoe": "S\ud8001", "seq": 9, "decks": 8}).encode()),
+        ("shoe/state", json.dumps({"shoe": "S1", "seq": -1}).encode()),
+        # numbers: not finite, past a float, past 4300 digits; nesting past the parser
+        ("coup/result", _result(2, "banker", shoe="S1", settlement={"dragon7": float("inf")})),
+        ("coup/result", _result(2, "banker", shoe="S1", settlement={"dragon7": 10**400})),
+        ("coup/result", b'{"shoe": "S1", "seq": 1' + b"0" * 5000 + b"}"),
+        ("coup/result", b"[" * 100_000),
     ],
 )  # fmt: skip
 def test_a_malformed_message_is_refused_and_changes_nothing(topic: str, payload: bytes) -> None:
@@ -308,36 +370,6 @@ def test_other_topics_and_other_tables_are_not_shown() -> None:
     assert not state.apply(f"baccarat/{T}/cmd/reply", b"{}")
     assert not state.apply("baccarat/T02/coup/result", _result(1, "banker"))
     assert state.view()["roads"]["bead_plate"] == []
-
-
-# --- hand-made events ----------------------------------------------------------------
-
-_SEQ = iter(range(1, 1_000_000))
-
-
-def _ev(kind: str, shoe: str = "20261123T050000Z", **payload: Any) -> bytes:
-    seq = next(_SEQ)
-    ev = {"v": 1, "type": kind, "event_id": f"{T}/{shoe}/{seq}", "table": T, "shoe": shoe, "seq": seq,
-          "ts": "2026-11-23T05:00:00.000Z", **payload}  # fmt: skip
-    return json.dumps(ev).encode()
-
-
-def _result(coup: int, winner: str, shoe: str = "20261123T050000Z") -> bytes:
-    return _ev(
-        "coup.result",
-        shoe=shoe,
-        coup=coup,
-        demo=False,
-        player={"cards": ["2H", "3S"], "total": 5},
-        banker={"cards": ["4D", "4C"], "total": 8},
-        winner=winner,
-        natural=False,
-        player_pair=False,
-        banker_pair=False,
-        tags=[],
-        settlement={"player": -1, "banker": 0.95, "tie": -1},
-        corrections=[],
-    )
 
 
 def test_a_lagging_snapshot_never_takes_the_coup_number_or_the_cards_back() -> None:
@@ -610,3 +642,277 @@ def test_a_coup_seen_from_its_first_card_is_not_marked_as_missing_cards() -> Non
         "cards": [{"position": "P1", "card": "9S"}],
         "missed": False,
     }
+
+
+# --- issue 26 item 4: a bad message changes nothing; shoes in the table's order -----
+
+
+def _messages(events: Iterator[tuple[dict[str, Any], Engine]]) -> list[tuple[str, bytes]]:
+    """What the daemon publishes of ``events`` (controller/outputs/mqtt.py):
+    each event on its topic, an ``odds.update`` again on the retained
+    ``odds``, and the ``shoe/state`` snapshot after each coup."""
+    out = []
+    for ev, engine in events:
+        payload = json.dumps(ev).encode()
+        out.append((topic_of(ev["type"]), payload))
+        if ev["type"] == "odds.update":
+            out.append((f"baccarat/{T}/odds", payload))
+        if ev["type"] in ("coup.result", "coup.void", "shoe.started", "shoe.ended"):
+            out.append((f"baccarat/{T}/shoe/state", json.dumps(engine.snapshot()).encode()))
+    return out
+
+
+def test_a_bad_roads_about_a_later_shoe_changes_nothing_and_the_table_is_followed_on() -> None:
+    """The reproducer: a ``roads`` with a later shoe id (and a later seq)
+    and a bad ``bead_plate`` is refused, and the view is not reset to that
+    shoe: the table's next events are shown as they come."""
+    stream = engine_events(seed=3, decks=1)
+    state = TableState(T)
+    events: list[dict[str, Any]] = []
+    for ev, _ in stream:
+        events.append(ev)
+        publish(state, ev)
+        if ev["type"] == "roads" and len(results_of(events)) == 3:
+            break
+    before = state.view()
+    bad = {**ev, "shoe": "99991231T235959Z", "seq": ev["seq"] + 1, "bead_plate": [[{"w": "X"}]]}
+    with pytest.raises(BadMessage):
+        state.apply(f"baccarat/{T}/roads", json.dumps(bad).encode())
+    assert state.view() == before
+    for ev, engine in stream:  # the table deals on
+        events.append(ev)
+        publish(state, ev)
+        if ev["type"] == "coup.result":
+            state.apply(f"baccarat/{T}/shoe/state", json.dumps(engine.snapshot()).encode())
+    view = state.view()
+    assert view["shoe"] == next(e["shoe"] for e in events if e["type"] == "shoe.started")
+    letters = {"banker": "B", "player": "P", "tie": "T"}
+    assert bead_winners(state) == "".join(letters[r["winner"]] for r in results_of(events))
+    assert view["last"]["coup"] == results_of(events)[-1]["coup"] and view["ended"]
+
+
+def test_a_new_shoe_whose_id_sorts_first_is_shown_when_the_table_sent_it_later() -> None:
+    """The box's clock stepped back five minutes between two shoes: the new
+    shoe's id sorts before the old one's, its seq after (the table's order);
+    it is shown, and a late retained message of the old shoe is not."""
+    old, new = "20261123T050000Z", "20261123T045500Z"
+    state = TableState(T)
+    state.apply(topic_of("shoe.started"), _ev("shoe.started", shoe=old, decks=8, profile="p"))
+    state.apply(topic_of("coup.result"), _result(1, "banker", shoe=old))
+    late_roads = _ev("roads", shoe=old, bead_plate=[[_BEAD]], big_road=[], big_eye_boy=[], small_road=[],
+                     cockroach_pig=[])  # fmt: skip
+    state.apply(topic_of("shoe.ended"), _ev("shoe.ended", shoe=old, reason="cut card"))
+    assert state.view()["ended"]
+    state.apply(topic_of("shoe.started"), _ev("shoe.started", shoe=new, decks=6, profile="p"))
+    state.apply(topic_of("coup.result"), _result(1, "player", shoe=new))
+    view = state.view()
+    assert view["shoe"] == new and not view["ended"] and bead_winners(state) == "P"
+    assert not state.apply(f"baccarat/{T}/roads", late_roads)  # sent before the new shoe began
+    assert state.view()["shoe"] == new and bead_winners(state) == "P"
+
+
+def test_the_retained_messages_are_ordered_by_seq_whatever_the_shoe_ids_and_their_arrival() -> None:
+    """A board starting just after a new shoe began (its clock stepped back,
+    so its id sorts first) gets the new shoe's ``shoe/state`` and the old
+    shoe's last ``roads`` (the new shoe has none yet), in either order: it
+    shows the new shoe, with empty roads."""
+    events = [(ev, engine.snapshot()) for ev, engine in engine_events(seed=5, decks=1, shoes=2)]
+    starts = [i for i, (ev, _) in enumerate(events) if ev["type"] == "shoe.started"]
+    assert len(starts) == 2
+    first, second = events[starts[0]][0]["shoe"], events[starts[1]][0]["shoe"]
+    roads = [ev for ev, _ in events[: starts[1]] if ev["type"] == "roads"][-1]
+    snapshot = {**events[starts[1]][1], "shoe": "20000101T000000Z"}  # the clock stepped back
+    assert roads["shoe"] == first != second and snapshot["seq"] > roads["seq"]
+    for order in ((roads, snapshot), (snapshot, roads)):
+        state = TableState(T)
+        state.connected(True)
+        for message in order:
+            topic = "roads" if message is roads else "shoe/state"
+            state.apply(f"baccarat/{T}/{topic}", json.dumps(message).encode())
+        view = state.view()
+        assert view["shoe"] == "20000101T000000Z" and view["roads"]["bead_plate"] == [], order
+
+
+#: Two shoes as the daemon publishes them (the good messages), with misdeals
+#: and void coups: every kind of message the board reads.
+GOOD = [
+    (f"baccarat/{T}/status", b"online"),
+    *_messages(engine_events(seed=5, decks=1, shoes=2, faults=",".join(f"{k}:0.01" for k in FAULT_KINDS))),
+]
+_KIND_OF = {t: t[len(f"baccarat/{T}/") :] for t, _ in GOOD}
+_BY_KIND: dict[str, list[dict[str, Any]]] = {}
+for _topic, _payload in GOOD[1:]:
+    _BY_KIND.setdefault(_KIND_OF[_topic], []).append(json.loads(_payload))
+
+#: Text as hostile as JSON can carry: lone surrogates, controls, bidi overrides.
+HOSTILE_TEXT = st.text(
+    alphabet=st.one_of(
+        st.characters(), st.sampled_from(list("\ud800\udbff\udc00\udfff\x00\x07\x1b\r\n\x7f\u2028\u202e"))
+    ),
+    max_size=8,
+)
+#: Never a small non-negative integer.
+NOT_A_COUNT = st.one_of(
+    HOSTILE_TEXT,
+    st.sampled_from([-1, 1 << 31, 10**400, 1.5, float("nan"), float("inf"), -float("inf"), True, [], {}]),
+)
+NOT_A_NUMBER = st.one_of(
+    HOSTILE_TEXT, st.sampled_from([float("nan"), float("inf"), -float("inf"), 10**400, True, None])
+)
+_VERSUS = {"v": 1}  # any JSON value that is not what is asked
+
+
+def _not(allowed: tuple[Any, ...]) -> st.SearchStrategy[Any]:
+    return st.one_of(HOSTILE_TEXT, NOT_A_COUNT).filter(lambda v: v not in allowed)
+
+
+#: kind -> (field, values that make a message of that kind bad)
+_CORRUPT: dict[str, list[tuple[str, st.SearchStrategy[Any]]]] = {
+    "roads": [
+        (
+            "bead_plate",
+            st.sampled_from(["x", [1], [[{"w": "X"}]], [[{"w": "B", "pp": "no"}]], [[_BEAD] * 401]]),
+        ),
+        ("bead_plate", _not(("B", "P", "T")).map(lambda w: [[{"w": w, "pp": False, "bp": False}]])),
+    ],
+    "coup/result": [
+        ("coup", st.one_of(NOT_A_COUNT, st.none())),
+        ("winner", _not(("player", "banker", "tie"))),
+        ("settlement", NOT_A_NUMBER.map(lambda v: {"player": -1, "dragon7": v})),
+        ("tags", st.sampled_from([[5], "dragon7", [None]])),
+        ("player", st.sampled_from([{"cards": "AH", "total": 1}, {"cards": [], "total": -1}, None])),
+        ("natural", st.sampled_from(["yes", 1])),
+    ],
+    "card": [("card", st.sampled_from([5, [], {}, True, 1.5]))],
+    "coup/void": [
+        ("coup", st.one_of(NOT_A_COUNT, st.none())),
+        ("cards", st.sampled_from(["x", [1], [{"position": "P1", "card": 5}], [{"position": 7}]])),
+    ],
+    "misdeal": [
+        ("coup", st.one_of(NOT_A_COUNT, st.none())),
+        ("action", _not(("corrected", "awaiting_supervisor", "void"))),
+    ],
+    "odds/update": [
+        ("bets", st.sampled_from([[], "x", {"player": 1}])),
+        ("bets", NOT_A_NUMBER.map(lambda v: {"player": {"win": v, "push": 0, "lose": 0.5, "ev": -0.01}})),
+        ("view", _not(("shoe", "counter"))),
+    ],
+    "shoe/started": [("decks", NOT_A_COUNT), ("profile", st.sampled_from([5, [], {}, True]))],
+    "shoe/ended": [("reason", st.sampled_from([5, [], {}, True]))],
+    "shoe/cut_card": [("last_coup", NOT_A_COUNT)],
+    "device/status": [
+        ("state", _not(("online", "offline", "fault"))),
+        ("device", st.sampled_from(["x", 5, []])),
+    ],
+    "shoe/state": [
+        ("coup", NOT_A_COUNT),
+        ("cards_left", NOT_A_COUNT),
+        ("tally", st.sampled_from(["x", 5, [], {"player": "1", "banker": 0, "tie": 0}])),
+        ("open_misdeals", st.sampled_from(["x", [1], [{"coup": "4", "code": "X"}]])),
+        ("seq", st.sampled_from([-1, 1 << 63, 1.5, True, "7", float("nan")])),
+    ],
+}
+_CORRUPT["odds"] = _CORRUPT["odds/update"]
+_EVENT_KINDS = [k for k in _CORRUPT if k != "shoe/state"]
+
+
+@st.composite
+def bad_messages(draw: st.DrawFn) -> tuple[str, bytes]:
+    """A message the board must refuse: one field the board reads made bad,
+    about the shoe shown or a later one; or a payload that is no JSON object."""
+    if draw(st.integers(0, 5)) == 0:  # not even a JSON object
+        kind = draw(st.sampled_from([*_CORRUPT, "status"]))
+        payload = draw(
+            st.one_of(
+                st.sampled_from(
+                    [b"{not json", b"[" * 100_000, b'{"seq": 1' + b"0" * 5000 + b"}", b"\xff\xfe{}"]
+                ),
+                st.one_of(HOSTILE_TEXT, NOT_A_NUMBER).map(lambda v: json.dumps(v).encode()),
+                HOSTILE_TEXT.filter(lambda t: t.strip().lower() not in ("online", "offline")).map(
+                    lambda t: t.encode("utf-8", "surrogatepass")
+                ),
+            )
+        )
+        return f"baccarat/{T}/{kind}", payload
+    kind = draw(st.sampled_from(list(_CORRUPT)))
+    base = dict(draw(st.sampled_from(_BY_KIND[kind])))
+    if draw(st.booleans()):  # about a later shoe, sent later: the reproducer's message
+        base.update(shoe="99991231T235959Z", seq=10**12)
+    envelope = [
+        ("seq", st.one_of(st.sampled_from([0, -1, 1 << 63, 1.5, True, "7", None]), HOSTILE_TEXT)),
+        ("shoe", st.sampled_from([5, "", "a/b", "x" * 65, [], True])),
+        ("shoe", HOSTILE_TEXT.map(lambda t: t + "\ud800")),
+    ]
+    field, values = draw(st.sampled_from(_CORRUPT[kind] + (envelope if kind in _EVENT_KINDS else [])))
+    if kind == "card" and field == "coup":
+        base["position"] = "P1"
+    base[field] = draw(values)
+    return f"baccarat/{T}/{kind}", json.dumps(base).encode()
+
+
+@st.composite
+def hostile_good_messages(draw: st.DrawFn) -> tuple[str, bytes]:
+    """A message the board takes, with hostile text where any text is allowed."""
+    kind, field = draw(
+        st.sampled_from(
+            [("misdeal", "detail"), ("misdeal", "code"), ("coup/void", "detail"), ("device/status", "code"),
+             ("device/status", "detail"), ("shoe/ended", "reason"), ("shoe/started", "profile")]
+        )
+    )  # fmt: skip
+    base = dict(draw(st.sampled_from(_BY_KIND[kind])))
+    base[field] = draw(HOSTILE_TEXT)
+    return f"baccarat/{T}/{kind}", json.dumps(base).encode()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    bad=st.lists(st.tuples(st.integers(0, len(GOOD)), bad_messages()), max_size=20),
+    odd=st.lists(st.tuples(st.integers(0, len(GOOD)), hostile_good_messages()), max_size=4),
+    dropped=st.sets(st.integers(0, len(GOOD) - 1), max_size=20),
+    outage=st.integers(0, len(GOOD)),
+)
+def test_bad_messages_anywhere_leave_the_state_of_the_good_messages_alone(
+    bad: list[tuple[int, tuple[str, bytes]]],
+    odd: list[tuple[int, tuple[str, bytes]]],
+    dropped: set[int],
+    outage: int,
+) -> None:
+    """Two shoes as published (some messages missed, a reconnect somewhere),
+    with bad messages (hostile text, controls, lone surrogates, non-finite
+    and huge numbers, wrong types, no JSON object; about the shoe shown or a
+    later one) and hostile-but-valid text interleaved anywhere: every bad
+    message is refused, and the board's state is the state of the others
+    alone."""
+    mixed: list[tuple[str, bytes, bool]] = []
+    extra = sorted([(i, m, True) for i, m in bad] + [(i, m, False) for i, m in odd], key=lambda x: x[0])
+    k = 0
+    for i in range(len(GOOD) + 1):
+        while k < len(extra) and extra[k][0] == i:
+            mixed.append((*extra[k][1], extra[k][2]))
+            k += 1
+        if i == outage:
+            mixed.append(("", b"", False))  # the board loses the broker and comes back
+        if i < len(GOOD) and i not in dropped:
+            mixed.append((*GOOD[i], False))
+    board, alone = TableState(T, odds=True), TableState(T, odds=True)
+    board.connected(True)
+    alone.connected(True)
+    refused = 0
+    for topic, payload, is_bad in mixed:
+        if not topic:
+            for s in (board, alone):
+                s.connected(False)
+                s.connected(True)
+            continue
+        try:
+            board.apply(topic, payload)
+        except BadMessage:
+            assert is_bad, (topic, payload[:200])
+            refused += 1
+            continue
+        assert not is_bad, (topic, payload[:200])
+        alone.apply(topic, payload)
+    assert refused == len(bad)
+    assert vars(board) == vars(alone)
+    assert board.view() == alone.view()
+    json.dumps(board.view(), ensure_ascii=False).encode("utf-8")  # no lone surrogate reaches the page

@@ -31,12 +31,21 @@ the cut card permits (not the last coup's result). The odds keep the
 latest ``odds.update`` of each view (``shoe``, ``counter``), whichever of
 the retained ``odds`` and the events brings it.
 
-The shoe is the one with the latest id (ids are the UTC time of the shoe's
-first frame, ``20261122T065611Z``, so they sort by time): a retained message
-about an older shoe, arriving after the new shoe's first event, is ignored.
+The shoe is the one the table sent last, in the table's own order: the
+envelope's ``seq``, which only grows, across shoes and the daemon's restarts
+(the retained ``shoe/state`` carries the ``seq`` of the last event it
+accounts for). A message about another shoe with a higher ``seq`` starts
+that shoe, whatever its id (the UTC time of its first frame: a box whose
+clock stepped back starts a shoe whose id sorts first); one with a lower
+``seq`` (a retained message about an older shoe, arriving after the new
+shoe's first event) is ignored.
 
-Bounds: a message that is not what the SPEC says (not JSON, not an object,
-a field of the wrong type) raises :class:`BadMessage` and changes nothing;
+Bounds: every message is read and checked whole before any of it is used
+(``_read_*``, pure, then the ``TableState`` method that applies it): one
+that is not what the SPEC says (not JSON, not an object, a field of the
+wrong type, a non-finite number, a shoe id that is not 1 to 64 printable
+ASCII characters) raises :class:`BadMessage` and changes nothing; a lone
+surrogate in a text is shown as U+FFFD;
 a shoe keeps at most :data:`MAX_COUPS` road entries, :data:`MAX_VOIDS` void
 coups and :data:`MAX_AWAITING` open misdeals.
 """
@@ -45,7 +54,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +71,12 @@ MAX_AWAITING = 32
 MAX_CARDS = 12
 #: Longest text taken from a message (a misdeal's detail, a device code).
 MAX_TEXT = 200
+#: The largest ``seq`` taken (the envelope's, a 63-bit integer).
+MAX_SEQ = (1 << 63) - 1
+#: A shoe id: printable ASCII without ``/`` (it is a path segment of the
+#: history links), at most 64 characters.
+_SHOE_ID = re.compile(r"[!-.0-~]{1,64}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 HAND_POSITIONS = ("P1", "B1", "P2", "B2", "P3", "B3")
 #: Labels of the side bets a profile may offer (``settlement`` keys).
@@ -83,20 +99,33 @@ class BadMessage(ValueError):
 def _obj(payload: bytes) -> dict[str, Any]:
     try:
         data = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise BadMessage(f"not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # bad UTF-8, bad JSON, an integer of over 4300 digits
+        raise BadMessage(f"not JSON: {type(exc).__name__}") from None
     if not isinstance(data, dict):
         raise BadMessage("not a JSON object")
     return data
 
 
-def _int(d: Mapping[str, Any], key: str, *, optional: bool = False) -> int | None:
+def _opt_int(d: Mapping[str, Any], key: str) -> int | None:
     v = d.get(key)
-    if v is None and optional:
+    if v is None:
         return None
     if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 1 << 31:
         raise BadMessage(f"{key}: not a small non-negative integer")
     return v
+
+
+def _int(d: Mapping[str, Any], key: str) -> int:
+    v = _opt_int(d, key)
+    if v is None:
+        raise BadMessage(f"{key}: not a small non-negative integer")
+    return v
+
+
+def _clean(text: str) -> str:
+    """``text`` with each lone surrogate (valid JSON, not valid Unicode: a
+    browser's ``encodeURIComponent`` throws on it) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _text(d: Mapping[str, Any], key: str, default: str = "") -> str:
@@ -105,7 +134,7 @@ def _text(d: Mapping[str, Any], key: str, default: str = "") -> str:
         return default
     if not isinstance(v, str):
         raise BadMessage(f"{key}: not a string")
-    return v[:MAX_TEXT]
+    return _clean(v[:MAX_TEXT])
 
 
 def _bool(d: Mapping[str, Any], key: str) -> bool:
@@ -116,9 +145,15 @@ def _bool(d: Mapping[str, Any], key: str) -> bool:
 
 
 def _number(v: Any) -> float:
-    if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+    if not isinstance(v, int | float) or isinstance(v, bool):
         raise BadMessage("not a finite number")
-    return float(v)
+    try:
+        x = float(v)
+    except OverflowError:  # an integer past the largest float
+        raise BadMessage("not a finite number") from None
+    if not math.isfinite(x):
+        raise BadMessage("not a finite number")
+    return x
 
 
 def _hand(d: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -129,7 +164,7 @@ def _hand(d: Mapping[str, Any], key: str) -> dict[str, Any]:
     if not isinstance(cards, list) or len(cards) > 3 or not all(isinstance(c, str) for c in cards):
         raise BadMessage(f"{key}.cards: not a list of up to three cards")
     total = _int(hand, "total")
-    return {"cards": [c[:3] for c in cards], "total": total}
+    return {"cards": [_clean(c[:3]) for c in cards], "total": total}
 
 
 @dataclass
@@ -152,6 +187,9 @@ class _Shoe:
     """What the board knows of the shoe in play."""
 
     id: str | None = None
+    #: the highest ``seq`` of the table's messages about this shoe (0: only
+    #: a ``shoe/state`` without one seen)
+    seq: int = 0
     phase: str | None = None  # burn | deal | ended
     coup: int | None = None
     cards_left: int | None = None
@@ -188,6 +226,248 @@ class _Shoe:
     current_epoch: int = 0
     #: the latest odds of each view (``shoe``, ``counter``)
     odds: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+# --- reading a message: every check first, nothing applied -------------------------
+#
+# Each kind of message is read by a pure function below into a :class:`Msg`
+# (every field the board uses, checked); only then does :meth:`TableState.apply`
+# apply it. A parser cannot touch the state and an applier cannot refuse a
+# message, so a bad message never changes anything, whatever field is bad.
+
+
+@dataclass(frozen=True)
+class Msg:
+    """A message read and checked: the shoe it is about (None: no shoe), the
+    table's ``seq`` it was sent at (None: a ``shoe/state`` of a daemon that
+    did not say) and its fields."""
+
+    shoe: str | None
+    seq: int | None
+    f: dict[str, Any]
+
+
+def _read_status(payload: bytes) -> str:
+    text = payload.decode("ascii", errors="replace").strip().lower()
+    if text not in ("online", "offline"):
+        raise BadMessage("status: not online or offline")
+    return text
+
+
+def _envelope(d: Mapping[str, Any], *, seq_optional: bool = False) -> tuple[str | None, int | None]:
+    seq = d.get("seq")
+    # an event's seq is at least 1; a shoe/state's is 0 before any event
+    # and absent from a daemon that did not send one
+    least = 0 if seq_optional else 1
+    if seq is None and seq_optional:
+        pass
+    elif not isinstance(seq, int) or isinstance(seq, bool) or not least <= seq <= MAX_SEQ:
+        raise BadMessage("seq: not a 63-bit integer of at least 1 (0 in shoe/state)")
+    shoe = d.get("shoe")
+    if shoe is not None and (not isinstance(shoe, str) or not _SHOE_ID.fullmatch(shoe)):
+        raise BadMessage("shoe: not a shoe id (1 to 64 printable ASCII characters, no '/')")
+    return shoe, seq
+
+
+def _read_snapshot(d: dict[str, Any]) -> Msg:
+    shoe, seq = _envelope(d, seq_optional=True)
+    tally, stats, opens = d.get("tally"), d.get("stats"), d.get("open_misdeals")
+    if tally is not None and not isinstance(tally, dict):
+        raise BadMessage("tally: not an object")
+    if stats is not None and not isinstance(stats, dict):
+        raise BadMessage("stats: not an object")
+    counts = None
+    if tally is not None and stats is not None:
+        tags = stats.get("tags")
+        if tags is None:
+            tags = {}
+        if not isinstance(tags, dict):
+            raise BadMessage("stats.tags: not an object")
+        counts = {
+            "settled": sum(_int(tally, k) for k in ("player", "banker", "tie")),
+            "naturals": _int(stats, "naturals"),
+            "void_coups": _opt_int(stats, "void_coups") or 0,
+            "tags": {_clean(str(k)[:32]): _int(tags, k) for k in tags},
+        }
+    if opens is not None and (not isinstance(opens, list) or not all(isinstance(o, dict) for o in opens)):
+        raise BadMessage("open_misdeals: not a list of objects")
+    return Msg(
+        shoe,
+        seq,
+        {
+            "coup": _opt_int(d, "coup"),
+            "cards_left": _opt_int(d, "cards_left"),
+            "cards_dealt": _opt_int(d, "cards_dealt"),
+            "phase": _text(d, "state") or None,
+            "last_coup": _opt_int(d, "last_coup"),
+            "counts": counts,
+            "opens": None if opens is None else [(_int(o, "coup"), _text(o, "code")) for o in opens],
+        },
+    )
+
+
+def _read_roads(d: dict[str, Any]) -> Msg:
+    shoe, seq = _envelope(d)
+    plate = d.get("bead_plate")
+    if not isinstance(plate, list):
+        raise BadMessage("bead_plate: not a list")
+    beads: list[tuple[str, bool, bool]] = []
+    for col in plate:
+        if not isinstance(col, list):
+            raise BadMessage("bead_plate: not a list of columns")
+        for cell in col:
+            if not isinstance(cell, dict) or cell.get("w") not in ("B", "P", "T"):
+                raise BadMessage("bead_plate: a cell is not {w: B|P|T}")
+            beads.append((str(cell["w"]), _bool(cell, "pp"), _bool(cell, "bp")))
+            if len(beads) > MAX_COUPS:
+                raise BadMessage(f"bead_plate: more than {MAX_COUPS} coups")
+    return Msg(shoe, seq, {"beads": beads})
+
+
+def _bet_names(bets: Mapping[str, Any]) -> list[str]:
+    """The side bets among a profile's bets (``settlement`` or odds keys)."""
+    return [_clean(str(k)[:32]) for k in bets if k not in MAIN_BETS][:8]
+
+
+def _read_odds(d: dict[str, Any]) -> Msg:
+    shoe, seq = _envelope(d)
+    bets = d.get("bets")
+    if not isinstance(bets, dict) or len(bets) > 32:
+        raise BadMessage("bets: not an object of at most 32 bets")
+    view = _text(d, "view")
+    if view not in ODDS_VIEWS:
+        raise BadMessage("view: not shoe or counter")
+    shown: dict[str, dict[str, float]] = {}
+    for name, b in bets.items():
+        if not isinstance(b, dict):
+            raise BadMessage("bets: not objects")
+        shown[_clean(str(name)[:32])] = {k: _number(b.get(k)) for k in ("win", "push", "lose", "ev")}
+    odds = {"coup": _opt_int(d, "coup"), "cards_left": _opt_int(d, "cards_left"), "view": view, "bets": shown}
+    return Msg(shoe, seq, {"side_bets": _bet_names(bets), "odds": odds})
+
+
+def _read_device(d: dict[str, Any]) -> Msg:
+    shoe, seq = _envelope(d)
+    state = _text(d, "state")
+    if state not in ("online", "offline", "fault"):
+        raise BadMessage("device.status: state is not online, offline or fault")
+    dev = d.get("device")
+    if dev is not None and not isinstance(dev, dict):
+        raise BadMessage("device: not an object")
+    return Msg(
+        shoe,
+        seq,
+        {
+            "state": state,
+            "code": _text(d, "code"),
+            "detail": _text(d, "detail"),
+            "model": _text(dev or {}, "model"),
+        },
+    )
+
+
+def _read_started(d: dict[str, Any]) -> Msg:
+    shoe, seq = _envelope(d)
+    return Msg(shoe, seq, {"decks": _opt_int(d, "decks"), "profile": _text(d, "profile") or None})
+
+
+def _read_ended(d: dict[str, Any]) -> Msg:
+    shoe, seq = _envelope(d)
+    return Msg(shoe, seq, {"reason": _text(d, "reason")})
+
+
+def _read_cut(d: dict[str, Any]) -> Msg:
+    shoe, seq = _envelope(d)
+    return Msg(shoe, seq, {"last_coup": _opt_int(d, "last_coup")})
+
+
+def _read_card(d: dict[str, Any]) -> Msg:
+    shoe, seq = _envelope(d)
+    pos = _text(d, "position")
+    card = d.get("card")
+    if card is not None and not isinstance(card, str):
+        raise BadMessage("card: not a string or null")
+    coup = _int(d, "coup") if pos in HAND_POSITIONS else _opt_int(d, "coup")
+    return Msg(shoe, seq, {"position": pos, "coup": coup, "card": _clean(card[:3]) if card else None})
+
+
+def _read_result(d: dict[str, Any]) -> Msg:
+    shoe, seq = _envelope(d)
+    coup = _int(d, "coup")
+    winner = _WINNER.get(_text(d, "winner"))
+    if winner is None:
+        raise BadMessage("winner: not player, banker or tie")
+    player, banker = _hand(d, "player"), _hand(d, "banker")
+    pp, bp, natural, demo = (_bool(d, k) for k in ("player_pair", "banker_pair", "natural", "demo"))
+    tags = d.get("tags")
+    if tags is None:
+        tags = []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise BadMessage("tags: not a list of strings")
+    settlement = d.get("settlement")
+    if settlement is not None and (not isinstance(settlement, dict) or len(settlement) > 32):
+        raise BadMessage("settlement: not an object of at most 32 bets")
+    won = {str(k): _number(v) > 0 for k, v in (settlement or {}).items()}
+    return Msg(
+        shoe,
+        seq,
+        {
+            "coup": coup,
+            "winner": winner,
+            "player": player,
+            "banker": banker,
+            "pp": pp,
+            "bp": bp,
+            "natural": natural,
+            "demo": demo,
+            "tags": [_clean(t[:16]) for t in tags[:8]],
+            "side_bets": None if settlement is None else _bet_names(settlement),
+            "hits": tuple(_clean(k[:32]) for k, w in won.items() if k not in MAIN_BETS and w),
+        },
+    )
+
+
+def _read_void(d: dict[str, Any]) -> Msg:
+    shoe, seq = _envelope(d)
+    cards_in = d.get("cards")
+    if cards_in is None:
+        cards_in = []
+    if not isinstance(cards_in, list) or not all(isinstance(c, dict) for c in cards_in):
+        raise BadMessage("cards: not a list of objects")
+    cards = []
+    for c in cards_in:
+        card = c.get("card")
+        if card is not None and not isinstance(card, str):
+            raise BadMessage("cards: a card is not a string or null")
+        cards.append({"position": _text(c, "position"), "card": _clean(card[:3]) if card else None})
+    return Msg(
+        shoe,
+        seq,
+        {
+            "coup": _int(d, "coup"),
+            "code": _text(d, "code"),
+            "detail": _text(d, "detail"),
+            "cards": cards[:MAX_CARDS],
+        },
+    )
+
+
+def _read_misdeal(d: dict[str, Any]) -> Msg:
+    shoe, seq = _envelope(d)
+    action = _text(d, "action")
+    if action not in ("corrected", "awaiting_supervisor", "void"):
+        raise BadMessage("action: not corrected, awaiting_supervisor or void")
+    return Msg(
+        shoe,
+        seq,
+        {
+            "coup": _int(d, "coup"),
+            "code": _text(d, "code"),
+            "action": action,
+            "detail": _text(d, "detail"),
+            "deadline": _text(d, "deadline") or None,
+        },
+    )
 
 
 class TableState:
@@ -231,25 +511,26 @@ class TableState:
 
     def apply(self, topic: str, payload: bytes) -> bool:
         """Apply one message; True when the view changed. Raises
-        :class:`BadMessage` (nothing changed) on a malformed one."""
+        :class:`BadMessage` (nothing changed) on a malformed one: the
+        message is read and checked whole before anything of it is used."""
         if not topic.startswith(self._base):
             return False
         kind = topic[len(self._base) :]
         if kind == "status":
-            changed = self._status(payload)
+            changed = self._status(_read_status(payload))
         else:
-            handler = _HANDLERS.get(kind)
-            if handler is None:
+            entry = _KINDS.get(kind)
+            if entry is None:
                 return False  # security/alert, cmd, cmd/reply...: not shown
-            changed = handler(self, _obj(payload))
+            read, use = entry
+            msg = read(_obj(payload))  # raises BadMessage: nothing is applied yet
+            shown = self.shoe
+            changed = use(self, msg) or self.shoe is not shown
         if changed:
             self.version += 1
         return changed
 
-    def _status(self, payload: bytes) -> bool:
-        text = payload.decode("ascii", errors="replace").strip().lower()
-        if text not in ("online", "offline"):
-            raise BadMessage("status: not online or offline")
+    def _status(self, text: str) -> bool:
         changed = text != self.status
         self.status = text
         if text == "offline" and self.device is not None and self.device["known"]:
@@ -258,101 +539,79 @@ class TableState:
             changed = True
         return changed
 
-    def _adopt(self, shoe: Any) -> bool:
-        """Whether a message about ``shoe`` concerns the shoe shown, starting
-        a new one when it is later than it."""
-        if not isinstance(shoe, str) or not shoe or len(shoe) > 64:
-            return False
-        if self.shoe.id is None:
-            self.shoe.id = shoe
-            return True
-        if shoe == self.shoe.id:
-            return True
-        if shoe > self.shoe.id:
-            self.shoe = _Shoe(id=shoe)
-            return True
-        return False  # an older shoe's retained message
+    def _adopt(self, m: Msg) -> bool:
+        """Whether a message concerns the shoe shown, starting a new shoe
+        when the table sent it after every message of the shoe shown.
 
-    def _snapshot(self, d: dict[str, Any]) -> bool:
-        if not self._adopt(d.get("shoe")):
+        The order is the table's own: ``seq``, which only ever grows, across
+        shoes and restarts (the daemon takes it up from its journal), never
+        the shoe ids' text (a box whose clock steps back starts a shoe whose
+        id sorts before the last one's). A message about another shoe with
+        a lower ``seq`` is an older shoe's (a retained copy arriving late)
+        and is ignored; a ``shoe/state`` without a ``seq`` (from a daemon
+        that did not send one) is taken only for the shoe shown, or when
+        none is."""
+        if m.shoe is None:
             return False
         s = self.shoe
-        coup = _int(d, "coup", optional=True)
-        cards_left = _int(d, "cards_left", optional=True)
-        cards_dealt = _int(d, "cards_dealt", optional=True)
-        phase = _text(d, "state") or None
+        if s.id is None or (m.shoe != s.id and m.seq is not None and m.seq > s.seq):
+            self.shoe = _Shoe(id=m.shoe, seq=m.seq or 0)
+            return True
+        if m.shoe == s.id:
+            s.seq = max(s.seq, m.seq or 0)
+            return True
+        return False
+
+    def _snapshot(self, m: Msg) -> bool:
+        if not self._adopt(m):
+            return False
+        s, f = self.shoe, m.f
+        coup, cards_left, phase = f["coup"], f["cards_left"], f["phase"]
         # The snapshot is sent at most once a second: it may lag the events
         # already shown. Its counts are taken unless they would go back.
         if s.coup is None or coup is None or coup >= s.coup:
             s.coup, s.phase = coup, phase
             if s.cards_left is None or cards_left is None or cards_left <= s.cards_left:
-                s.cards_left, s.cards_dealt = cards_left, cards_dealt
+                s.cards_left, s.cards_dealt = cards_left, f["cards_dealt"]
         if phase == "ended":
             s.ended = True
             s.phase = "ended"
-        cut_last = _int(d, "last_coup", optional=True)
-        if cut_last is not None:
-            s.cut_last = cut_last
+        if f["last_coup"] is not None:
+            s.cut_last = f["last_coup"]
         fresh, self._resync = self._resync, False  # the first snapshot since the (re)connect
-        tally = d.get("tally")
-        stats = d.get("stats")
-        if isinstance(tally, dict) and isinstance(stats, dict):
-            s.snap_settled = sum(_int(tally, k) or 0 for k in ("player", "banker", "tie"))
-            voids = _int(stats, "void_coups", optional=True) or 0
+        counts = f["counts"]
+        if counts is not None:
+            s.snap_settled = counts["settled"]
+            voids = counts["void_coups"]
             if fresh and voids > s.voids_known:
                 s.missed_voids = True
             s.voids_known = max(s.voids_known, voids)
             s.snap_resolved = s.snap_settled + voids
-            s.snap_stats = {
-                "naturals": _int(stats, "naturals") or 0,
-                "tags": {
-                    str(k)[:32]: _int(stats["tags"], k) or 0
-                    for k in (stats.get("tags") or {})
-                    if isinstance(stats.get("tags"), dict)
-                },
-                "void_coups": _int(stats, "void_coups", optional=True) or 0,
-            }
-        opens = d.get("open_misdeals")
-        if isinstance(opens, list) and fresh:
+            s.snap_stats = {"naturals": counts["naturals"], "tags": counts["tags"], "void_coups": voids}
+        opens = f["opens"]
+        if opens is not None and fresh:
             # after a (re)connect: the retained list is the truth, whatever
             # was resolved while the board was away
             kept = {}
-            for o in opens[:MAX_AWAITING]:
-                if not isinstance(o, dict):
-                    raise BadMessage("open_misdeals: not objects")
-                key = (_int(o, "coup") or 0, _text(o, "code"))
+            for key in opens[:MAX_AWAITING]:
                 kept[key] = s.awaiting.get(
                     key, {"coup": key[0], "code": key[1], "detail": "", "deadline": None}
                 )
             s.awaiting = kept
-        elif isinstance(opens, list):
-            for o in opens[:MAX_AWAITING]:
-                if isinstance(o, dict):
-                    key = (_int(o, "coup") or 0, _text(o, "code"))
-                    if key not in s.awaiting and len(s.awaiting) < MAX_AWAITING:
-                        s.awaiting[key] = {"coup": key[0], "code": key[1], "detail": "", "deadline": None}
+        elif opens is not None:
+            for key in opens[:MAX_AWAITING]:
+                if key not in s.awaiting and len(s.awaiting) < MAX_AWAITING:
+                    s.awaiting[key] = {"coup": key[0], "code": key[1], "detail": "", "deadline": None}
         if fresh:
             self._catch_up_last()
             self._catch_up_current()
         return True
 
-    def _roads(self, d: dict[str, Any]) -> bool:
-        if not self._adopt(d.get("shoe")):
+    def _roads(self, m: Msg) -> bool:
+        if not self._adopt(m):
             return False
-        plate = d.get("bead_plate")
-        if not isinstance(plate, list):
-            raise BadMessage("bead_plate: not a list")
         fresh, self._fresh_roads = self._fresh_roads, False
-        seen: list[Bead] = []
-        for col in plate:
-            if not isinstance(col, list):
-                raise BadMessage("bead_plate: not a list of columns")
-            for cell in col:
-                if not isinstance(cell, dict) or cell.get("w") not in ("B", "P", "T"):
-                    raise BadMessage("bead_plate: a cell is not {w: B|P|T}")
-                seen.append(Bead(str(cell["w"]), _bool(cell, "pp"), _bool(cell, "bp")))
-                if len(seen) > MAX_COUPS:
-                    raise BadMessage(f"bead_plate: more than {MAX_COUPS} coups")
+        seen = [Bead(w, pp, bp) for w, pp, bp in m.f["beads"]]
         beads = self.shoe.beads
         # Keep the coup numbers of the cells the board saw live where the
         # sequence agrees; what it missed (an outage) comes in without.
@@ -369,27 +628,12 @@ class TableState:
             self._catch_up_last()
         return True
 
-    def _odds(self, d: dict[str, Any]) -> bool:
-        bets = d.get("bets")
-        if not isinstance(bets, dict) or len(bets) > 32:
-            raise BadMessage("bets: not an object of at most 32 bets")
-        self._learn_bets(bets)
-        view = _text(d, "view")
-        if view not in ODDS_VIEWS:
-            raise BadMessage("view: not shoe or counter")
-        if not self.odds_enabled or not self._adopt(d.get("shoe")):
+    def _odds(self, m: Msg) -> bool:
+        self._learn_bets(m.f["side_bets"])
+        if not self.odds_enabled or not self._adopt(m):
             return False
-        shown: dict[str, dict[str, float]] = {}
-        for name, b in bets.items():
-            if not isinstance(b, dict):
-                raise BadMessage("bets: not objects")
-            shown[str(name)[:32]] = {k: _number(b.get(k)) for k in ("win", "push", "lose", "ev")}
-        odds: dict[str, Any] = {
-            "coup": _int(d, "coup", optional=True),
-            "cards_left": _int(d, "cards_left", optional=True),
-            "view": view,
-            "bets": shown,
-        }
+        odds = m.f["odds"]
+        view = odds["view"]
         held = self.shoe.odds.get(view)
         if held == odds:
             return False  # the retained copy of an odds.update already applied
@@ -398,47 +642,35 @@ class TableState:
         self.shoe.odds[view] = odds
         return True
 
-    def _learn_bets(self, bets: Mapping[str, Any]) -> None:
-        side = [str(k)[:32] for k in bets if k not in MAIN_BETS]
-        if side != self.side_bets:
-            self.side_bets = side[:8]
+    def _learn_bets(self, side: list[str] | None) -> None:
+        if side is not None and side != self.side_bets:
+            self.side_bets = side
 
-    def _device(self, d: dict[str, Any]) -> bool:
-        state = _text(d, "state")
-        if state not in ("online", "offline", "fault"):
-            raise BadMessage("device.status: state is not online, offline or fault")
-        raw = d.get("device")
-        dev: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        self.device = {
-            "state": state,
-            "code": _text(d, "code"),
-            "detail": _text(d, "detail"),
-            "model": _text(dev, "model"),
-            "known": True,
-        }
+    def _device(self, m: Msg) -> bool:
+        self.device = {**m.f, "known": True}
         return True
 
-    def _started(self, d: dict[str, Any]) -> bool:
-        if not self._adopt(d.get("shoe")):
+    def _started(self, m: Msg) -> bool:
+        if not self._adopt(m):
             return False
-        self.shoe.decks = _int(d, "decks", optional=True)
-        self.shoe.profile = _text(d, "profile") or None
+        self.shoe.decks = m.f["decks"]
+        self.shoe.profile = m.f["profile"]
         self.shoe.phase = self.shoe.phase or "burn"
         return True
 
-    def _ended(self, d: dict[str, Any]) -> bool:
-        if not self._adopt(d.get("shoe")):
+    def _ended(self, m: Msg) -> bool:
+        if not self._adopt(m):
             return False
         self.shoe.ended = True
         self.shoe.phase = "ended"
-        self.shoe.end_reason = _text(d, "reason")
+        self.shoe.end_reason = m.f["reason"]
         self.shoe.current = None
         return True
 
-    def _cut(self, d: dict[str, Any]) -> bool:
-        if not self._adopt(d.get("shoe")):
+    def _cut(self, m: Msg) -> bool:
+        if not self._adopt(m):
             return False
-        self.shoe.cut_last = _int(d, "last_coup", optional=True)
+        self.shoe.cut_last = m.f["last_coup"]
         return True
 
     # --- catching up --------------------------------------------------------------
@@ -498,16 +730,12 @@ class TableState:
         else:
             s.current = {"coup": n, "cards": [], "missed": True}
 
-    def _card(self, d: dict[str, Any]) -> bool:
-        if not self._adopt(d.get("shoe")):
+    def _card(self, m: Msg) -> bool:
+        if not self._adopt(m):
             return False
-        pos = _text(d, "position")
+        pos, coup, card = m.f["position"], m.f["coup"], m.f["card"]
         if pos not in HAND_POSITIONS:
             return False  # burn and set-aside cards are not a hand's
-        coup = _int(d, "coup")
-        card = d.get("card")
-        if card is not None and not isinstance(card, str):
-            raise BadMessage("card: not a string or null")
         s = self.shoe
         if s.current is None or s.current["coup"] != coup:
             if s.last is not None and s.last.get("coup") == coup:
@@ -515,46 +743,39 @@ class TableState:
             s.current = {"coup": coup, "cards": [], "missed": False}
             s.current_epoch = self.epoch
         if len(s.current["cards"]) < MAX_CARDS:
-            s.current["cards"].append({"position": pos, "card": card[:3] if card else None})
+            s.current["cards"].append({"position": pos, "card": card})
         s.phase = "deal"
-        if coup is not None and (s.coup is None or coup > s.coup):
+        if s.coup is None or coup > s.coup:
             s.coup = coup  # the coup being dealt
         return True
 
-    def _result(self, d: dict[str, Any]) -> bool:
-        if not self._adopt(d.get("shoe")):
+    def _result(self, m: Msg) -> bool:
+        if not self._adopt(m):
             return False
-        coup = _int(d, "coup")
-        assert coup is not None
-        winner = _WINNER.get(_text(d, "winner"))
-        if winner is None:
-            raise BadMessage("winner: not player, banker or tie")
-        player, banker = _hand(d, "player"), _hand(d, "banker")
-        pp, bp, natural, demo = (_bool(d, k) for k in ("player_pair", "banker_pair", "natural", "demo"))
-        tags = d.get("tags") or []
-        settlement = d.get("settlement")
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            raise BadMessage("tags: not a list of strings")
-        hits: tuple[str, ...] = ()
-        if isinstance(settlement, dict):
-            if len(settlement) > 32:
-                raise BadMessage("settlement: more than 32 bets")
-            self._learn_bets(settlement)
-            hits = tuple(str(k) for k, v in settlement.items() if k not in MAIN_BETS and _number(v) > 0)
+        f = m.f
+        coup, winner, pp, bp, natural, hits = (
+            f["coup"],
+            f["winner"],
+            f["pp"],
+            f["bp"],
+            f["natural"],
+            f["hits"],
+        )
+        self._learn_bets(f["side_bets"])
         s = self.shoe
         s.missed_settled = s.missed_voids = False
         s.last = {
             "coup": coup,
             "seen": True,
-            "demo": demo,
+            "demo": f["demo"],
             "void": None,
-            "player": player,
-            "banker": banker,
+            "player": f["player"],
+            "banker": f["banker"],
             "winner": winner,
             "natural": natural,
             "player_pair": pp,
             "banker_pair": bp,
-            "tags": [t[:16] for t in tags[:8]],
+            "tags": list(f["tags"]),
             "hits": [SIDE_BET_LABELS.get(h, h) for h in hits],
             "void_unseen": False,
         }
@@ -564,7 +785,7 @@ class TableState:
             del s.awaiting[key]
         if s.coup is None or coup > s.coup:
             s.coup = coup
-        if demo:
+        if f["demo"]:
             return True
         if any(b.coup == coup for b in s.beads):
             return True  # a copy (events may come twice: SPEC section 5)
@@ -583,30 +804,18 @@ class TableState:
         numbered = [b.coup for b in self.shoe.beads if b.coup is not None]
         return not numbered or max(numbered) < coup
 
-    def _void(self, d: dict[str, Any]) -> bool:
-        if not self._adopt(d.get("shoe")):
+    def _void(self, m: Msg) -> bool:
+        if not self._adopt(m):
             return False
-        coup = _int(d, "coup")
-        code = _text(d, "code")
-        cards_in = d.get("cards") or []
-        if not isinstance(cards_in, list):
-            raise BadMessage("cards: not a list")
-        cards = [
-            {
-                "position": _text(c, "position"),
-                "card": c.get("card") if isinstance(c.get("card"), str) else None,
-            }
-            for c in cards_in[:MAX_CARDS]
-            if isinstance(c, dict)
-        ]
+        coup, code = m.f["coup"], m.f["code"]
         s = self.shoe
         s.missed_settled = s.missed_voids = False
         s.last = {
             "coup": coup,
             "seen": True,
             "demo": False,
-            "void": {"code": code, "detail": _text(d, "detail")},
-            "cards": cards,
+            "void": {"code": code, "detail": m.f["detail"]},
+            "cards": [dict(c) for c in m.f["cards"]],
             "void_unseen": False,
         }
         if s.current is not None and s.current["coup"] == coup:
@@ -625,13 +834,10 @@ class TableState:
                 break
         return True
 
-    def _misdeal(self, d: dict[str, Any]) -> bool:
-        if not self._adopt(d.get("shoe")):
+    def _misdeal(self, m: Msg) -> bool:
+        if not self._adopt(m):
             return False
-        coup = _int(d, "coup")
-        assert coup is not None
-        code = _text(d, "code")
-        action = _text(d, "action")
+        coup, code, action = m.f["coup"], m.f["code"], m.f["action"]
         s = self.shoe
         if action == "awaiting_supervisor":
             if len(s.awaiting) >= MAX_AWAITING and (coup, code) not in s.awaiting:
@@ -639,16 +845,14 @@ class TableState:
             s.awaiting[(coup, code)] = {
                 "coup": coup,
                 "code": code,
-                "detail": _text(d, "detail"),
-                "deadline": _text(d, "deadline") or None,
+                "detail": m.f["detail"],
+                "deadline": m.f["deadline"],
             }
         elif action == "corrected":
             s.awaiting.pop((coup, code), None)
-        elif action == "void":
+        else:  # void
             for key in [k for k in s.awaiting if k[0] == coup]:
                 del s.awaiting[key]
-        else:
-            raise BadMessage("action: not corrected, awaiting_supervisor or void")
         return True
 
     # --- output -----------------------------------------------------------------
@@ -762,17 +966,17 @@ class TableState:
         }
 
 
-_HANDLERS: dict[str, Any] = {
-    "shoe/state": TableState._snapshot,
-    "roads": TableState._roads,
-    "odds": TableState._odds,
-    "odds/update": TableState._odds,
-    "device/status": TableState._device,
-    "shoe/started": TableState._started,
-    "shoe/ended": TableState._ended,
-    "shoe/cut_card": TableState._cut,
-    "card": TableState._card,
-    "coup/result": TableState._result,
-    "coup/void": TableState._void,
-    "misdeal": TableState._misdeal,
+_KINDS: dict[str, tuple[Callable[[dict[str, Any]], Msg], Callable[[TableState, Msg], bool]]] = {
+    "shoe/state": (_read_snapshot, TableState._snapshot),
+    "roads": (_read_roads, TableState._roads),
+    "odds": (_read_odds, TableState._odds),
+    "odds/update": (_read_odds, TableState._odds),
+    "device/status": (_read_device, TableState._device),
+    "shoe/started": (_read_started, TableState._started),
+    "shoe/ended": (_read_ended, TableState._ended),
+    "shoe/cut_card": (_read_cut, TableState._cut),
+    "card": (_read_card, TableState._card),
+    "coup/result": (_read_result, TableState._result),
+    "coup/void": (_read_void, TableState._void),
+    "misdeal": (_read_misdeal, TableState._misdeal),
 }
