@@ -435,6 +435,10 @@ capture_line = st.one_of(
     hostile_text.map(lambda s: f"{T0} < {s}"),
     hostile_text.map(lambda s: f"{T0} {s} hex:00"),
     hostile_text.map(lambda s: f"{T0} < hex:{s}"),
+    # device text recorded as it came: a HELLO whose fields are any bytes
+    st.tuples(device_field, device_field).map(
+        lambda f: f"{T0} < hex:" + ascii_frame(b"SH,0,HELLO," + f[0] + b",1.0," + f[1]).hex()
+    ),
     hostile_text,
 )
 
@@ -637,6 +641,13 @@ ARGV: list[tuple[str, ...]] = [
     ("odds", "--profile", "{}"),
     ("history", "shoes", "--journal", "{}"),
     ("history", "shoes", "-c", "{}"),
+    ("history", "coup", "{}", "1", "--journal", "missing.sqlite3"),
+    ("board", "--check", "-c", "{}"),
+    ("archive", "-c", "{}", "--stats"),
+    ("ctl", "void", "-c", "{}", "--coup", "2"),
+    # a broker that is not there: a reason taken is sent, and fails in one line
+    ("ctl", "void", "-c", "ctl.yaml", "--coup", "2", "--reason", "{}", "--timeout", "0.1"),
+    ("ctl", "enter-card", "-c", "ctl.yaml", "--coup", "2", "--card", "{}", "--timeout", "0.1"),
 ]
 
 
@@ -664,6 +675,7 @@ def test_a_hostile_argument_is_one_line_on_stderr_or_a_clean_run(argv: tuple[str
     if arg.startswith("-"):
         arg = "./" + arg  # an option, not an argument: argparse's business
     with tempfile.TemporaryDirectory() as d, contextlib.chdir(d):
+        Path("ctl.yaml").write_text("table: T01\noutputs:\n  mqtt: {host: 127.0.0.1, port: 9}\n")
         code, _out, err = _run_main([arg if a == "{}" else a for a in argv])
     assert "Traceback" not in err, err
     if code == 0:
