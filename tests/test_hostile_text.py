@@ -546,6 +546,9 @@ def hostile_config(draw: st.DrawFn) -> tuple[str, bool]:
             value = draw(st.one_of(hostile_text, hostile_yaml_number.map(YamlRaw)))
             inner = obj
             for k in section:
+                if not isinstance(inner.get(k), dict):  # renamed or replaced before: the top level
+                    section, inner = (), obj
+                    break
                 inner = inner[k]
             obj = (
                 _replace(obj, section, {**inner, key: value}, rename=False)
