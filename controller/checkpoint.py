@@ -6,12 +6,15 @@ the engine's game state and the decoder's partial-frame and sequence state.
 It is written to the journal's ``meta`` table (key ``engine_checkpoint``)
 once per shoe and every 500 inputs (``controller.daemon``).
 
-Format (``VERSION`` 4), one JSON object::
+Format (``VERSION`` 5), one JSON object::
 
-    {"format": "shoe-controller/checkpoint", "version": 4,
+    {"format": "shoe-controller/checkpoint", "version": 5,
      "sha256": <hex digest of the canonical JSON of "body">,
      "body": {"input": <last journal input id covered>,
-              "config": {"table", "profile", "decks"},
+              "table": <the table>,
+              "settings": {"in_force": <the caller's form of the engine's
+                                        settings as JSON text, or null>,
+                           "digest": <EngineSettings.digest>},
               "engine": {<ENGINE_FIELDS>},
               "coups": [{<COUP_FIELDS>}, ...],
               "decoder": <object>}}
@@ -23,6 +26,9 @@ Values are JSON scalars and arrays, or objects with one tag key:
   ``{"counter": [[key, n], ...]}``;
 * ``{"frame": "<class>", "fields": {...}}``: a decoded frame by its
   dataclass fields (``firmware_protocols.frames``);
+* ``{"settings": <JSON text>}``: engine settings (settings waiting for the
+  next shoe) in the caller's form (``EngineSettings.doc``, as text: its
+  keys keep their order), compiled back by the caller;
 * ``{"coup": i}``: the i-th entry of ``body.coups`` (a coup is one object
   wherever it is referred to: the shoe's ``current``, its ``coups``, an
   ``after_premature_void``);
@@ -32,9 +38,12 @@ Values are JSON scalars and arrays, or objects with one tag key:
 
 The field lists below *are* the schema: a checkpoint whose objects carry
 other fields, an unknown tag, another ``format``/``version``, a digest that
-does not match, or another table, profile or deck count than the running
-config, is refused with :class:`CheckpointError`; the daemon then ignores it
-and rebuilds from the journal's inputs. Any change to what is saved (a new
+does not match, or another table, is refused with :class:`CheckpointError`;
+so are settings the caller cannot compile back, and, for a caller that does
+not compile them (``settings_of``), settings other than its engine's. The
+daemon then ignores it and rebuilds from the journal's inputs. The engine is
+restored under the settings it was saved with (the shoe in progress
+finishes under them), which the daemon compiles from their saved form. Any change to what is saved (a new
 attribute of ``Engine``, ``Shoe``, ``Coup`` or a decoder) must be added here
 and ``VERSION`` raised (``tests/test_checkpoint.py`` fails otherwise).
 
@@ -51,12 +60,13 @@ import collections
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from controller.cards import ShoeComposition
 from controller.engine import Coup, Engine, Shoe, _Commit
 from controller.engine.machine import CoupState, ShoePhase
+from controller.engine.settings import EngineSettings
 from firmware_protocols import angel_eye, frames, shoe_ascii, shoe_bin
 from firmware_protocols.detect import AutoDecoder
 
@@ -70,8 +80,11 @@ FORMAT = "shoe-controller/checkpoint"
 #: ``dealing``, ``settled`` and ``premature`` are gone (its ``state`` says
 #: them: the state is the source of truth, ``premature`` its open
 #: PREMATURE_RESULT), and a shoe's ``ended_emitted`` and ``dealing_over``
-#: are gone (its ``phase`` says them: ``ended``, ``dealing-over``).
-VERSION = 4
+#: are gone (its ``phase`` says them: ``ended``, ``dealing-over``); 5: the
+#: engine's settings are saved (``body.settings``, and those waiting for the
+#: next shoe, ``_next_settings``, with the last announced, ``_announced``):
+#: a config change applies from the next shoe.
+VERSION = 5
 
 #: The engine's state saved. Every other attribute of an ``Engine`` comes
 #: from the config it is built with (``ENGINE_CONFIG``) or is scratch
@@ -90,9 +103,14 @@ ENGINE_FIELDS = (
     "_lost_unknown",
     "_loss_at_end",
     "_odds_quiet",
+    "_next_settings",
+    "_announced",
 )
+#: the settings (``body.settings``) and what they make, the table and the
+#: daemon's choices
 ENGINE_CONFIG = (
     "table",
+    "settings",
     "profile",
     "decks",
     "odds",
@@ -226,7 +244,7 @@ _SCALARS = (str, int, float, bool, type(None))
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used: unreadable, of another format or
-    version, damaged, or of another table, profile or deck count."""
+    version, damaged, of another table, or of settings that cannot be used."""
 
 
 class _Writer:
@@ -251,6 +269,8 @@ class _Writer:
             return {"bytes": v.hex()}
         if isinstance(v, Coup):
             return {"coup": self.coup(v)}
+        if isinstance(v, EngineSettings):
+            return {"settings": _settings_doc(v)}
         cls = type(v)
         if cls in _NAMES:
             return self.obj(v)
@@ -274,6 +294,14 @@ class _Writer:
         return i
 
 
+def _settings_doc(s: EngineSettings) -> str:
+    """The caller's form of settings, as JSON text: kept as it is (the
+    body's canonical form sorts keys; a profile's bets keep their order)."""
+    if s.doc is None:
+        raise TypeError("checkpoint: engine settings without the caller's form of them (EngineSettings.doc)")
+    return json.dumps(s.doc, separators=(",", ":"), allow_nan=False)
+
+
 def _canonical(body: Any) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
 
@@ -284,9 +312,11 @@ def dump(after: int, engine: Engine, decoder: Any) -> str:
         # queued analytics are not state: the checkpoint would lose them
         raise ValueError("engine checkpoint with analytics not drained (call drain_analytics first)")
     w = _Writer()
+    s = engine.settings
     body = {
         "input": after,
-        "config": {"table": engine.table, "profile": engine.profile.name, "decks": engine.decks},
+        "table": engine.table,
+        "settings": {"in_force": None if s.doc is None else _settings_doc(s), "digest": s.digest},
         "engine": {f: w.value(getattr(engine, f)) for f in ENGINE_FIELDS},
         "decoder": w.value(decoder),
         "coups": w.coups,
@@ -296,10 +326,14 @@ def dump(after: int, engine: Engine, decoder: Any) -> str:
     return json.dumps(head, separators=(",", ":"))[:-1] + ',"body":' + text.decode() + "}"
 
 
+SettingsOf = Callable[[Mapping[str, Any]], EngineSettings]
+
+
 class _Reader:
-    def __init__(self, coups: Any) -> None:
+    def __init__(self, coups: Any, settings_of: SettingsOf | None) -> None:
         if not isinstance(coups, list):
             raise CheckpointError("coups is not a list")
+        self._settings_of = settings_of
         self._raw = coups
         self._coups: list[Coup | None] = [None] * len(coups)
 
@@ -349,6 +383,8 @@ class _Reader:
             )
         if "coup" in v:
             return self.coup(_int(v["coup"]))
+        if "settings" in v:
+            return _settings(v["settings"], self._settings_of)
         raise CheckpointError(f"unknown tag {next(iter(v))!r}")
 
     def coup(self, i: int) -> Coup:
@@ -385,6 +421,23 @@ def _int(v: Any) -> int:
     return v
 
 
+def _settings(text: Any, settings_of: SettingsOf | None) -> EngineSettings:
+    if settings_of is None:
+        raise CheckpointError("holds engine settings, and no way to compile them was given")
+    try:
+        doc = json.loads(text) if isinstance(text, str) else None
+    except (ValueError, RecursionError):
+        doc = None
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"settings are not an object's JSON text: {str(text)[:60]}")
+    try:
+        return settings_of(doc)
+    except CheckpointError:
+        raise
+    except Exception as exc:  # whatever the caller's compiler refuses
+        raise CheckpointError(f"settings that cannot be used: {str(exc)[:200]}") from None
+
+
 def _fields(v: Any, wanted: set[str], what: str) -> dict[str, Any]:
     if not isinstance(v, dict):
         raise CheckpointError(f"{what}: fields are not an object")
@@ -395,11 +448,20 @@ def _fields(v: Any, wanted: set[str], what: str) -> dict[str, Any]:
 
 
 def load(
-    text: str, new_engine: Callable[[], Engine], new_decoder: Callable[[], Any]
+    text: str,
+    new_engine: Callable[..., Engine],
+    new_decoder: Callable[[], Any] | None,
+    *,
+    settings_of: SettingsOf | None = None,
 ) -> tuple[int, Engine, Any]:
     """The journal input id, engine and decoder a checkpoint holds, the
-    engine built by ``new_engine`` (the running config) and given the saved
-    state. :class:`CheckpointError` if it cannot be used."""
+    engine given the saved state. :class:`CheckpointError` if it cannot be
+    used.
+
+    With ``settings_of`` (the caller's compiler of its form of settings),
+    the engine is ``new_engine(settings)`` under the settings saved; without
+    it, ``new_engine()``, whose settings must be those saved. The decoder
+    must be of ``new_decoder()``'s class (None: the caller checks it)."""
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -411,14 +473,30 @@ def load(
     body = doc.get("body")
     if not isinstance(body, dict) or hashlib.sha256(_canonical(body)).hexdigest() != doc.get("sha256"):
         raise CheckpointError("damaged: its digest does not match")
-    if set(body) != {"input", "config", "engine", "decoder", "coups"}:
+    if set(body) != {"input", "table", "settings", "engine", "decoder", "coups"}:
         raise CheckpointError("body: fields differ from the schema")
-    engine = new_engine()
-    config = {"table": engine.table, "profile": engine.profile.name, "decks": engine.decks}
-    if body["config"] != config:
-        raise CheckpointError(f"written for {body['config']}, the config is now {config}")
+    saved = body["settings"]
+    if not isinstance(saved, dict) or set(saved) != {"in_force", "digest"}:
+        raise CheckpointError("settings: fields differ from the schema")
+    if settings_of is not None:
+        if saved["in_force"] is None:
+            raise CheckpointError("written without its settings")
+        in_force = _settings(saved["in_force"], settings_of)
+        if in_force.digest != saved["digest"]:
+            raise CheckpointError("its settings compile to others than those saved")
+        engine = new_engine(in_force)
+    else:
+        engine = new_engine()
+        if engine.settings.digest != saved["digest"]:
+            raise CheckpointError(
+                f"written for other settings (digest {str(saved['digest'])[:12]}), the config is now"
+                f" {engine.settings.summary()}"
+            )
+    if body["table"] != engine.table:
+        table = str(body["table"])[:40]
+        raise CheckpointError(f"written for table {table!r}, the config is now {engine.table}")
     try:
-        r = _Reader(body["coups"])
+        r = _Reader(body["coups"], settings_of)
         state = _fields(body["engine"], set(ENGINE_FIELDS), "Engine")
         values = {k: r.value(state[k]) for k in ENGINE_FIELDS}
         decoder = r.value(body["decoder"])
@@ -426,7 +504,7 @@ def load(
         raise
     except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
         raise CheckpointError(f"invalid: {exc}") from None
-    _check(values, decoder, new_decoder())
+    _check(values, decoder, None if new_decoder is None else new_decoder())
     for k, v in values.items():
         setattr(engine, k, v)
     return _int(body["input"]), engine, decoder
@@ -434,9 +512,9 @@ def load(
 
 def _check(values: dict[str, Any], decoder: Any, fresh: Any) -> None:
     """What the engine relies on about the types of its state."""
-    if type(decoder) is not type(fresh):
+    if fresh is not None and type(decoder) is not type(fresh):
         raise CheckpointError(f"decoder {type(decoder).__name__} is not the configured protocol's")
-    if isinstance(fresh, AutoDecoder) and not isinstance(decoder._pending, list):
+    if type(decoder) is AutoDecoder and not isinstance(decoder._pending, list):
         raise CheckpointError("decoder: pending reads are not a list")
     if not isinstance(values["seq"], int):
         raise CheckpointError("engine: seq is not an integer")
@@ -450,3 +528,10 @@ def _check(values: dict[str, Any], decoder: Any, fresh: Any) -> None:
             raise CheckpointError("engine: current coup is not a coup")
     if values["_commit"] is not None and not isinstance(values["_commit"], _Commit):
         raise CheckpointError("engine: shuffle commitment is not one")
+    if values["_next_settings"] is not None and not isinstance(values["_next_settings"], EngineSettings):
+        raise CheckpointError("engine: settings for the next shoe are not settings")
+    announced = values["_announced"]
+    if announced is not None and not (
+        isinstance(announced, dict) and isinstance(announced.get("digest"), str)
+    ):
+        raise CheckpointError("engine: the settings last announced are not a summary of settings")

@@ -33,6 +33,7 @@ __all__ = [
     "OddsUpdate",
     "Payload",
     "RoadsEvent",
+    "RulesInForce",
     "SecurityAlert",
     "ShoeBurn",
     "ShoeCutCard",
@@ -119,11 +120,53 @@ class DeviceStatus(Payload, kw_only=True, forbid_unknown_fields=True):
     detail: str | UnsetType = UNSET
 
 
+class RulesInForce(TypedDict):
+    """The settings a shoe is dealt under, in a ``shoe.started`` that
+    follows a change of them (``controller/engine/settings.py``)."""
+
+    profile: str
+    decks: Annotated[int, Meta(ge=1, le=12)]
+    odds: bool
+    advantage_threshold: float
+    burn: Annotated[str, Meta(pattern=r"^(first_card|decks|fixed:[1-8])$")]
+    cut_card_min: Count
+    after_cut: Literal["one_more", "last"]
+    coup_boundary: Literal["button", "auto"]
+    demo_coups: Annotated[int, Meta(ge=0, le=3)]
+    correction_deadline_s: Annotated[float, Meta(gt=0)]
+    extra_card: Literal["burn", "next_coup", "void"]
+    digest: Annotated[
+        str,
+        Meta(
+            pattern=r"^[0-9a-f]{64}$",
+            description="sha256 of the settings, the profile's every table and payout included",
+        ),
+    ]
+    changed: Annotated[
+        list[str],
+        Meta(
+            min_length=1,
+            description="the keys above that differ from the shoe announced before (profile alone: its "
+            "tables or payouts)",
+        ),
+    ]
+
+
 class ShoeStarted(Payload, kw_only=True, forbid_unknown_fields=True):
     TYPE: ClassVar[str] = "shoe.started"
     decks: Annotated[int, Meta(ge=1, le=12)]
     profile: str
     shuffle_commit: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")] | None
+    rules: (
+        Annotated[
+            RulesInForce,
+            Meta(
+                description="present when this shoe is dealt under other settings than the shoe "
+                "announced before it (a config change, applied from the next shoe): the settings in force"
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class ShoeBurn(Payload, kw_only=True, forbid_unknown_fields=True):

@@ -280,6 +280,33 @@ MAX_PROFILE_BYTES = 1 << 20
 def load_profile(name_or_path: str, overrides: Mapping[str, Any] | None = None) -> Profile:
     """A built-in profile by name, or a profile YAML by path, with optional
     ``rules`` overrides. Raises ConfigError naming the bad key."""
+    model, source = _load_model(name_or_path, overrides)
+    return _compile(model, source)
+
+
+def profile_document(name_or_path: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The profile ``load_profile`` gives, as JSON data: ``{"source",
+    "profile"}`` (every table, payout and rule, overrides applied), from
+    which ``profile_from_document`` compiles the same profile whatever
+    becomes of the file since (the daemon's journal keeps it)."""
+    model, source = _load_model(name_or_path, overrides)
+    return {"source": source, "profile": model.model_dump(mode="json")}
+
+
+def profile_from_document(doc: Mapping[str, Any]) -> Profile:
+    """The profile of a ``profile_document``; ConfigError if it is not one."""
+    source = doc.get("source")
+    data = doc.get("profile")
+    if not isinstance(source, str) or not isinstance(data, dict):
+        raise ConfigError("not a profile document (source and profile)")
+    try:
+        model = ProfileModel.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {format_validation_error(exc)}") from exc
+    return _compile(model, source)
+
+
+def _load_model(name_or_path: str, overrides: Mapping[str, Any] | None) -> tuple[ProfileModel, str]:
     if name_or_path in BUILTIN_PROFILES:
         source = f"profile {name_or_path}"
         text = resources.files("controller").joinpath("profiles", f"{name_or_path}.yaml").read_text("utf-8")
@@ -310,7 +337,7 @@ def load_profile(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
         model = ProfileModel.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{source}: {format_validation_error(exc)}") from exc
-    return _compile(model, source)
+    return model, source
 
 
 def outcome_of(

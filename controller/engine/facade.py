@@ -25,7 +25,9 @@ from controller.commands_schema import (
     command_from_dict,
 )
 from controller.engine import analytics, article_x, boundary, commands, dealing, device, fast, loss, shoe
+from controller.engine import settings as engine_settings
 from controller.engine.machine import PUBLISHED
+from controller.engine.settings import EngineSettings
 from controller.engine.state import Shoe, Work, _Commit, _copy_stats
 from controller.event_types import DeviceInfo, Payload, SecurityAlert
 from controller.events import SCHEMA_VERSION, Event, format_ts, payload_dict
@@ -81,29 +83,40 @@ class Engine:
         roads: bool = False,
         advantage_threshold: float = 0.0,
         defer_analytics: bool = False,
+        settings: EngineSettings | None = None,
     ) -> None:
-        if not 1 <= decks <= 12:
-            raise ValueError(f"decks must be 1..12, not {decks}")
+        """``settings``, when given, stand for ``profile``, ``decks``,
+        ``odds`` and ``advantage_threshold`` (``Engine.of``)."""
+        if settings is None:
+            settings = EngineSettings(profile, decks, odds, advantage_threshold)
         self.table = table
-        self.profile = profile
-        self.decks = decks
-        self.odds = odds
         self.roads = roads
-        self.advantage_threshold = advantage_threshold
         #: roads, odds and their ADVANTAGE alerts are queued by feed/tick/
         #: command and emitted by ``drain_analytics`` (see there)
         self.defer_analytics = defer_analytics
         self._deferred: list[tuple[Shoe | None, Callable[[], None]]] = []
-        self._calc: Any = None
-        if odds:
-            from controller.odds import OddsCalculator  # tables built once per profile
-
-            self._calc = OddsCalculator.for_profile(profile)
+        # what the settings make: the profile, its rules and tableau, the
+        # deck count, the odds calculator (``engine.settings.configure``)
+        self.settings: EngineSettings
+        self.profile: Profile
+        self.decks: int
+        self.odds: bool
+        self.advantage_threshold: float
+        self._calc: Any
+        self.rules: dict[str, Any]
+        self.tab: Any
+        self.deadline_s: float
+        self.button: bool
+        #: settled outcomes by their facts (``boundary._settled``)
+        self._outcomes: dict[tuple[int, int, int, int, bool, bool, bool], boundary.Settled]
+        engine_settings.configure(self, settings)
+        #: settings given by ``reconfigure`` while a shoe was in progress:
+        #: they apply when the next shoe starts
+        self._next_settings: EngineSettings | None = None
+        #: the settings of the last shoe announced (``shoe.started``), as
+        #: ``EngineSettings.summary``: a shoe under others announces them
+        self._announced: dict[str, Any] | None = settings.summary()
         self._advantage: set[str] = set()
-        self.rules = profile.rules
-        self.tab = profile.tableau
-        self.deadline_s = float(self.rules["correction_deadline_s"])
-        self.button = self.rules["coup_boundary"] == "button"
         self.seq = 0
         self.shoe: Shoe | None = None
         self.device: DeviceInfo = {"model": "", "firmware": "", "serial": ""}
@@ -123,12 +136,43 @@ class Engine:
         self._odds_quiet = False  # coups lost whole are being counted
         self._out: list[Event] = []
         self._handlers = HANDLERS
-        #: settled outcomes by their facts (``boundary._settled``)
-        self._outcomes: dict[tuple[int, int, int, int, bool, bool, bool], boundary.Settled] = {}
         #: the roads computed ahead for the coup being dealt, by the results
         #: they are of (``analytics.prepare_roads``)
         self._roads_ahead: analytics.RoadsAhead | None = None
         self._running = False  # inside feed, tick or command (never re-entered)
+
+    @classmethod
+    def of(
+        cls, table: str, settings: EngineSettings, *, roads: bool = False, defer_analytics: bool = False
+    ) -> Engine:
+        """An engine dealing under ``settings``."""
+        s = settings
+        return cls(
+            table,
+            s.profile,
+            s.decks,
+            odds=s.odds,
+            roads=roads,
+            advantage_threshold=s.advantage_threshold,
+            defer_analytics=defer_analytics,
+            settings=s,
+        )
+
+    def reconfigure(self, settings: EngineSettings) -> bool:
+        """Deal under ``settings`` from the next shoe: the shoe in progress
+        finishes under the settings it started with. At once (True) when no
+        shoe has started or the shoe loaded has had no card yet; otherwise
+        (False) when the next shoe starts. The first ``shoe.started`` under
+        settings other than the last shoe's carries them (``rules``). Called
+        between two calls of ``feed``, ``tick`` and ``command``."""
+        if self._running:
+            self._enter()  # (raises)
+        return engine_settings.reconfigure(self, settings)
+
+    @property
+    def next_settings(self) -> EngineSettings | None:
+        """Settings waiting for the next shoe (``reconfigure``), if any."""
+        return self._next_settings
 
     def feed(self, frame: Frame) -> list[Event]:
         """Apply one decoded frame; returns the events it caused, in order:

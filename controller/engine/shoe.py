@@ -12,11 +12,11 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from controller.cards import RANK_BURN, ShoeComposition
-from controller.engine import analytics, article_x, boundary, dealing, machine, tableau
+from controller.engine import analytics, article_x, boundary, dealing, machine, settings, tableau
 from controller.engine.loss import _frames_lost
 from controller.engine.machine import DEALING_OVER
 from controller.engine.state import AWAITING, BURN_HANDS, Shoe, Work, _Commit, _copy_stats, release
-from controller.event_types import ShoeBurn, ShoeCutCard, ShoeEnded, ShoeStarted, Tally
+from controller.event_types import UNSET, ShoeBurn, ShoeCutCard, ShoeEnded, ShoeStarted, Tally
 from controller.events import shoe_id_for
 from firmware_protocols.frames import (
     Card,
@@ -38,6 +38,7 @@ def start_shoe(eng: Engine, t: float) -> Shoe:
         n += 1
         sid = f"{base}.{n}"
     eng._shoe_ids.add(sid)
+    settings.at_shoe_start(eng)  # a change of settings waiting for the next shoe
     shoe = Shoe(id=sid, t_start=t, comp=ShoeComposition(eng.decks), commit=None, order=None)
     shoe.loss_mark = (eng._lost_frames, eng._lost_unknown)
     eng.shoe = shoe
@@ -81,9 +82,15 @@ def announce(eng: Engine, s: Shoe) -> None:
     if commit is not None:
         s.commit = commit.sha256
         s.order = commit.order if commit.valid and commit.received >= commit.ncards else None
+    news = settings.rules_news(eng)
     eng._emit(
         s.t_start,
-        ShoeStarted(decks=eng.decks, profile=eng.profile.name, shuffle_commit=s.commit),
+        ShoeStarted(
+            decks=eng.decks,
+            profile=eng.profile.name,
+            shuffle_commit=s.commit,
+            rules=UNSET if news is None else news,
+        ),
     )
 
 
