@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from controller import checkpoint, command_limits, heap
+from controller import settings as settings_mod
 from controller.command_auth import CommandGate
 from controller.command_limits import CommandInbox, RefusalAlerts
 from controller.commands_schema import (
@@ -77,6 +78,7 @@ from controller.commands_schema import (
 )
 from controller.config import Config
 from controller.engine import Engine, analytics
+from controller.engine.settings import EngineSettings
 from controller.events import Event
 from controller.journal import (
     History,
@@ -88,6 +90,7 @@ from controller.journal import (
 )
 from controller.outputs import Output
 from controller.rules import load_profile
+from controller.settings import Entry
 from controller.textsafe import visible
 from drivers.base import Driver, LinkEvent
 from firmware_protocols.detect import AutoDecoder, make_decoder
@@ -306,6 +309,11 @@ class Daemon:
         self.metrics: Any = None
         self._inputs_since_checkpoint = 0
         self._checkpoint_input = 0
+        #: the journal's settings history (``controller.settings``), the
+        #: settings the config asks for, and the decoder's in force
+        self._history: settings_mod.History | None = None
+        self._wanted: dict[str, Any] | None = None
+        self._decoder_in_force: dict[str, Any] | None = None
         #: with the loop running: the journal's fsyncs, in their own thread
         self._syncer: Syncer | None = None
         #: committed, not yet published: (the syncer's ticket that makes them
@@ -335,17 +343,8 @@ class Daemon:
 
     # ------------------------------------------------------------ set-up
 
-    def _new_engine(self) -> Engine:
-        c = self.cfg
-        return Engine(
-            c.table,
-            self.profile,
-            c.decks,
-            odds=c.odds,
-            roads=True,
-            advantage_threshold=c.advantage_threshold,
-            defer_analytics=True,
-        )
+    def _new_engine(self, settings: EngineSettings) -> Engine:
+        return Engine.of(self.cfg.table, settings, roads=True, defer_analytics=True)
 
     def _protocol(self) -> str:
         dev = self.cfg.device
@@ -356,11 +355,56 @@ class Daemon:
             proto = read_header(dev.file).get("protocol", "shoe-ascii/1")
         return str(proto or "shoe-ascii/1")
 
-    def _make_decoder(self) -> Any:
-        proto = self._protocol()
-        if proto == "auto":
+    def _make_decoder(self, entry: Entry) -> Any:
+        """A fresh decoder of the protocol (and baud rate) in force from ``entry``."""
+        dec = entry.decoder
+        if dec["protocol"] == "auto":
             return AutoDecoder()
-        return make_decoder(proto, baud=getattr(self.cfg.device, "baudrate", None))
+        return make_decoder(str(dec["protocol"]), baud=dec.get("baud"))
+
+    def _switch_settings(self, entry: Entry) -> bool:
+        """The settings of a history entry, where it applies (re-fed, or at
+        start): the engine's from its next shoe, unless none is in progress
+        (True: at once); the decoder's at once. Always between two inputs."""
+        engine = self.engine
+        assert engine is not None
+        at_once = engine.reconfigure(settings_mod.engine_settings(entry.doc))
+        if entry.decoder != self._decoder_in_force:
+            self.decoder = self._make_decoder(entry)
+            self._decoder_in_force = entry.decoder
+        return at_once
+
+    def _take_config(self, journal: Journal) -> None:
+        """At start, after the rebuild: a config whose settings differ from
+        the journal's last ones is a change, journalled (so that a rebuild
+        applies it where it applied live) and applied (``_switch_settings``),
+        said in one line."""
+        wanted, history = self._wanted, self._history
+        assert wanted is not None and history is not None
+        last = history.entries[-1]
+        changed = settings_mod.changed_keys(last.doc, wanted)
+        if not changed:
+            return
+        entry = history.record(journal, wanted, after=journal.last_input_id())
+        at_once = self._switch_settings(entry)
+        engine_keys = [k for k in changed if k not in settings_mod.DECODER_KEYS]
+        decoder_keys = [k for k in changed if k in settings_mod.DECODER_KEYS]
+        parts = []
+        if engine_keys and at_once:
+            parts.append("no shoe in progress: the new settings apply at once")
+        elif engine_keys:
+            parts.append(
+                "the shoe in progress finishes under the journal's settings, the new ones apply from the"
+                " next shoe"
+            )
+        if decoder_keys:
+            parts.append(f"{', '.join(decoder_keys)} applies at once (the device's next read)")
+        log.warning(
+            f"config changed: {', '.join(changed)}; {'; '.join(parts)}",
+            changed=changed,
+            applies="now" if at_once or not engine_keys else "next shoe",
+            settings_entry=entry.serial,
+        )
 
     def _open_driver(self) -> Driver:
         if self._driver is not None:
@@ -398,8 +442,14 @@ class Daemon:
         """A fresh engine, or the latest checkpoint, brought up to date by
         re-feeding the journal's inputs recorded after it.
 
+        Each input is re-fed under the settings in force when it was
+        applied live (the journal's settings history, ``controller.settings``:
+        a change is applied after the input it followed), so the rebuild
+        reproduces the stored events whatever the config says now; the
+        config's own are taken after (``_take_config``).
+
         A checkpoint this version cannot use (another version, damaged, of
-        another table, profile or deck count) is ignored with one warning,
+        another table, or of settings not in the history) is ignored with one warning,
         and every input the journal keeps is re-fed to a fresh engine: the
         same state and the same events, recognised by id, when the journal
         keeps its inputs from the first. When retention has pruned the
@@ -407,15 +457,49 @@ class Daemon:
         inputs kept are re-fed for the state only, and the engine's seqs
         carry on above every seq the journal issued (nothing re-published,
         no id issued twice)."""
-        self.engine = self._new_engine()
-        self.decoder = self._make_decoder()
+        history = settings_mod.History.load(journal, self.cfg.table)
+        wanted = self._wanted = settings_mod.wanted(self.cfg, self._protocol())
+        if not history.entries:
+            if history.note is not None or journal.last_input_id() > 0:
+                log.warning(
+                    "journal settings history begun: its inputs so far are taken as dealt under the"
+                    " current config",
+                    reason=history.note or "a journal written before settings were journalled",
+                )
+            history.record(journal, wanted, after=0)
+        self._history = history
+        first = journal.first_input_id()
+        base = history.in_force_at(first)
+        self.engine = self._new_engine(settings_mod.engine_settings(base.doc))
+        self.decoder = self._make_decoder(base)
+        self._decoder_in_force = base.decoder
+        applied = base.serial
         after = 0
         state_only = False
         blob = journal.get_meta(CHECKPOINT_KEY)
         if blob:
             try:
-                after, self.engine, self.decoder = checkpoint.load(blob, self._new_engine, self._make_decoder)
-            except checkpoint.CheckpointError as exc:
+                after, engine, decoder = checkpoint.load(
+                    blob, self._new_engine, None, settings_of=settings_mod.engine_settings
+                )
+                serial = max(
+                    int(s.doc["serial"])
+                    for s in (engine.settings, engine.next_settings)
+                    if s is not None and s.doc is not None
+                )
+                entry = history.by_serial(serial)
+                if entry is None:
+                    raise checkpoint.CheckpointError(
+                        f"its settings (entry {serial}) are not in the journal's settings history"
+                    )
+                if type(decoder) is not type(self._make_decoder(entry)):
+                    raise checkpoint.CheckpointError(
+                        f"decoder {type(decoder).__name__} is not that of the protocol in force"
+                        f" ({entry.decoder['protocol']})"
+                    )
+                self.engine, self.decoder, self._decoder_in_force = engine, decoder, entry.decoder
+                applied = serial
+            except (checkpoint.CheckpointError, KeyError, TypeError, ValueError) as exc:
                 first = journal.first_input_id()
                 state_only = first > 1
                 log.warning(
@@ -430,7 +514,12 @@ class Daemon:
                     ),
                 )
         replayed = stored = 0
+        # the changes of settings after those the start point has, each
+        # applied where it was live: after input ``after``, before the next
+        pending = [e for e in history.entries if e.serial > applied]
         for rec in journal.inputs_since(after):
+            while pending and pending[0].after < rec.id:
+                self._switch_settings(pending.pop(0))
             try:
                 events = self._apply_input(rec.t, rec.kind, rec.data)
                 events += self.engine.drain_analytics()
@@ -446,6 +535,8 @@ class Daemon:
                     raise
                 except Exception as exc:  # an event that cannot be stored (encoded): a bug
                     raise InputFailure(rec.kind, rec.t, rec.data, rec.id) from exc
+        for entry in pending:  # applied after the last input
+            self._switch_settings(entry)
         if state_only:
             self.engine.seq = max(self.engine.seq, journal.last_seq())
         if replayed:
@@ -633,6 +724,7 @@ class Daemon:
         # make a captured command good again
         self.gate = CommandGate(cfg.table, journal, self._command_key)
         self._rebuild(journal)
+        self._take_config(journal)
         self._checkpoint(journal)
         self._syncer = Syncer(journal)
         if history.lost is not None:
