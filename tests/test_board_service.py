@@ -6,11 +6,13 @@ side, the server-sent events, and catching up after a broker outage."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from controller.board.app import Hub
+from controller.board.app import MAX_HEAD_BYTES, Hub
 from controller.board.config import parse_board_config
 from tests.conftest import BrokerFactory, Subscriber, eventually, mqtt_client
 from tests.support.board import Board, board_config, daemon_config, start_daemon, stop
@@ -220,6 +222,154 @@ def test_too_many_browsers_get_503_and_are_counted(tmp_path: Path, mosquitto: Br
         assert board.stop() == 0, board.log.read_text()
 
 
+def _address(board: Board) -> tuple[str, int]:
+    url = urllib.parse.urlsplit(board.url)
+    return url.hostname or "127.0.0.1", url.port or 80
+
+
+def _raw_get(address: tuple[str, int], path: str, *, pad: int = 0) -> bytes:
+    """A GET request head, with ``pad`` bytes of an ``X-Pad`` header."""
+    head = f"GET {path} HTTP/1.1\r\nHost: {address[0]}:{address[1]}\r\n"
+    if pad:
+        head += "X-Pad: " + "a" * pad + "\r\n"
+    return (head + "\r\n").encode()
+
+
+def _status_of(sock: socket.socket) -> int:
+    data = b""
+    while b"\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return int(data.split(b" ", 2)[1])
+
+
+def _closed_by_server(sock: socket.socket, within: float) -> bool:
+    sock.settimeout(within)
+    try:
+        while sock.recv(4096):
+            pass
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        pass
+    return True
+
+
+@pytest.mark.mqtt
+def test_idle_connections_hold_no_request_and_are_closed_at_the_head_deadline(
+    tmp_path: Path, mosquitto: BrokerFactory
+) -> None:
+    """Issue 26 item 5: 40 connections that send nothing (with 8 streams
+    allowed) and one that sends its head a byte at a time: a request and a
+    stream are still answered at once, and every one of them is closed at
+    the head deadline (the dribbling one too, though its bytes still come)."""
+    broker = mosquitto()
+    limits = {"max_clients": 8, "head_timeout_s": 2}
+    board = Board(board_config(tmp_path, broker, limits=limits), tmp_path / "board.log")
+    address = _address(board)
+    idle: list[socket.socket] = []
+    try:
+        opened = time.monotonic()
+        idle = [socket.create_connection(address, timeout=10) for _ in range(40)]
+        dribbler = socket.create_connection(address, timeout=10)
+        head = _raw_get(address, "/api/table/T01", pad=200)
+        dribbled = 0
+
+        def dribble() -> None:
+            nonlocal dribbled
+            with contextlib.suppress(OSError):
+                for b in head:  # a byte every 0.1 s: the head would take 25 s
+                    dribbler.send(bytes([b]))
+                    dribbled += 1
+                    time.sleep(0.1)
+
+        threading.Thread(target=dribble, daemon=True).start()
+        time.sleep(0.3)  # every connection is in
+        started = time.monotonic()
+        status, body = board.get("/api/table/T01")
+        assert status == 200 and json.loads(body)["table"] == "T01"
+        stream = sse_open(board)
+        resp = stream.getresponse()
+        assert resp.status == 200 and sse_next_view(resp)["table"] == "T01"
+        assert time.monotonic() - started < 1.5  # not after the idle ones are gone
+        stats = board.stats()
+        assert stats["idle_connections"] >= 41 and stats["refused_requests"] == 0, stats
+        # the head deadline closes them all: 2 s from their opening
+        for sock in [*idle, dribbler]:
+            assert _closed_by_server(sock, 10)
+        waited = time.monotonic() - opened
+        assert 1.5 < waited < 6, waited
+        assert 5 < dribbled < len(head)  # it was still sending when it was closed
+        stats = board.stats()
+        assert stats["heads_timed_out"] >= 41 and stats["idle_connections"] == 0, stats
+        # the stream is a request being served, not an idle connection: it stays
+        assert stats["clients"] == 1, stats
+        stream.close()
+    finally:
+        for sock in idle:
+            sock.close()
+        assert board.stop() == 0, board.log.read_text()
+
+
+@pytest.mark.mqtt
+def test_the_connections_waiting_for_a_head_are_bounded_the_oldest_closed_first(
+    tmp_path: Path, mosquitto: BrokerFactory
+) -> None:
+    broker = mosquitto()
+    limits = {"max_idle_connections": 8, "head_timeout_s": 30}
+    board = Board(board_config(tmp_path, broker, limits=limits), tmp_path / "board.log")
+    address = _address(board)
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(8):
+            socks.append(socket.create_connection(address, timeout=10))
+        time.sleep(0.3)
+        assert not any(_closed_by_server(sock, 0.05) for sock in socks)  # the bound: all stay
+        socks.append(socket.create_connection(address, timeout=10))  # one more
+        assert _closed_by_server(socks[0], 5)  # the oldest made room
+        assert not any(_closed_by_server(sock, 0.05) for sock in socks[1:])
+        # a request still comes through (its connection the newest)
+        with socket.create_connection(address, timeout=10) as sock:
+            sock.sendall(_raw_get(address, "/api/table/T01"))
+            assert _status_of(sock) == 200
+        assert board.stats()["idle_closed"] >= 2
+    finally:
+        for sock in socks:
+            sock.close()
+        assert board.stop() == 0, board.log.read_text()
+
+
+@pytest.mark.mqtt
+def test_a_request_head_of_exactly_the_bound_is_served_and_one_byte_more_is_refused(
+    tmp_path: Path, mosquitto: BrokerFactory
+) -> None:
+    broker = mosquitto()
+    board = Board(board_config(tmp_path, broker), tmp_path / "board.log")
+    address = _address(board)
+    try:
+        base = len(_raw_get(address, "/api/table/T01", pad=1)) - 1
+        for size, expected in ((MAX_HEAD_BYTES, 200), (MAX_HEAD_BYTES + 1, 431)):
+            head = _raw_get(address, "/api/table/T01", pad=size - base)
+            assert len(head) == size
+            for pieces in (1, 7):  # at once, and in pieces
+                with socket.create_connection(address, timeout=10) as sock:
+                    step = -(-size // pieces)
+                    for i in range(0, size, step):
+                        sock.sendall(head[i : i + step])
+                        time.sleep(0.02 if pieces > 1 else 0)
+                    assert _status_of(sock) == expected, (size, pieces)
+        # a head far past the bound (uvicorn alone took 64 KiB): 431
+        with socket.create_connection(address, timeout=10) as sock:
+            sock.sendall(_raw_get(address, "/api/table/T01", pad=64 * 1024))
+            assert _status_of(sock) == 431
+            assert _closed_by_server(sock, 10)
+        assert board.stats()["heads_too_large"] == 3
+    finally:
+        assert board.stop() == 0, board.log.read_text()
+
+
 @pytest.mark.mqtt
 @pytest.mark.parametrize("protocol", ["5", "3.1.1"])
 def test_an_oversized_payload_is_never_applied(
@@ -235,7 +385,7 @@ def test_an_oversized_payload_is_never_applied(
         assert eventually(lambda: board.view()["broker"], 30)
         cell = {"w": "B", "pp": False, "bp": False}
         empty: list[Any] = []
-        roads = {"shoe": "20261123T050000Z", "bead_plate": [[cell] * 6] * 10, "big_road": empty,
+        roads = {"shoe": "20261123T050000Z", "seq": 1, "bead_plate": [[cell] * 6] * 10, "big_road": empty,
                  "big_eye_boy": empty, "small_road": empty, "cockroach_pig": empty}  # fmt: skip
         big = json.dumps(roads).encode()
         assert len(big) > 1024

@@ -20,7 +20,12 @@ reconnect's retained burst brings) and each browser gets the whole view
 in its own bounded queue. A full queue loses its oldest view (counted):
 each view replaces the last, so a slow browser only skips frames and can
 never hold anything up. Browsers streaming at once are bounded
-(``limits.max_clients``; one more gets 503).
+(``limits.max_clients``; one more gets 503), and so are requests served at
+once (the streams and 32 more; one more gets 503). A connection counts
+only once its request head is whole: until then (and between two requests)
+it is bounded by :class:`Heads` (``limits.head_timeout_s`` for the whole
+head, :data:`MAX_HEAD_BYTES` of it, ``limits.max_idle_connections`` such
+connections), so idle sockets never hold a request or a stream out.
 """
 
 from __future__ import annotations
@@ -77,6 +82,15 @@ class Stats:
     refused_clients: int = 0
     refused_hosts: int = 0
     clients: int = 0
+    #: requests answered 503 because ``max_requests`` were being served
+    refused_requests: int = 0
+    #: connections closed at the head deadline, refused a head over
+    #: ``MAX_HEAD_BYTES`` (431), closed to make room for a newer idle one
+    heads_timed_out: int = 0
+    heads_too_large: int = 0
+    idle_closed: int = 0
+    #: connections open with no request being served, now
+    idle: int = 0
 
 
 class Hub:
@@ -134,7 +148,7 @@ class Hub:
             changed = state.apply(topic, payload)
         except BadMessage as exc:
             self.stats.bad_messages += 1
-            log.warning("board: %s: message on %s refused: %s", table, topic, exc)
+            log.warning("board: %s: message on %r refused: %s", table, topic, exc)
             return
         if changed:
             self._mark(table)
@@ -224,14 +238,23 @@ class ReadOnly:
     """GET and HEAD only, on every route (the history pages' too), only for
     the allowed ``Host`` names (``allowed_hosts``: a page on another name,
     one that DNS rebinding points at this board, is refused 400 and cannot
-    read it), and the security headers on every answer."""
+    read it), and the security headers on every answer. At most
+    ``max_requests`` requests are served at once (the streams among them);
+    one more is answered 503. Connections that have sent no request do not
+    count (:class:`Heads` bounds them)."""
 
     def __init__(
-        self, app: ASGIApp, hosts: frozenset[tuple[str, int | None]], stats: Stats | None = None
+        self,
+        app: ASGIApp,
+        hosts: frozenset[tuple[str, int | None]],
+        stats: Stats | None = None,
+        max_requests: int = 1 << 16,
     ) -> None:
         self.app = app
         self.hosts = hosts
         self.stats = stats if stats is not None else Stats()
+        self.max_requests = max_requests
+        self.in_flight = 0
         self._logged: set[str] = set()
 
     def host_allowed(self, scope: Scope) -> bool:
@@ -263,6 +286,20 @@ class ReadOnly:
                 message["headers"] = headers + [(k, v) for k, v in SECURITY_HEADERS if k not in have]
             await send(message)
 
+        if self.in_flight >= self.max_requests:
+            self.stats.refused_requests += 1
+            response: Response = PlainTextResponse(
+                "too many requests at once\n", status_code=503, headers={"Retry-After": "2"}
+            )
+            await response(scope, receive, send_with_headers)
+            return
+        self.in_flight += 1
+        try:
+            await self._serve(scope, receive, send_with_headers)
+        finally:
+            self.in_flight -= 1
+
+    async def _serve(self, scope: Scope, receive: Receive, send_with_headers: Send) -> None:
         if not self.host_allowed(scope):
             response: Response = PlainTextResponse(
                 "this board does not answer for that Host (see allowed_hosts)\n", status_code=400
@@ -352,8 +389,13 @@ def build_app(cfg: BoardConfig, hub: Hub) -> Starlette:
                 "dropped_views": s.dropped_views,
                 "refused_clients": s.refused_clients,
                 "refused_hosts": s.refused_hosts,
+                "refused_requests": s.refused_requests,
                 "clients": s.clients,
                 "max_clients": cfg.limits.max_clients,
+                "idle_connections": s.idle,
+                "idle_closed": s.idle_closed,
+                "heads_timed_out": s.heads_timed_out,
+                "heads_too_large": s.heads_too_large,
             }
         )
 
@@ -370,12 +412,150 @@ def build_app(cfg: BoardConfig, hub: Hub) -> Starlette:
         *extra,
     ]
     app = Starlette(routes=routes, exception_handlers={_NotFound: not_found})
-    app.add_middleware(ReadOnly, hosts=cfg.hosts(), stats=hub.stats)
+    app.add_middleware(ReadOnly, hosts=cfg.hosts(), stats=hub.stats, max_requests=max_requests(cfg))
     return app
+
+
+def max_requests(cfg: BoardConfig) -> int:
+    """Requests served at once: the streams, and a few requests beside them."""
+    return cfg.limits.max_clients + 32
 
 
 class _NotFound(Exception):
     pass
+
+
+# --- connections waiting for a request head --------------------------------------------
+
+#: The largest request head taken, in bytes: the request line and headers
+#: with the blank line that ends them. One byte more is answered 431.
+MAX_HEAD_BYTES = 16 * 1024
+_END_OF_HEAD = b"\r\n\r\n"
+_TOO_LARGE_BODY = b"request head too large (at most 16384 bytes)\n"
+_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+    b"content-type: text/plain; charset=utf-8\r\n"
+    b"content-length: %d\r\nconnection: close\r\n\r\n" % len(_TOO_LARGE_BODY) + _TOO_LARGE_BODY
+)
+
+
+class Heads:
+    """The server's connections waiting for a request head: just opened, or
+    idle between two requests. Each has ``timeout_s`` from the start of its
+    wait to its head's blank line (one that sends nothing, or a byte a
+    second, is closed then); at most ``limit`` wait at once, one more
+    closing the one waiting longest. A connection counts against the
+    streams and requests limits only once its head is whole."""
+
+    def __init__(self, limit: int, timeout_s: float, stats: Stats) -> None:
+        self.limit = limit
+        self.timeout_s = timeout_s
+        self.stats = stats
+        self.waiting: dict[Any, None] = {}  # insertion-ordered: the oldest first
+
+    def start(self, conn: Any) -> None:
+        self.waiting.pop(conn, None)
+        self.waiting[conn] = None
+        while len(self.waiting) > self.limit:
+            oldest = next(iter(self.waiting))
+            self.stats.idle_closed += 1
+            oldest.close_waiting()
+        self.stats.idle = len(self.waiting)
+
+    def stop(self, conn: Any) -> None:
+        self.waiting.pop(conn, None)
+        self.stats.idle = len(self.waiting)
+
+
+def head_bounded_protocol(heads: Heads) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with the request head bounded by ``heads``:
+    its time (``heads.timeout_s``, the whole head, however it trickles),
+    its size (:data:`MAX_HEAD_BYTES`, else 431) and the connections waiting
+    for one (``heads.limit``)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadBounded(H11Protocol):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._head_timer: asyncio.TimerHandle | None = None
+            self._waiting = False
+            self._scanning = False  # the end of the head not seen yet
+            self._refused = False  # answered 431: what else comes is dropped
+            self._head_len = 0
+            self._tail = b""
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._wait_for_head()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._head_done()
+            super().connection_lost(exc)
+
+        def _wait_for_head(self) -> None:
+            self._head_done()
+            self._waiting = self._scanning = True
+            self._head_len, self._tail = 0, b""
+            self._head_timer = self.loop.call_later(heads.timeout_s, self._head_late)
+            heads.start(self)
+
+        def _head_done(self) -> None:
+            self._waiting = False
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+            heads.stop(self)
+
+        def _head_late(self) -> None:
+            self._head_timer = None
+            if self._waiting:
+                if not self._refused:
+                    heads.stats.heads_timed_out += 1
+                self.close_waiting()
+
+        def close_waiting(self) -> None:
+            self._head_done()
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def _head_fits(self, data: bytes) -> bool:
+            """Whether the head, with ``data``, may still end within the bound."""
+            buf = self._tail + data
+            offset = self._head_len - len(self._tail)  # where buf starts in the head
+            self._head_len += len(data)
+            end = buf.find(_END_OF_HEAD)
+            if end >= 0:
+                self._scanning = False
+                return offset + end + len(_END_OF_HEAD) <= MAX_HEAD_BYTES
+            self._tail = buf[-(len(_END_OF_HEAD) - 1) :]
+            return self._head_len < MAX_HEAD_BYTES
+
+        def data_received(self, data: bytes) -> None:
+            if self._refused:
+                return
+            if self._waiting and self._scanning and not self._head_fits(data):
+                # answered without h11 (which has seen none of this head), then
+                # only read and dropped until the client closes or the deadline
+                self._refused = True
+                heads.stats.heads_too_large += 1
+                self.transport.write(_TOO_LARGE)
+                if self.transport.can_write_eof():
+                    self.transport.write_eof()
+                else:
+                    self.close_waiting()
+                return
+            cycle = self.cycle
+            super().data_received(data)
+            if self._waiting and self.cycle is not cycle:
+                self._head_done()  # a request has started
+
+        def on_response_complete(self) -> None:
+            cycle = self.cycle
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.cycle is cycle:
+                self._wait_for_head()  # idle until the next request
+
+    return HeadBounded
 
 
 def bind(address: tuple[str, int]) -> socket.socket:
@@ -424,11 +604,16 @@ def serve(cfg: BoardConfig, sock: socket.socket, *, announce: Any = None) -> Non
         access_log=False,
         server_header=False,
         proxy_headers=False,
-        # bounds on the HTTP side: connections at once (the streams and a
-        # few requests beside them), idle keep-alive, request head size
-        limit_concurrency=cfg.limits.max_clients + 32,
+        # bounds on the HTTP side: requests at once (ReadOnly), the request
+        # head's size and time and the connections waiting for one (Heads,
+        # as the protocol), idle keep-alive. No limit_concurrency: uvicorn
+        # counts every open connection against it, so that idle sockets
+        # would have every request answered 503.
+        http=head_bounded_protocol(
+            Heads(cfg.limits.max_idle_connections, cfg.limits.head_timeout_s, hub.stats)
+        ),
         timeout_keep_alive=5,
-        h11_max_incomplete_event_size=16 * 1024,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         timeout_graceful_shutdown=5,
         lifespan="on",
     )

@@ -4,7 +4,8 @@ Validated like the daemon's (:mod:`controller.config`): unknown keys are
 errors, and a bad file is one line naming the bad key (exit code 2). Every
 input from outside has its bound here: the number of tables, the size of an
 MQTT payload, the number of browsers streaming at once and how many updates
-wait for each.
+wait for each, the time a request head may take and the connections
+waiting for one.
 """
 
 from __future__ import annotations
@@ -83,6 +84,15 @@ class Limits(_Model):
     #: seconds between keep-alive comments on an idle stream (a dead
     #: browser is found within this)
     heartbeat_s: float = Field(default=15.0, ge=0.5, le=300.0)
+    #: seconds a connection may take to send a whole request head, from
+    #: its opening (or the end of its previous answer) to the head's blank
+    #: line; then it is closed, however slowly the bytes still come
+    head_timeout_s: float = Field(default=5.0, ge=0.5, le=60.0)
+    #: connections open with no request being served (opened and sending
+    #: nothing yet, part of a head, idle between two requests) at once;
+    #: one more closes the one waiting longest. They never count against
+    #: ``max_clients``
+    max_idle_connections: int = Field(default=256, ge=8, le=4096)
 
 
 class BoardConfig(_Model):
