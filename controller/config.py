@@ -546,28 +546,34 @@ def parse_model(text: str, name: str, model: type[_M]) -> _M:
         raise ConfigError(f"{name}: {len(problems)} problems:\n  " + "\n  ".join(problems)) from None
 
 
-def _not_storable(data: Any, path: tuple[str, ...] = ()) -> str | None:
+def _not_storable(data: Any) -> str | None:
     """What YAML gave that no config value can be, with its key path, or
     None: a string holding a lone surrogate (the escape ``"\\ud800"``: no
     file name, log line, event or UTF-8 text can carry it), or a number
-    that is not finite (``.nan``, ``.inf``, ``1.0e+400``)."""
-    if isinstance(data, dict):
-        for key, value in data.items():
-            where = (*path, visible(key))
-            if isinstance(key, str) and _SURROGATE.search(key):
-                return f"{'.'.join(where)}: a key holds a lone surrogate (not UTF-8 text)"
-            problem = _not_storable(key, where) or _not_storable(value, where)
-            if problem is not None:
-                return problem
-    elif isinstance(data, list):
-        for i, value in enumerate(data):
-            problem = _not_storable(value, (*path, str(i)))
-            if problem is not None:
-                return problem
-    elif isinstance(data, str) and _SURROGATE.search(data):
-        return f"{'.'.join(path) or '(top level)'}: holds a lone surrogate (not UTF-8 text)"
-    elif isinstance(data, float) and not math.isfinite(data):
-        return f"{'.'.join(path) or '(top level)'}: must be a finite number, not {data}"
+    that is not finite (``.nan``, ``.inf``, ``1.0e+400``). Each mapping and
+    list is looked at once, however many aliases name it (``*a``: a
+    "billion laughs" document is a few hundred nodes)."""
+    seen: set[int] = set()
+    todo: list[tuple[tuple[str, ...], Any]] = [((), data)]
+    while todo:
+        path, value = todo.pop()
+        if isinstance(value, dict | list):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            if isinstance(value, list):
+                todo.extend(((*path, str(i)), v) for i, v in reversed(list(enumerate(value))))
+                continue
+            for key, v in reversed(list(value.items())):
+                where = (*path, visible(key))
+                todo.append((where, v))
+                todo.append((where, key))
+            continue
+        shown = ".".join(path) or "(top level)"
+        if isinstance(value, str) and _SURROGATE.search(value):
+            return f"{shown}: holds a lone surrogate (not UTF-8 text)"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{shown}: must be a finite number, not {value}"
     return None
 
 

@@ -36,9 +36,11 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from binascii import crc_hqx
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -888,3 +890,27 @@ def test_a_capture_name_is_shown_escaped_in_its_messages(tmp_path: Path) -> None
     with pytest.raises(UsageError) as missing:
         list(read_shoelog(tmp_path / "a\nb.shoelog"))
     assert str(missing.value) == f"{tmp_path}/a\\nb.shoelog: no such file"
+
+
+def test_a_config_of_nested_aliases_is_checked_once_per_node() -> None:
+    """A "billion laughs" config (9 levels of 10 aliases: 10**9 strings as a
+    tree, about a hundred nodes as YAML) is checked for hostile values in
+    the time of its nodes, not of its tree."""
+    lines = ['a0: &a0 ["x","x","x","x","x","x","x","x","x","x"]']
+    lines += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    lines.append('late: "\\ud800"')
+
+    def too_slow(signum: int, frame: Any) -> None:
+        raise TimeoutError("the config check walks the aliases' tree")
+
+    old = signal.signal(signal.SIGALRM, too_slow)
+    signal.alarm(10)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(ConfigError) as err:
+            parse_config("\n".join(lines) + "\n")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert time.monotonic() - t0 < 2.0
+    assert str(err.value) == "<config>: late: holds a lone surrogate (not UTF-8 text)"
