@@ -31,6 +31,7 @@ and the console script for a few); MQTT payloads read by the board
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -65,6 +66,7 @@ from controller.events import dumps
 from controller.journal import Journal
 from controller.outputs.text import render
 from controller.replay import ReplayOptions, replay_events
+from controller.rules import load_profile
 from controller.shoelog import ShoelogError, read_batches, read_header, read_shoelog
 from firmware_protocols import shoe_ascii, shoe_bin
 from firmware_protocols.frames import Card, Hello, Status
@@ -528,6 +530,8 @@ def _yaml(obj: Any, allow_unicode: bool) -> str:
             return key
         if isinstance(o, dict):
             return {swap(k): swap(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [swap(v) for v in o]
         return o
 
     text = yaml.safe_dump(swap(obj), allow_unicode=allow_unicode, width=10_000)
@@ -536,27 +540,27 @@ def _yaml(obj: Any, allow_unicode: bool) -> str:
     return text
 
 
+def _get(obj: Any, path: tuple[Any, ...]) -> Any:
+    for k in path:
+        obj = obj[k]
+    return obj
+
+
 @st.composite
-def hostile_config(draw: st.DrawFn) -> tuple[str, bool]:
-    obj: Any = CONFIG
+def hostile_yaml(draw: st.DrawFn, base: dict[str, Any]) -> str:
+    """``base`` as YAML with one or two places made hostile: a value
+    replaced by hostile text or a hostile number, a key renamed, or a
+    hostile key added to a mapping."""
+    obj: Any = base
     for _ in range(draw(st.integers(1, 2))):
         paths = list(_paths(obj))
         how = draw(st.sampled_from(["text", "number", "rename", "add"]))
         if how == "add":
-            section = draw(st.sampled_from([(), ("device",), ("outputs",), ("outputs", "mqtt"), ("rules",)]))
+            section = draw(st.sampled_from([(), *(p for p in paths if isinstance(_get(obj, p), dict))]))
             key = draw(hostile_text)
             value = draw(st.one_of(hostile_text, hostile_yaml_number.map(YamlRaw)))
-            inner = obj
-            for k in section:
-                if not isinstance(inner.get(k), dict):  # renamed or replaced before: the top level
-                    section, inner = (), obj
-                    break
-                inner = inner[k]
-            obj = (
-                _replace(obj, section, {**inner, key: value}, rename=False)
-                if section
-                else {**obj, key: value}
-            )
+            added = {**_get(obj, section), key: value}
+            obj = _replace(obj, section, added, rename=False) if section else added
             continue
         path = draw(st.sampled_from(paths))
         if how == "rename":
@@ -565,7 +569,12 @@ def hostile_config(draw: st.DrawFn) -> tuple[str, bool]:
             obj = _replace(obj, path, YamlRaw(draw(hostile_yaml_number)), rename=False)
         else:
             obj = _replace(obj, path, draw(hostile_text), rename=False)
-    return _yaml(obj, draw(st.booleans())), draw(st.booleans())
+    return _yaml(obj, draw(st.booleans()))
+
+
+def hostile_config() -> st.SearchStrategy[tuple[str, bool]]:
+    """A hostile config, and whether it is read from a file (else text)."""
+    return st.tuples(hostile_yaml(CONFIG), st.booleans())
 
 
 def _config_refusal(exc: ConfigError, name: str) -> None:
@@ -619,6 +628,34 @@ def test_a_hostile_config_is_refused_naming_its_key_in_clean_lines_or_holds_only
         if isinstance(value, float):
             assert math.isfinite(value), cfg
     json.loads(cfg.model_dump_json())
+
+
+PROFILE: dict[str, Any] = yaml.safe_load(
+    (Path(__file__).parent.parent / "controller" / "profiles" / "punto_banco.yaml").read_text(
+        encoding="utf-8"
+    )
+)
+
+
+@settings(COMMON, max_examples=80)
+@given(hostile_yaml(PROFILE))
+@example(_yaml({**PROFILE, "title": "\ud800"}, allow_unicode=False))
+@example(_yaml({**PROFILE, "bets": {**PROFILE["bets"], "x\x1b[2J": [{"pays": 1}]}}, allow_unicode=False))
+def test_a_hostile_profile_is_refused_in_clean_lines_or_holds_only_text(text: str) -> None:
+    """A profile file (``profile:`` a path): the same promise as a config."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "profile.yaml"
+        path.write_bytes(text.encode("utf-8", "surrogatepass"))
+        try:
+            profile = load_profile(str(path))
+        except ConfigError as exc:
+            _config_refusal(exc, str(path))
+            return
+    for value in _walk_values(dataclasses.asdict(profile)):
+        if isinstance(value, str):
+            value.encode("utf-8")
+        if isinstance(value, float):
+            assert math.isfinite(value), profile
 
 
 # =========================================================================
