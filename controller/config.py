@@ -530,7 +530,7 @@ def parse_model(text: str, name: str, model: type[_M]) -> _M:
         raise ConfigError(f"{name}: a YAML value cannot be read: {visible(exc)}") from None
     if data is None:
         data = {}
-    unstorable = _not_storable(data)
+    unstorable = yaml_value_problem(data)
     if unstorable is not None:
         raise ConfigError(f"{name}: {unstorable}")
     if not isinstance(data, dict):
@@ -546,7 +546,7 @@ def parse_model(text: str, name: str, model: type[_M]) -> _M:
         raise ConfigError(f"{name}: {len(problems)} problems:\n  " + "\n  ".join(problems)) from None
 
 
-def _not_storable(data: Any) -> str | None:
+def yaml_value_problem(data: Any) -> str | None:
     """What YAML gave that no config value can be, with its key path, or
     None: a string holding a lone surrogate (the escape ``"\\ud800"``: no
     file name, log line, event or UTF-8 text can carry it), or a number
