@@ -21,9 +21,10 @@ line) is UTF-8 and, where it is JSON, strict JSON. No process dies.
 The inputs: supervisor commands (``commands_schema`` then a live engine
 and a journal); device text (HELLO fields and a STAT text, through the
 ``shoe-ascii/1`` and ``shoe-bin/1`` decoders into an engine); capture
-files (``.shoelog`` header, records, replay); configs (YAML values and
-keys, ``load_config``); CLI arguments (``controller.cli.main`` in process,
-and the console script for a few); MQTT payloads read by the board
+files (``.shoelog`` header, records, file name, replay); configs and
+profiles (YAML values and keys, ``load_config``, ``load_profile``); CLI
+arguments (``controller.cli.main`` in process, and the console script for
+a few); MQTT payloads read by the board
 (``TableState.apply``, then the page's JSON) and by the archive
 (``archive.parse.parse``).
 """
