@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from controller.errors import ConfigError
+from controller.textsafe import visible
 
 BUILTIN_PROFILES = ("punto_banco", "ez_baccarat", "baccarat_27")
 
@@ -236,10 +237,10 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
     """One line per problem, each naming the key path."""
     lines = []
     for err in exc.errors():
-        path = ".".join(str(p) for p in err["loc"])
+        path = ".".join(visible(p) for p in err["loc"])
         if prefix:
             path = f"{prefix}.{path}" if path else prefix
-        msg = err["msg"]
+        msg = visible(err["msg"])
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         lines.append(f"{path or '(top level)'}: {msg}")
@@ -249,14 +250,23 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
 def _read_yaml(text: str, source: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{source}: not valid YAML{where}: {visible(exc.problem or exc.context)}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{source}: not valid YAML: {visible(exc)}") from None
     except RecursionError:
         raise ConfigError(f"{source}: not valid YAML: nested too deeply") from None
     except (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError) as exc:
-        raise ConfigError(f"{source}: not valid YAML: a value cannot be read: {exc}") from None
+        raise ConfigError(f"{source}: not valid YAML: a value cannot be read: {visible(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a profile is a YAML mapping")
+    from controller.config import yaml_value_problem  # here: the engine loads profiles, not the config
+
+    unstorable = yaml_value_problem(data)
+    if unstorable is not None:
+        raise ConfigError(f"{source}: {unstorable}")
     return data
 
 
@@ -317,7 +327,7 @@ def _load_model(name_or_path: str, overrides: Mapping[str, Any] | None) -> tuple
                 f"profile {name_or_path!r}: neither a built-in profile ({', '.join(BUILTIN_PROFILES)}) "
                 "nor a readable file"
             )
-        source = str(path)
+        source = visible(str(path))
         try:
             with open(path, "rb") as f:
                 raw = f.read(MAX_PROFILE_BYTES + 1)
