@@ -475,6 +475,11 @@ class Dealer:
         number = nxt if kind == "accept_right" else nxt + 1
         self.injected[kind] += 1
         reply = self.command(kind, cmd="accept", coup=number)
+        if not reply["ok"] and kind == "accept_right" and "confirm" in (reply["error"] or ""):
+            # (an entry with consequences waits for the supervisor's confirm:
+            # for the true number, given; a wrong one stays refused)
+            self.replies.pop()
+            reply = self.command(kind, cmd="accept", coup=number, confirm=True)
         if reply["ok"]:
             truth.accepts.append((nxt, number))
 
