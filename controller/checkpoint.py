@@ -6,9 +6,9 @@ the engine's game state and the decoder's partial-frame and sequence state.
 It is written to the journal's ``meta`` table (key ``engine_checkpoint``)
 once per shoe and every 500 inputs (``controller.daemon``).
 
-Format (``VERSION`` 5), one JSON object::
+Format (``VERSION`` 6), one JSON object::
 
-    {"format": "shoe-controller/checkpoint", "version": 5,
+    {"format": "shoe-controller/checkpoint", "version": 6,
      "sha256": <hex digest of the canonical JSON of "body">,
      "body": {"input": <last journal input id covered>,
               "table": <the table>,
@@ -83,8 +83,10 @@ FORMAT = "shoe-controller/checkpoint"
 #: are gone (its ``phase`` says them: ``ended``, ``dealing-over``); 5: the
 #: engine's settings are saved (``body.settings``, and those waiting for the
 #: next shoe, ``_next_settings``, with the last announced, ``_announced``):
-#: a config change applies from the next shoe.
-VERSION = 5
+#: a config change applies from the next shoe; 6: a shoe's
+#: ``settled_coups`` (its settled coups' cards and result event ids, which
+#: a supervisor's ``correct`` needs) is saved.
+VERSION = 6
 
 #: The engine's state saved. Every other attribute of an ``Engine`` comes
 #: from the config it is built with (``ENGINE_CONFIG``) or is scratch
@@ -148,6 +150,7 @@ SHOE_FIELDS = (
     "tally",
     "burned_cards",
     "results",
+    "settled_coups",
     "stats",
     "announced",
     "ending",

@@ -25,6 +25,7 @@ __all__ = [
     "EVENT_TYPES",
     "UNSET",
     "CardEvent",
+    "CoupCorrected",
     "CoupResult",
     "CoupVoid",
     "DeviceStatus",
@@ -225,6 +226,43 @@ class CoupResult(Payload, kw_only=True, forbid_unknown_fields=True):
     corrections: list[str]
 
 
+HandPosition = Literal["P1", "B1", "P2", "B2", "P3", "B3"]
+EventId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,32}/[^/]+/[0-9]+$")]
+
+
+class CardChange(TypedDict):
+    """A card a supervisor's correction replaced (``coup.corrected``)."""
+
+    position: HandPosition
+    was: CardCode
+    card: CardCode
+
+
+class CoupCorrected(Payload, kw_only=True, forbid_unknown_fields=True):
+    """A settled coup's result corrected by a supervisor (``correct``): the
+    hands, winner, flags and settlement as ``coup.result`` carries them,
+    recomputed from the corrected cards; it supersedes the result (or the
+    earlier correction) whose ``event_id`` it names."""
+
+    TYPE: ClassVar[str] = "coup.corrected"
+    coup: CoupNo
+    player: Hand
+    banker: Hand
+    winner: Winner
+    natural: bool
+    player_pair: bool
+    banker_pair: bool
+    tags: Annotated[list[Tag], Meta(extra_json_schema={"uniqueItems": True})]
+    settlement: dict[Annotated[str, Meta(pattern=r"^[a-z0-9_]{1,32}$")], Annotated[float, Meta(ge=-1)]]
+    supersedes: Annotated[
+        EventId,
+        Meta(description="the event_id of the coup.result, or the coup.corrected, this one replaces"),
+    ]
+    changes: Annotated[list[CardChange], Meta(min_length=1, max_length=6)]
+    reason: Annotated[str, Meta(min_length=1, max_length=500)]
+    command_id: Annotated[str, Meta(min_length=1, max_length=128)] | int
+
+
 class CoupVoid(Payload, kw_only=True, forbid_unknown_fields=True):
     TYPE: ClassVar[str] = "coup.void"
     coup: CoupNo
@@ -301,6 +339,7 @@ EVENT_TYPES: dict[str, type[Payload]] = {
         ShoeEnded,
         CardEvent,
         CoupResult,
+        CoupCorrected,
         CoupVoid,
         Misdeal,
         SecurityAlert,

@@ -12,6 +12,7 @@ import pytest
 from controller.contract import event_schema, event_types
 from controller.replay import ReplayOptions, replay_events
 from drivers.fake import FakeShoe
+from tests.table import Table
 from tests.test_replay import _write
 
 CAPTURES = sorted((Path(__file__).parent / "captures").glob("*.shoelog"))
@@ -35,6 +36,7 @@ def test_schemas_are_valid_and_cover_every_event_type_of_the_spec() -> None:
         "shoe.ended",
         "card",
         "coup.result",
+        "coup.corrected",
         "coup.void",
         "misdeal",
         "security.alert",
@@ -62,6 +64,27 @@ def test_a_faulty_fake_shoe_session_matches_the_schemas(tmp_path: Path) -> None:
     events = list(replay_events(path))
     assert {e["type"] for e in events} >= {"misdeal", "coup.void", "coup.result"}
     _check(events)
+
+
+def test_a_session_with_corrections_matches_the_schemas() -> None:
+    # coup.corrected comes only of a supervisor's command: none is in the corpus
+    tb = Table()
+    tb.engine.roads = True
+    tb.start()
+    tb.cards("4H", "KD", "3C", "8S")
+    tb.result()
+    for cards in ({"B2": "7S"}, {"P1": "3S", "P2": "4S"}):
+        reply, _ = tb.command(cmd="correct", coup=1, cards=cards, reason="tape", confirm=True)
+        assert reply["ok"], reply
+    reply, _ = tb.command(
+        id=2**63 - 1, cmd="correct", coup=1, cards={"B1": "KH"}, reason="x" * 500, confirm=True
+    )
+    assert reply["ok"], reply
+    assert len(tb.of_type("coup.corrected")) == 3
+    _check(tb.events)
+    bad = dict(tb.last("coup.corrected"), changes=[])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, event_schema("coup.corrected"))
 
 
 def test_a_schema_rejects_what_breaks_the_contract() -> None:

@@ -389,8 +389,11 @@ def settle_now(eng: Engine, coup: Coup, t: float) -> Work | None:
             "corrections": list(coup.corrections),
         },
     )
-    if not coup.demo and eng.roads:
-        eng._later(functools.partial(analytics.emit_roads, eng, t, s.results, len(s.results)))
+    if not coup.demo:
+        # (for a supervisor's correction: ``engine.correction``)
+        s.settled_coups[coup.number] = (player, banker, f"{eng.table}/{s.id}/{eng.seq}", len(s.results) - 1)
+        if eng.roads:
+            eng._later(functools.partial(analytics.emit_roads, eng, t, s.results, len(s.results)))
     analytics.publish_odds(eng, t)
     return None
 

@@ -163,6 +163,12 @@ class Shoe:
     burned_cards: list[str] = field(default_factory=list)
     #: settled, non-demo coups in order, for the scoreboard roads
     results: list[dict[str, Any]] = field(default_factory=list)
+    #: what a supervisor's correction needs of each settled, non-demo coup
+    #: of this shoe (``engine.correction``), by number: its Player's and
+    #: Banker's cards, the ``event_id`` of the result now in force (its
+    #: ``coup.result`` or latest ``coup.corrected``) and its index in
+    #: ``results``. At most one entry per coup of the shoe (156 for 12 decks).
+    settled_coups: dict[int, tuple[list[str], list[str], str, int]] = field(default_factory=dict)
     stats: dict[str, Any] = field(
         default_factory=lambda: {
             "naturals": 0,
