@@ -341,6 +341,57 @@ def _settlement(obj: dict[str, Any]) -> str | None:
     return canonical_json(value)
 
 
+_POSITIONS = frozenset({"P1", "B1", "P2", "B2", "P3", "B3"})
+_EVENT_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,32}/[^/]{1,64}/[0-9]{1,19}")
+
+
+def _corrected(obj: dict[str, Any]) -> dict[str, Any]:
+    """A ``coup.corrected``: the corrected result (as ``coup.result``'s
+    fields), the event it supersedes, the cards changed, reason and command."""
+    pcards, ptotal = _hand(obj, "player")
+    bcards, btotal = _hand(obj, "banker")
+    settlement = _settlement(obj)
+    if settlement is None:
+        raise Invalid("settlement: a corrected coup is settled (an object of bet: net per unit)")
+    supersedes = _str(obj, "supersedes", 256, lo=1)
+    if not _EVENT_ID_RE.fullmatch(supersedes):
+        raise Invalid(f"supersedes: {supersedes!r:.80} is not an event id")
+    changes = obj.get("changes")
+    if not isinstance(changes, list) or not 1 <= len(changes) <= 6:
+        raise Invalid("changes: must be a list of 1 to 6 cards changed")
+    for i, ch in enumerate(changes):
+        if not isinstance(ch, dict) or set(ch) != {"position", "was", "card"}:
+            raise Invalid(f"changes[{i}]: must be an object with position, was and card")
+        try:
+            _choice(ch, "position", _POSITIONS)
+            _str(ch, "was", 2, lo=2)
+            _str(ch, "card", 2, lo=2)
+        except Invalid as exc:
+            raise Invalid(f"changes[{i}].{exc}") from None
+    command_id = obj.get("command_id")
+    if isinstance(command_id, int) and not isinstance(command_id, bool):
+        command_id = str(_int(obj, "command_id", MIN_INT, MAX_INT))
+    else:
+        command_id = _str(obj, "command_id", 128, lo=1)
+    return {
+        "coup": _int(obj, "coup", 0, 2**31 - 1),
+        "supersedes": supersedes,
+        "player_cards": pcards,
+        "banker_cards": bcards,
+        "player_total": ptotal,
+        "banker_total": btotal,
+        "winner": _choice(obj, "winner", WINNERS),
+        "natural": _bool(obj, "natural"),
+        "player_pair": _bool(obj, "player_pair"),
+        "banker_pair": _bool(obj, "banker_pair"),
+        "tags": _strs(obj, "tags"),
+        "settlement": settlement,
+        "changes": canonical_json(changes),
+        "reason": _str(obj, "reason", 4096, lo=1),
+        "command_id": command_id,
+    }
+
+
 def _typed(etype: str, obj: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     if etype == "coup.result":
         pcards, ptotal = _hand(obj, "player")
@@ -362,6 +413,8 @@ def _typed(etype: str, obj: dict[str, Any]) -> tuple[str, dict[str, Any]] | None
             "settlement": _settlement(obj),
             "corrections": _strs(obj, "corrections"),
         }
+    if etype == "coup.corrected":
+        return "coup_corrections", _corrected(obj)
     if etype == "coup.void":
         return "coups", {
             "coup": _int(obj, "coup", 0, 2**31 - 1),

@@ -23,9 +23,16 @@ from psycopg import sql
 
 from controller.archive.db import Conn
 
-#: The partitioned tables (migration 0001). A later migration that adds one
-#: adds it here.
-PARTITIONED: tuple[str, ...] = ("events", "coups", "misdeals", "device_status", "security_alerts")
+#: The partitioned tables (migration 0001; ``coup_corrections``, 0003). A
+#: later migration that adds one adds it here.
+PARTITIONED: tuple[str, ...] = (
+    "events",
+    "coups",
+    "misdeals",
+    "device_status",
+    "security_alerts",
+    "coup_corrections",
+)
 
 #: pg_advisory_xact_lock key for partition DDL.
 PARTITION_LOCK = 0x5C0A_0002

@@ -68,6 +68,10 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "misdeals": ("coup", "code", "detail", "action", "deadline", "supervisor"),
     "security_alerts": ("coup", "code", "detail", "supervisor"),
     "device_status": ("state", "code", "device"),
+    "coup_corrections": (
+        "coup", "supersedes", "player_cards", "banker_cards", "player_total", "banker_total", "winner",
+        "natural", "player_pair", "banker_pair", "tags", "settlement", "changes", "reason", "command_id",
+    ),
 }  # fmt: skip
 
 _SHOE_STARTED = """

@@ -163,6 +163,9 @@ class Period:
     dealing_s: float = 0.0
     errors: dict[str, list[int]] = field(default_factory=dict)  # code -> [errors, void]
     interventions: dict[str, int] = field(default_factory=dict)
+    #: supervisors' corrections of settled coups made in the period
+    #: (``coup.corrected``), listed apart: the results above count them
+    corrections: list[dict[str, Any]] = field(default_factory=list)
     #: with --gaps: holes in the table's event seq (events not archived)
     missing: int | None = None
 
@@ -190,6 +193,7 @@ class Period:
             e[1] += v
         for code, n in other.interventions.items():
             self.interventions[code] = self.interventions.get(code, 0) + n
+        self.corrections.extend(other.corrections)
         if other.missing is not None:
             self.missing = (self.missing or 0) + other.missing
 
@@ -236,6 +240,19 @@ def _bets_in_play(conn: Any, q: Query, low: dt.datetime, high: dt.datetime) -> l
     return names
 
 
+#: The archive's coups with each settled coup's result in force: its latest
+#: ``coup.corrected`` (``coup_corrections``) if a supervisor corrected it,
+#: else its ``coup.result``. A corrected coup counts once, in the period it
+#: was dealt, with the corrected winner and settlement.
+IN_FORCE = (
+    "(SELECT c.event_id, c.ts, c.table_id, c.shoe, c.seq, c.coup, c.demo, c.void,"
+    " coalesce(k.winner, c.winner) AS winner, coalesce(k.settlement, c.settlement) AS settlement"
+    " FROM coups c LEFT JOIN LATERAL (SELECT k.winner, k.settlement FROM coup_corrections k"
+    "  WHERE k.table_id = c.table_id AND k.shoe IS NOT DISTINCT FROM c.shoe AND k.coup = c.coup"
+    "  AND NOT c.void AND NOT c.demo ORDER BY k.seq DESC LIMIT 1) k ON true)"
+)
+
+
 def fetch(conn: Any, q: Query) -> dict[tuple[str, dt.datetime], Period]:
     """Run the report's queries; one Period per (table, period start)."""
     low, high = q.bounds()
@@ -269,7 +286,7 @@ def fetch(conn: Any, q: Query) -> dict[tuple[str, dt.datetime], Period]:
         f" {''.join(bet_aggs)}"
         f" FROM (SELECT c.table_id, {_local(q, 'c.ts')} AS l, s.profile, s.decks, c.void, c.demo, c.winner"
         f" {''.join(bet_vals)}"
-        " FROM coups c LEFT JOIN shoes s ON s.table_id = c.table_id AND s.shoe = c.shoe"
+        f" FROM {IN_FORCE} c LEFT JOIN shoes s ON s.table_id = c.table_id AND s.shoe = c.shoe"
         f" WHERE {where}) x GROUP BY 1, 2, 3, 4",
         params,
     ).fetchall()
@@ -324,6 +341,31 @@ def fetch(conn: Any, q: Query) -> dict[tuple[str, dt.datetime], Period]:
     ).fetchall()
     for table, start, code, n in rows:
         period(table, start).interventions[str(code)] = int(n)
+
+    # corrections, in the period they were made, with the result they supersede
+    rows = conn.execute(
+        f"SELECT table_id, {_period_sql(q, _local(q, 'c.ts'))}, c.shoe, c.coup, c.ts, c.changes,"
+        " coalesce((SELECT r.winner FROM coups r WHERE r.event_id = c.supersedes LIMIT 1),"
+        "          (SELECT r.winner FROM coup_corrections r WHERE r.event_id = c.supersedes LIMIT 1)),"
+        " c.winner, c.reason, c.command_id, c.event_id, c.supersedes"
+        f" FROM coup_corrections c WHERE {where} ORDER BY c.table_id, c.seq",
+        params,
+    ).fetchall()
+    for table, start, shoe, coup, ts, changes, was, winner, reason, command_id, event_id, supersedes in rows:
+        period(table, start).corrections.append(
+            {
+                "shoe": shoe,
+                "coup": int(coup),
+                "at": ts.astimezone(q.tz).replace(tzinfo=None).isoformat(timespec="seconds"),
+                "changes": changes,
+                "was": was,
+                "winner": winner,
+                "reason": reason,
+                "command_id": command_id,
+                "event_id": event_id,
+                "supersedes": supersedes,
+            }
+        )
     if q.gaps:
         for p in periods.values():
             p.missing = 0
@@ -384,6 +426,7 @@ def figures(q: Query, p: Period, label: str | None = None) -> dict[str, Any]:
         "hold": {},
         "errors": {code: {"errors": n, "void": v} for code, (n, v) in sorted(p.errors.items())},
         "interventions": dict(sorted(p.interventions.items())),
+        "corrections": list(p.corrections),
         "missing_events": p.missing,
         "untested": {
             **({"no shoe.started archived": p.unknown_shoe} if p.unknown_shoe else {}),
@@ -523,6 +566,16 @@ def render_text(rep: dict[str, Any]) -> str:
         f"{rep['tests']} tests at alpha {rep['alpha']:g}: about {rep['expected_false_flags']:g} "
         f"false flag(s) expected if every table is fair; {rep['flagged']} period(s) flagged.\n"
     )
+    corrections = [(r["table"], c) for r in rep["rows"] for c in r["corrections"]]
+    if corrections:
+        # listed apart; the figures above count each corrected coup's result in force
+        w(f"\nCorrections of settled coups ({len(corrections)}; counted above as corrected):\n")
+        for table, c in corrections:
+            changes = ", ".join(f"{x['position']} {x['was']}->{x['card']}" for x in c["changes"])
+            w(
+                f"  {table} {c['at']} shoe {c['shoe']} coup {c['coup']}: {changes}: {c['was'] or '?'} -> "
+                f"{c['winner']}; reason: {c['reason']} (command {c['command_id']})\n"
+            )
     for r in [x for x in rep["rows"] if x["flagged"]] + rep["totals"]:
         w("\n")
         _detail(w, r)

@@ -1,0 +1,148 @@
+"""``coup.corrected`` in the floor archive and ``report`` (issue 27, build
+item 4), against the real PostgreSQL: stored in its typed table
+(``coup_corrections``, migration 3) beside the raw event, refused by the
+same strict checks as every type, and counted by ``report`` in place of the
+result it supersedes, with the corrections listed apart."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from controller.archive.db import connect
+from controller.archive.parse import Invalid, parse
+from controller.cli import main
+from tests.support.floor_events import archive, fresh_archive, topic_of
+from tests.table import Table
+
+UTC = dt.UTC
+
+
+def _session() -> list[dict[str, Any]]:
+    """T07, punto banco, 8 decks, 2026-11-20 10:00 UTC: coup 1 player (9 v
+    5), coup 2 banker (6 v 7) corrected to a player natural (P1 6S -> 8D),
+    coup 3 tie (7 v 7)."""
+    t = Table("punto_banco", 8, table="T07")
+    t.t = dt.datetime(2026, 11, 20, 10, 0, tzinfo=UTC).timestamp()
+    t.start()
+    t.cards("9S", "2C", "KH", "3D")
+    t.result()
+    t.cards("6S", "7C", "KD", "QD")
+    t.result()
+    t.cards("4S", "4C", "3S", "3C")
+    t.result()
+    reply, _ = t.command(cmd="correct", coup=2, cards={"P1": "8D"}, reason="tape: P1 was 8D", confirm=True)
+    assert reply["ok"], reply
+    return t.events
+
+
+@pytest.fixture(scope="module")
+def dsn() -> Iterator[str]:
+    with fresh_archive("floor_corrections") as d:
+        events = _session()
+        assert archive(d, events) == len(events)
+        yield d
+
+
+def test_the_archive_stores_a_correction_in_its_typed_table(dsn: str) -> None:
+    ev = next(e for e in _session() if e["type"] == "coup.corrected")
+    with connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT coup, supersedes, player_cards, banker_cards, player_total, banker_total, winner,"
+            ' "natural", player_pair, banker_pair, settlement, changes, reason, command_id'
+            " FROM coup_corrections"
+        ).fetchall()
+        raw = conn.execute("SELECT payload FROM events WHERE type = 'coup.corrected'").fetchall()
+        superseded = conn.execute(
+            "SELECT winner FROM coups WHERE event_id = %s", (ev["supersedes"],)
+        ).fetchall()
+    assert rows == [
+        (
+            2,
+            ev["supersedes"],
+            ["8D", "KD"],
+            ["7C", "QD"],
+            8,
+            7,
+            "player",
+            True,
+            False,
+            False,
+            ev["settlement"],
+            [{"position": "P1", "was": "6S", "card": "8D"}],
+            "tape: P1 was 8D",
+            "c1",
+        )
+    ]
+    assert raw == [(ev,)]
+    assert superseded == [("banker",)]  # kept as archived: the correction supersedes it
+
+
+def _valid() -> dict[str, Any]:
+    return next(e for e in _session() if e["type"] == "coup.corrected")
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"settlement": None}, "settlement: a corrected coup is settled"),
+        ({"supersedes": "nope"}, "supersedes: 'nope' is not an event id"),
+        ({"changes": []}, "changes: must be a list of 1 to 6 cards changed"),
+        ({"changes": [{"position": "P9", "was": "6S", "card": "8D"}]}, "changes[0].position: must be one of"),
+        ({"changes": [{"position": "P1", "card": "8D"}]}, "changes[0]: must be an object with position"),
+        ({"reason": ""}, "reason: must be a string of 1..4096 characters"),
+        ({"command_id": None}, "command_id: must be a string of 1..128 characters"),
+        ({"command_id": 2**63}, "command_id: an integer of 19 digits, beyond a bigint"),
+        ({"command_id": True}, "command_id: must be a string of 1..128 characters"),
+        ({"winner": "dragon"}, "winner: must be one of banker, player, tie"),
+        ({"player": {"cards": ["8D"], "total": 10}}, "player.total: must be an integer 0..9"),
+    ],
+)
+def test_the_archive_refuses_a_malformed_correction_in_one_line(change: dict[str, Any], error: str) -> None:
+    ev = _valid() | change
+    with pytest.raises(Invalid) as got:
+        parse(topic_of(ev), json.dumps(ev).encode(), prefix="baccarat", max_bytes=65536)
+    assert str(got.value).startswith(error) and "\n" not in str(got.value), str(got.value)
+    good = _valid()
+    assert parse(topic_of(good), json.dumps(good).encode(), prefix="baccarat", max_bytes=65536).typed
+
+
+def test_report_counts_the_corrected_result_and_lists_the_correction_apart(
+    capsys: pytest.CaptureFixture[str], dsn: str
+) -> None:
+    args = ["report", "--dsn", dsn, "--from", "2026-11-20", "--to", "2026-11-20", "--table", "T07"]
+    assert main([*args, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (row,) = doc["rows"]
+    # coup 2 counts as the Player win it was corrected to, once
+    assert row["coups"]["settled"] == 3
+    assert row["results"]["observed"] == {"banker": 0, "player": 2, "tie": 1}
+    # a unit on Player every coup: +1 +1 +0 (the superseded result would give +1 -1 +0)
+    assert row["hold"]["player"]["observed"] == pytest.approx(-2 / 3)
+    assert row["hold"]["banker"]["observed"] == pytest.approx(2 / 3)
+    ev = _valid()
+    assert row["corrections"] == [
+        {
+            "shoe": ev["shoe"],
+            "coup": 2,
+            "at": "2026-11-20T10:00:20",
+            "changes": [{"position": "P1", "was": "6S", "card": "8D"}],
+            "was": "banker",
+            "winner": "player",
+            "reason": "tape: P1 was 8D",
+            "command_id": "c1",
+            "event_id": ev["event_id"],
+            "supersedes": ev["supersedes"],
+        }
+    ]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert (
+        "Corrections of settled coups (1; counted above as corrected):\n"
+        f"  T07 2026-11-20T10:00:20 shoe {ev['shoe']} coup 2: P1 6S->8D: banker -> player;"
+        " reason: tape: P1 was 8D (command c1)\n"
+    ) in text
