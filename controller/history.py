@@ -232,6 +232,7 @@ COUP_COLUMNS = (
     "tags",
     "misdeals",
     "void_code",
+    "corrected",
 )
 ENTRY_COLUMNS = ("ts", "seq", "kind", "position", "card", "code", "detail")
 ERROR_COLUMNS = ("shoe", "coup", "ts", "code", "first_action", "resolution", "outcome", "detail")
@@ -433,7 +434,8 @@ class Reader:
                 s = self._shoe(db, shoe)
                 events = _events(
                     db,
-                    "type IN ('card', 'misdeal', 'coup.result', 'coup.void') AND seq BETWEEN ? AND ?"
+                    "type IN ('card', 'misdeal', 'coup.result', 'coup.void', 'coup.corrected')"
+                    " AND seq BETWEEN ? AND ?"
                     " AND json_extract(json, '$.coup') IS NOT NULL",
                     (s.lo, s.hi),
                 )
@@ -444,7 +446,7 @@ class Reader:
                     if _in_range(c.get("closed_ts") or c["first_ts"], lo_ts, hi_ts)
                 ]
             else:
-                where = ["type IN ('coup.result', 'coup.void')"]
+                where = ["type IN ('coup.result', 'coup.void', 'coup.corrected')"]
                 args: list[Any] = []
                 if lo_ts is not None:
                     where.append("ts >= ?")
@@ -479,7 +481,7 @@ class Reader:
             own = _events(
                 db,
                 "seq BETWEEN ? AND ? AND type IN ('card', 'misdeal', 'coup.result', 'coup.void',"
-                " 'security.alert', 'shoe.cut_card') AND json_extract(json, '$.coup') = ?",
+                " 'coup.corrected', 'security.alert', 'shoe.cut_card') AND json_extract(json, '$.coup') = ?",
                 (s.lo, s.hi, number),
             )
             if not own:
@@ -527,7 +529,7 @@ class Reader:
                     "id": cmd.get("id"),
                     "cmd": name.lstrip("_") if name == "_reject" else name,
                     "coup": cmd.get("coup"),
-                    "args": {k: v for k, v in cmd.items() if k in ("card", "reason")},
+                    "args": {k: v for k, v in cmd.items() if k in ("card", "cards", "reason", "confirm")},
                     "refused": name == "_reject",
                     "error": cmd.get("error") if name == "_reject" else None,
                 }
@@ -704,6 +706,11 @@ def _group_coups(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], d
             c["result"], c["closed_ts"] = ev, ev["ts"]
         elif kind == "coup.void":
             c["void"], c["closed_ts"] = ev, ev["ts"]
+        elif kind == "coup.corrected":
+            # the result in force (a coup corrected twice: the latest), and
+            # what the first result was
+            c.setdefault("superseded", c.get("result"))
+            c["result"] = ev
     return coups
 
 
@@ -735,7 +742,19 @@ def _coup_row(c: Mapping[str, Any]) -> dict[str, Any]:
         "tags": list(r.get("tags") or []) if r else [],
         "misdeals": list(c["misdeals"]),
         "void_code": v["code"] if v else None,
+        "corrected": _corrected_text(r, c.get("superseded"))
+        if r and r.get("type") == "coup.corrected"
+        else None,
     }
+
+
+def _corrected_text(r: Mapping[str, Any], first: Mapping[str, Any] | None) -> str:
+    """``P1 6S->8D (was BANKER)``: what a coup's correction in force changed."""
+    changes = ", ".join(
+        f"{c.get('position')} {c.get('was')}->{c.get('card')}" for c in r.get("changes") or []
+    )
+    was = f" (was {str(first.get('winner')).upper()})" if first is not None else ""
+    return changes + was
 
 
 _SETTLE_ORDER = ("player", "banker", "tie", "player_pair", "banker_pair", "dragon7", "panda8", "b27")
@@ -779,6 +798,20 @@ def describe(ev: Mapping[str, Any]) -> str:
             + (f"; {', '.join(extras)}" if extras else "")
             + (f"; settlement {money}" if money else "")
             + (f"; corrected {', '.join(ev['corrections'])}" if ev.get("corrections") else "")
+        )
+    if kind == "coup.corrected":
+        p, b = ev.get("player") or {}, ev.get("banker") or {}
+        changes = ", ".join(
+            f"{c.get('position')} {c.get('was')}->{c.get('card')}" for c in ev.get("changes") or []
+        )
+        settle = ev.get("settlement") or {}
+        money = ", ".join(f"{k} {_signed(settle[k])}" for k in _SETTLE_ORDER if k in settle)
+        return (
+            f"CORRECTED by supervisor ({changes}): {str(ev.get('winner')).upper()} wins:"
+            f" Player {p.get('total')} ({' '.join(_cards(p))})"
+            f" v Banker {b.get('total')} ({' '.join(_cards(b))})"
+            + (f"; settlement {money}" if money else "")
+            + f"; supersedes {ev.get('supersedes')}; reason: {ev.get('reason')}"
         )
     if kind == "coup.void":
         cards = " ".join(f"{c.get('position')}={c.get('card') or '??'}" for c in ev.get("cards") or [])
@@ -829,6 +862,8 @@ def _reply(cmd: Mapping[str, Any], made: list[Mapping[str, Any]]) -> dict[str, A
         effects = has(lambda e: e["type"] == "shoe.started")
     elif name == "end_shoe":
         effects = has(lambda e: e["type"] == "shoe.ended")
+    elif name == "correct":
+        effects = has(lambda e: e["type"] == "coup.corrected" and e.get("command_id") == cmd.get("id"))
     else:
         effects = []
     return {
@@ -891,9 +926,12 @@ def _timeline(
                 "ts": ev["ts"],
                 "seq": ev["seq"],
                 "input": None,
-                "kind": {"coup.result": "result", "coup.void": "void", "security.alert": "alert"}.get(
-                    ev["type"], ev["type"]
-                ),
+                "kind": {
+                    "coup.result": "result",
+                    "coup.void": "void",
+                    "coup.corrected": "corrected",
+                    "security.alert": "alert",
+                }.get(ev["type"], ev["type"]),
                 "position": ev.get("position") if ev["type"] == "card" else None,
                 "card": (ev.get("card") or "unread") if ev["type"] == "card" else None,
                 "code": ev.get("code") if ev["type"] in ("misdeal", "coup.void", "security.alert") else None,
@@ -906,6 +944,7 @@ def _timeline(
         "void" if void else ("demo" if result and result.get("demo") else ("settled" if result else "open"))
     )
     misdeals = [e for e in own if e["type"] == "misdeal"]
+    corrections = [e for e in own if e["type"] == "coup.corrected"]
     return {
         "table": own[0].get("table"),
         "shoe": s.id,
@@ -921,6 +960,8 @@ def _timeline(
         "misdeals": misdeals,
         "commands": commands,
         "result": result,
+        #: supervisors' corrections of the result, in order: the last is in force
+        "corrections": corrections,
         "void": void,
         "entries": entries,
         "columns": ENTRY_COLUMNS,

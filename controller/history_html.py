@@ -196,6 +196,8 @@ def timeline_body(tl: Mapping[str, Any]) -> str:
     ]
     if tl.get("result"):
         summary.append(("Result", _e(describe(tl["result"]))))
+    for fix in tl.get("corrections") or []:  # the last is the result in force
+        summary.append(("Corrected", _e(describe(fix))))
     if tl.get("void"):
         summary.append(("Void", f'<span class="void">{_e(describe(tl["void"]))}</span>'))
     body = _kv(summary)

@@ -152,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
             print(visible(head))
             if tl.get("result"):
                 print(f"result: {visible(describe(tl['result']))}")
+            for fix in tl.get("corrections") or []:  # the last is the result in force
+                print(f"now:    {visible(describe(fix))}")
             if tl.get("void"):
                 print(f"void:   {visible(describe(tl['void']))}")
             print()

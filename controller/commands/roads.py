@@ -31,7 +31,7 @@ from controller.textsafe import visible
 
 def last_shoe_coups(events: Iterable[Mapping[str, Any]]) -> tuple[str | None, list[Mapping[str, Any]]]:
     """The id of the last shoe started and its settled, non-demo coup
-    results in order."""
+    results in order (a corrected coup's latest ``coup.corrected``)."""
     shoe: str | None = None
     results: dict[int, Mapping[str, Any]] = {}
     started = False
@@ -43,6 +43,8 @@ def last_shoe_coups(events: Iterable[Mapping[str, Any]]) -> tuple[str | None, li
             continue
         elif kind == "coup.result" and not ev.get("demo"):
             results[int(ev["coup"])] = ev
+        elif kind == "coup.corrected" and int(ev["coup"]) in results:
+            results[int(ev["coup"])] = ev  # a supervisor's correction: the result in force
         elif kind == "coup.void":
             results.pop(int(ev["coup"]), None)
     return (shoe if started else None), [results[n] for n in sorted(results)]
