@@ -9,7 +9,7 @@ What it is built from (SPEC section 5):
   statistics, open misdeals), ``roads`` (the latest roads event: every
   settled coup of the shoe) and ``odds``: enough to draw the shoe so far
   the moment the board (re)connects, whatever it missed;
-* the events (``coup/result``, ``coup/void``, ``card``, ``misdeal``,
+* the events (``coup/result``, ``coup/corrected``, ``coup/void``, ``card``, ``misdeal``,
   ``device/status``, ``shoe/started``, ``shoe/ended``): what happens next,
   coup by coup, with the detail the retained topics lack (the last coup's
   cards, the coup number behind each road cell, the misdeal awaiting a
@@ -427,6 +427,13 @@ def _read_result(d: dict[str, Any]) -> Msg:
     )
 
 
+def _read_corrected(d: dict[str, Any]) -> Msg:
+    """A ``coup.corrected``: read as the result it carries (never a demo coup)."""
+    if "demo" in d:
+        raise BadMessage("demo: not a field of coup.corrected")
+    return _read_result({**d, "demo": False})
+
+
 def _read_void(d: dict[str, Any]) -> Msg:
     shoe, seq = _envelope(d)
     cards_in = d.get("cards")
@@ -749,6 +756,38 @@ class TableState:
             s.coup = coup  # the coup being dealt
         return True
 
+    def _corrected(self, m: Msg) -> bool:
+        """A supervisor's correction of a settled coup: its road cell, its
+        natural and side-bet hits, and the last coup's panel if it is that
+        coup, show the corrected result (the ``roads`` the engine sends after
+        it then agree). A coup the board has no cell for waits for them."""
+        if not self._adopt(m):
+            return False
+        f = m.f
+        s = self.shoe
+        coup = f["coup"]
+        hits = tuple(f["hits"])
+        changed = False
+        for i, b in enumerate(s.beads):
+            if b.coup == coup:
+                s.beads[i] = Bead(f["winner"], f["pp"], f["bp"], coup)
+                s.live[i] = (f["natural"], hits)
+                changed = True
+        if s.last is not None and s.last.get("coup") == coup and not s.last.get("void"):
+            s.last.update(
+                player=f["player"],
+                banker=f["banker"],
+                winner=f["winner"],
+                natural=f["natural"],
+                player_pair=f["pp"],
+                banker_pair=f["bp"],
+                tags=list(f["tags"]),
+                hits=[SIDE_BET_LABELS.get(h, h) for h in hits],
+                corrected=True,
+            )
+            changed = True
+        return changed
+
     def _result(self, m: Msg) -> bool:
         if not self._adopt(m):
             return False
@@ -977,6 +1016,7 @@ _KINDS: dict[str, tuple[Callable[[dict[str, Any]], Msg], Callable[[TableState, M
     "shoe/cut_card": (_read_cut, TableState._cut),
     "card": (_read_card, TableState._card),
     "coup/result": (_read_result, TableState._result),
+    "coup/corrected": (_read_corrected, TableState._corrected),
     "coup/void": (_read_void, TableState._void),
     "misdeal": (_read_misdeal, TableState._misdeal),
 }
