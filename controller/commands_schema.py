@@ -10,10 +10,12 @@ nothing.
 Accepted shapes (every other key is an error, so a typo is not ignored)::
 
     {"id": ID, "cmd": "void",       "coup": N, "reason": "..."}
-    {"id": ID, "cmd": "enter_card", "coup": N, "card": "TD"}
-    {"id": ID, "cmd": "accept",     "coup": N}
+    {"id": ID, "cmd": "enter_card", "coup": N, "card": "TD", "confirm": true}
+    {"id": ID, "cmd": "accept",     "coup": N, "confirm": true}
     {"id": ID, "cmd": "new_shoe"}
     {"id": ID, "cmd": "end_shoe"}
+    {"id": ID, "cmd": "correct",    "coup": N, "cards": {"P1": "9H", ...}, "reason": "...",
+     "confirm": true}
 
 ``ID`` is a non-empty string (at most 128 characters) or a 64-bit integer; it is
 echoed in the reply. ``coup`` is an integer from 1 to 1000; ``card`` a card code
@@ -33,7 +35,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
@@ -62,7 +64,15 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "accept": ("coup",),
     "new_shoe": (),
     "end_shoe": (),
+    "correct": ("coup", "cards", "reason"),
 }
+#: The fields a command may carry besides those it must.
+OPTIONAL: dict[str, tuple[str, ...]] = {"correct": ("confirm",)}
+# an entry with consequences beyond the entered card (a dealt card set
+# aside, a coup voided or renumbered) applies only with ``confirm`` true
+OPTIONAL.update({"enter_card": ("confirm",), "accept": ("confirm",)})
+#: The positions a correction may name (``coup.result``'s hands, P1 B1 P2 B2 P3 B3).
+HAND_POSITIONS = ("P1", "B1", "P2", "B2", "P3", "B3")
 
 CommandId = str | int
 
@@ -84,6 +94,11 @@ IdField = (
     Annotated[str, Meta(min_length=1, max_length=MAX_ID)] | Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
 )
 CoupField = Annotated[int, Meta(ge=1, le=MAX_COUP)]
+_CONFIRM = (
+    "true: apply an entry whose consequences go beyond the entered card (a dealt card set aside,"
+    " a coup voided, coups counted lost whole); without it such an entry is not applied and the"
+    " reply says what it would do"
+)
 
 
 class _Command(Struct, kw_only=True, forbid_unknown_fields=True, tag_field="cmd"):
@@ -141,11 +156,27 @@ class EnterCard(SupervisorCommand, tag="enter_card", kw_only=True, forbid_unknow
     coup: CoupField
     #: normalised (``"10d"`` -> ``"TD"``); any spelling parse_card takes is sent
     card: str
+    confirm: Annotated[bool, Meta(description=_CONFIRM)] | UnsetType = UNSET
 
 
 class Accept(SupervisorCommand, tag="accept", kw_only=True, forbid_unknown_fields=True):
     NAME: ClassVar[str] = "accept"
     coup: CoupField
+    confirm: Annotated[bool, Meta(description=_CONFIRM)] | UnsetType = UNSET
+
+
+class EnterCardAsTaken(EnterCard, tag="enter_card", kw_only=True, forbid_unknown_fields=True):
+    """An ``enter_card`` journalled before entries were checked against the
+    shoe's evidence and confirmed (it has no ``confirm``): re-fed as it was
+    taken then, unchecked, so that a rebuild reproduces its events."""
+
+
+class AcceptAsTaken(Accept, tag="accept", kw_only=True, forbid_unknown_fields=True):
+    """An ``accept`` journalled before that change: re-fed as it was taken."""
+
+
+#: The journalled entries re-fed as they were taken (``parse_journalled``).
+AS_TAKEN = (EnterCardAsTaken, AcceptAsTaken)
 
 
 class NewShoe(SupervisorCommand, tag="new_shoe", kw_only=True, forbid_unknown_fields=True):
@@ -154,6 +185,35 @@ class NewShoe(SupervisorCommand, tag="new_shoe", kw_only=True, forbid_unknown_fi
 
 class EndShoe(SupervisorCommand, tag="end_shoe", kw_only=True, forbid_unknown_fields=True):
     NAME: ClassVar[str] = "end_shoe"
+
+
+class Correct(SupervisorCommand, tag="correct", kw_only=True, forbid_unknown_fields=True):
+    """A settled coup's cards corrected (``coup.corrected``): applied only
+    with ``confirm`` true; without it the reply says what it would do."""
+
+    NAME: ClassVar[str] = "correct"
+    coup: CoupField
+    #: position (P1 B1 P2 B2 P3 B3) -> card code (normalised, ``"9h"`` -> ``"9H"``);
+    #: 1 to 6 of them, each position once
+    cards: Annotated[
+        dict[Literal["P1", "B1", "P2", "B2", "P3", "B3"], str],
+        Meta(
+            min_length=1,
+            max_length=len(HAND_POSITIONS),
+            extra_json_schema={"propertyNames": {"enum": list(HAND_POSITIONS)}},
+        ),
+    ]
+    reason: Annotated[str, Meta(min_length=1, max_length=MAX_REASON)]
+    confirm: (
+        Annotated[
+            bool,
+            Meta(
+                description="true: apply the correction; without it nothing changes and the reply says"
+                " what it would do (the corrected hands, winner and settlement against the current ones)"
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class Reject(_Command, tag="_reject", kw_only=True, forbid_unknown_fields=True):
@@ -188,16 +248,16 @@ class Refused(_Command, tag="_refused", kw_only=True, forbid_unknown_fields=True
 
 
 #: A supervisor's command, as ``parse_command`` returns it.
-Command = Void | EnterCard | Accept | NewShoe | EndShoe
+Command = Void | EnterCard | Accept | NewShoe | EndShoe | Correct
 #: What the engine applies: a supervisor's command or one of the daemon's own.
 EngineCommand = Command | Reject | Alert | Refused
 
 _BY_NAME: dict[str, type[_Command]] = {
-    c.NAME: c for c in (Void, EnterCard, Accept, NewShoe, EndShoe, Reject, Alert, Refused)
+    c.NAME: c for c in (Void, EnterCard, Accept, NewShoe, EndShoe, Correct, Reject, Alert, Refused)
 }
 #: The order a command's fields are written in (the journal's JSON, the
 #: HMAC's canonical form sorts them anyway).
-_ORDER = ("id", "cmd", "coup", "card", "table", "ts", "sig", "reason")
+_ORDER = ("id", "cmd", "coup", "card", "cards", "table", "ts", "sig", "reason", "confirm")
 
 
 def command_dict(cmd: EngineCommand) -> dict[str, Any]:
@@ -217,8 +277,15 @@ def command_dict(cmd: EngineCommand) -> dict[str, Any]:
 
 
 def command_json(cmd: EngineCommand) -> bytes:
-    """Compact JSON of ``command_dict``: the journal's record of a command."""
-    return json.dumps(command_dict(cmd), separators=(",", ":")).encode()
+    """Compact JSON of ``command_dict``: the journal's record of a command.
+    An ``enter_card`` or ``accept`` is journalled with its ``confirm``, null
+    when not sent (read back as not sent): one journalled without it was
+    taken before entries were confirmed, and is re-fed as taken then
+    (``parse_journalled``)."""
+    out = command_dict(cmd)
+    if isinstance(cmd, EnterCard | Accept) and not isinstance(cmd, AS_TAKEN) and "confirm" not in out:
+        out["confirm"] = None
+    return json.dumps(out, separators=(",", ":")).encode()
 
 
 def command_json_schema() -> dict[str, Any]:
@@ -391,7 +458,7 @@ def _supervisor(data: Mapping[str, Any], *, journalled: bool = False) -> Command
     if not isinstance(cmd, str) or cmd not in COMMANDS:
         raise CommandError(f"unknown cmd {cmd!r} (one of {', '.join(COMMANDS)})", cid)
     fields = COMMANDS[cmd]
-    extra = sorted(set(data) - {"id", "cmd", "table", "ts", "sig", *fields})
+    extra = sorted(set(data) - {"id", "cmd", "table", "ts", "sig", *fields, *OPTIONAL.get(cmd, ())})
     if extra:
         raise CommandError(f"{cmd}: unknown field {extra[0]!r}", cid)
     for name in fields:
@@ -438,15 +505,91 @@ def _supervisor(data: Mapping[str, Any], *, journalled: bool = False) -> Command
         if not isinstance(reason, str) or len(reason) > MAX_REASON:
             raise CommandError(f"{cmd}: 'reason' must be a string of at most {MAX_REASON} characters", cid)
         _one_line(reason, "reason", cid, cmd, journalled=journalled)
+    if cmd == "correct":
+        return _correct(data, cid, coup, reason, table, ts, sig, journalled=journalled)
     if cmd == "void":
         return Void(id=cid, table=table, ts=ts, sig=sig, coup=coup, reason=reason)
-    if cmd == "enter_card":
-        return EnterCard(id=cid, table=table, ts=ts, sig=sig, coup=coup, card=card)
-    if cmd == "accept":
-        return Accept(id=cid, table=table, ts=ts, sig=sig, coup=coup)
+    if cmd in ("enter_card", "accept"):
+        return _entry(data, cid, cmd, coup, card, table, ts, sig, journalled=journalled)
     if cmd == "new_shoe":
         return NewShoe(id=cid, table=table, ts=ts, sig=sig)
     return EndShoe(id=cid, table=table, ts=ts, sig=sig)
+
+
+def _correct(
+    data: Mapping[str, Any],
+    cid: CommandId,
+    coup: int,
+    reason: str,
+    table: str | UnsetType,
+    ts: float | UnsetType,
+    sig: str | UnsetType,
+    *,
+    journalled: bool,
+) -> Correct:
+    """``correct``'s own fields: ``cards`` an object of 1 to 6 positions
+    (each once: a duplicate key is refused by the parser), each a card code;
+    ``reason`` required; ``confirm`` a boolean if present."""
+    raw = data["cards"]
+    if not isinstance(raw, Mapping) or not 1 <= len(raw) <= len(HAND_POSITIONS):
+        raise CommandError(
+            f"correct: 'cards' must be an object of 1 to {len(HAND_POSITIONS)} positions"
+            f" ({' '.join(HAND_POSITIONS)}) to card codes",
+            cid,
+        )
+    cards: dict[Any, str] = {}
+    for pos, value in raw.items():
+        if pos not in HAND_POSITIONS:
+            raise CommandError(f"correct: position {pos!r} is none of {' '.join(HAND_POSITIONS)}", cid)
+        if not isinstance(value, str):
+            raise CommandError(f"correct: {pos} must be a card code such as 'TD'", cid)
+        _one_line(value, pos, cid, "correct", journalled=journalled)
+        try:
+            cards[pos] = parse_card(value)
+        except CardError as exc:
+            raise CommandError(f"correct: {pos}: {exc}", cid) from None
+    if not reason.strip():
+        raise CommandError("correct: 'reason' is required (why the result is corrected)", cid)
+    confirm: bool | UnsetType = UNSET
+    if "confirm" in data:
+        confirm = data["confirm"]
+        if not isinstance(confirm, bool):
+            raise CommandError("correct: 'confirm' must be true or false", cid)
+    # in the positions' order, whatever order they were sent in
+    ordered: dict[Any, str] = {p: cards[p] for p in HAND_POSITIONS if p in cards}
+    return Correct(
+        id=cid, table=table, ts=ts, sig=sig, coup=coup, cards=ordered, reason=reason, confirm=confirm
+    )
+
+
+def _entry(
+    data: Mapping[str, Any],
+    cid: CommandId,
+    cmd: str,
+    coup: int,
+    card: str,
+    table: str | UnsetType,
+    ts: float | UnsetType,
+    sig: str | UnsetType,
+    *,
+    journalled: bool,
+) -> EnterCard | Accept:
+    """``enter_card`` or ``accept``, with ``confirm`` (a boolean) if sent; one
+    journalled without it (before it existed) is re-fed as taken then."""
+    confirm: bool | UnsetType = UNSET
+    if "confirm" in data:
+        confirm = data["confirm"]
+        if confirm is None and journalled:
+            confirm = UNSET  # (journalled as not sent: ``command_json``)
+        elif not isinstance(confirm, bool):
+            raise CommandError(f"{cmd}: 'confirm' must be true or false", cid)
+    elif journalled:
+        if cmd == "enter_card":
+            return EnterCardAsTaken(id=cid, table=table, ts=ts, sig=sig, coup=coup, card=card)
+        return AcceptAsTaken(id=cid, table=table, ts=ts, sig=sig, coup=coup)
+    if cmd == "enter_card":
+        return EnterCard(id=cid, table=table, ts=ts, sig=sig, coup=coup, card=card, confirm=confirm)
+    return Accept(id=cid, table=table, ts=ts, sig=sig, coup=coup, confirm=confirm)
 
 
 def id_of(payload: bytes) -> CommandId | None:

@@ -402,7 +402,13 @@ def test_device_disagreeing_on_a_coup_with_an_unread_card_voids_it() -> None:
     tb.cards(*NATURAL[1:])
     tb.t += 1
     tb.feed(DeviceResult(tb.t, None, "banker", False, False))
-    tb.command(cmd="enter_card", coup=1, card="9S")
+    # the entry voids the coup: applied only once confirmed, the reply saying so
+    reply, out = tb.command(cmd="enter_card", coup=1, card="9S")
+    assert (reply["ok"], out) == (False, [])
+    assert reply["error"].startswith(
+        "not applied: enter_card 9S for coup 1 would void coup 1 (SHOE_DISAGREES)"
+    )
+    tb.command(cmd="enter_card", coup=1, card="9S", confirm=True)
     assert tb.last("coup.void")["code"] == "SHOE_DISAGREES"
     assert not tb.of_type("coup.result")
 

@@ -14,6 +14,7 @@ import pytest
 from controller import contract_gen
 from controller.commands_schema import (
     Accept,
+    AcceptAsTaken,
     CommandError,
     command_dict,
     command_from_dict,
@@ -111,7 +112,9 @@ def test_what_the_parser_refuses_the_schema_refuses(cmd: dict[str, Any]) -> None
 
 
 def test_journalled_commands_parse_through_the_same_parser() -> None:
-    assert parse_journalled(b'{"id":"a","cmd":"accept","coup":3}') == Accept(id="a", coup=3)
+    # (journalled with no confirm: before entries were confirmed, re-fed as taken then)
+    assert parse_journalled(b'{"id":"a","cmd":"accept","coup":3}') == AcceptAsTaken(id="a", coup=3)
+    assert parse_journalled(b'{"id":"a","cmd":"accept","coup":3,"confirm":null}') == Accept(id="a", coup=3)
     with pytest.raises(CommandError, match="'coup' must be an integer from 1 to 1000"):
         parse_journalled(b'{"id":"a","cmd":"accept","coup":20000}')
     for own in (

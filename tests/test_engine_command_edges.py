@@ -268,7 +268,7 @@ def test_a_gap_when_the_supervisors_numbering_passes_the_last_coup_opens_no_coup
     tb.result()
     tb.tick(130)
     tb.cut()
-    reply, _ = tb.command(cmd="accept", coup=4)
+    reply, _ = tb.command(cmd="accept", coup=4, confirm=True)  # (coup 3 counted lost whole)
     assert reply["ok"], reply
     out = tb.gap(1)
     assert [(e["type"], e["code"], e["coup"]) for e in out] == [("security.alert", "SEQUENCE_GAP", None)]

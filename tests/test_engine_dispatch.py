@@ -33,7 +33,9 @@ CAPTURES = sorted((Path(__file__).parent / "captures").glob("*.shoelog"))
 #: leaves room for the replay and this test's own frames.
 HEADROOM = 60
 
-ENTRIES = ("feed", "tick", "_command")
+#: (``preview``: an entry run first on a copy of the engine, under ``_command``,
+#: to say what it would do: ``controller.engine.evidence``)
+ENTRIES = ("feed", "tick", "_command", "preview")
 
 #: (who called _dispatch, who called that, whether the engine was running)
 Seen = tuple[str, str, bool]
@@ -111,7 +113,9 @@ def test_frames_released_from_a_hold_go_through_the_dispatcher(dispatches: list[
     reply, events = tb.command(cmd="accept", coup=1)
     assert reply["ok"], reply
     assert [e["card"] for e in events if e["type"] == "card"] == ["5H", "6D", "2C"]
-    assert dispatches[arriving:] == [("_drain", "_command", True)] * 3
+    # (first on a copy of the engine, to say what the entry would do:
+    # ``evidence.preview``, dispatched the same way; then for real)
+    assert dispatches[arriving:] == [("_drain", "preview", True)] * 3 + [("_drain", "_command", True)] * 3
     assert all(_from_the_loop(s) for s in dispatches)
 
 

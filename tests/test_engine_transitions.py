@@ -61,7 +61,7 @@ def _coup_lost_whole() -> None:
     tb.cards("7H", "7D", "TC", "JS")
     tb.result()
     tb.tick(130)
-    reply, _ = tb.command(cmd="accept", coup=5)
+    reply, _ = tb.command(cmd="accept", coup=5, confirm=True)  # (coups lost whole: confirmed)
     assert reply["ok"], reply
     tb.cards("8C", "3H", "KC", "4H")
     tb.result()

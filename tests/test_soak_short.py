@@ -254,7 +254,14 @@ def test_a_supervisor_gives_the_numbering_back_and_the_coups_lost_whole_are_coun
     events = [ev for f in head for ev in e.feed(f)] + e.tick(T0 + 10)
     reply, out = e.command({"id": "a", "cmd": "accept", "coup": 3}, T0 + 10)
     assert reply["ok"] is False and "the next coup is 4 to 5" in reply["error"] and out == []
+    # coup 4 counted lost whole: applied once confirmed, the reply saying so
     reply, out = e.command({"id": "b", "cmd": "accept", "coup": 5}, T0 + 10)
+    assert (reply["ok"], out) == (False, [])
+    assert reply["error"] == (
+        "not applied: accept 5 would count coup 4 void (lost whole) and number the next coup 5;"
+        " send again with confirm"
+    )
+    reply, out = e.command({"id": "b", "cmd": "accept", "coup": 5, "confirm": True}, T0 + 10)
     assert reply == {"id": "b", "ok": True, "error": None}
     assert [(a["code"], a["coup"]) for a in out] == [("COUP_NUMBERING_RESTORED", 5)]
     events += out + [ev for f in [*coup5, Button(T0 + 11, 29, "NEWSHOE")] for ev in e.feed(f)]

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from controller.cards import CARD_VALUE, RANK_BURN, CardError, parse_card
 from controller.commands_schema import (
+    AS_TAKEN,
     Accept,
     Alert,
     CommandError,
+    Correct,
     EndShoe,
     EngineCommand,
     EnterCard,
@@ -26,7 +28,7 @@ from controller.commands_schema import (
     Reject,
     Void,
 )
-from controller.engine import article_x, loss, machine, shoe
+from controller.engine import article_x, correction, evidence, loss, machine, shoe
 from controller.engine.article_x import ENTERABLE, MisdealCode
 from controller.engine.loss import _UNKNOWN_LOSS
 from controller.engine.machine import BURN_UNKNOWN
@@ -53,6 +55,15 @@ def coup_arg(eng: Engine, n: int) -> Coup:
     return coup
 
 
+def entry_coup(eng: Engine, n: int) -> Coup:
+    """``coup_arg`` for ``enter_card`` and ``accept``: a settled coup is
+    refused, naming the command that corrects it (``engine.correction``)."""
+    s = eng.shoe
+    if s is not None and isinstance(n, int) and n not in s.coups and n in s.settled_coups:
+        raise CommandError(f"coup {n} is settled; a correction is `ctl correct`")
+    return coup_arg(eng, n)
+
+
 def void(eng: Engine, coup: Coup, reason: str, t: float) -> Work:
     if coup.resolved:
         raise CommandError(f"coup {coup.number} is already settled or void")
@@ -60,7 +71,7 @@ def void(eng: Engine, coup: Coup, reason: str, t: float) -> Work:
     yield from article_x.void_misdeal(eng, t, coup, "SUPERVISOR_VOID", detail)
 
 
-def enter_card(eng: Engine, coup: Coup, card: Any, t: float) -> Work:
+def enter_card(eng: Engine, coup: Coup, card: Any, t: float, *, checked: bool = True) -> Work:
     if not isinstance(card, str):
         raise CommandError("'card' must be a card code such as 'TD'")
     try:
@@ -76,6 +87,8 @@ def enter_card(eng: Engine, coup: Coup, card: Any, t: float) -> Work:
     waiting = next((c for c in ENTERABLE if c in coup.open), None)
     if waiting is None:
         raise CommandError(f"coup {coup.number} is not waiting for a card")
+    if checked and waiting is UNREAD_CARD and None in coup.cards:  # (what the shoe dealt after it)
+        evidence.check_enter(eng, coup, code, coup.positions[coup.cards.index(None)])
     yield from _ENTER[waiting](eng, s, coup, code, t)
 
 
@@ -136,10 +149,12 @@ def emit_entered(eng: Engine, t: float, coup: Coup, position: str, code: str) ->
     )
 
 
-def accept(eng: Engine, coup: Coup, t: float) -> Work:
+def accept(eng: Engine, coup: Coup, t: float, *, checked: bool = True) -> Work:
     accepted = [c for c in article_x.ACCEPTABLE if c in coup.open]
     if not accepted:
         raise CommandError(f"coup {coup.number} has nothing a supervisor can accept")
+    if checked:  # (the cards read since a loss: ``evidence``)
+        evidence.check_accept(eng, coup)
     for code in accepted:
         if code is MisdealCode.DEVICE_FAULT and eng._fault_coup == coup.number:
             eng._fault_coup = None
@@ -159,8 +174,7 @@ def renumber(eng: Engine, s: Shoe, n: int, t: float) -> None:
         )
     if n > high:
         raise CommandError(f"coup {n} is not plausible: the next coup is {s.next_coup} to {high} ({why})")
-    s.numbering_lost = None
-    s.renumber_to = n
+    loss.restore_numbering(eng, s, n, t)
     eng._alert(t, "COUP_NUMBERING_RESTORED", f"the supervisor numbers the next coup {n}", n)
 
 
@@ -176,22 +190,34 @@ def apply(eng: Engine, cmd: EngineCommand, t: float) -> tuple[Work | None, dict[
     daemon's own commands (``_reject``, ``_alert``, ``_refused``), done here
     with the reply they get. Raises :class:`CommandError` before changing
     anything when it cannot apply."""
+    if isinstance(cmd, EnterCard | Accept) and not isinstance(cmd, AS_TAKEN) and cmd.confirm is not True:
+        # an entry with consequences beyond its card waits for confirm: the
+        # reply says what it would do (``evidence.gate``, run on a copy)
+        answer = evidence.gate(eng, cmd, t)
+        if answer is not None:
+            return None, answer
     match cmd:
         case Void():
             return void(eng, coup_arg(eng, cmd.coup), cmd.reason, t), None
         case EnterCard():
-            return enter_card(eng, coup_arg(eng, cmd.coup), cmd.card, t), None
+            checked = not isinstance(cmd, AS_TAKEN)
+            return enter_card(eng, entry_coup(eng, cmd.coup), cmd.card, t, checked=checked), None
         case Accept():
             s = eng.shoe
             n = cmd.coup
             if s is not None and s.numbering_lost is not None and n not in s.coups:
                 renumber(eng, s, n, t)
                 return None, None
-            return accept(eng, coup_arg(eng, cmd.coup), t), None
+            checked = not isinstance(cmd, AS_TAKEN)
+            return accept(eng, entry_coup(eng, cmd.coup), t, checked=checked), None
         case NewShoe():
             return shoe.new_shoe(eng, t), None
         case EndShoe():
             return end_shoe(eng, t), None
+        case Correct():
+            # a settled coup's cards (``engine.correction``); without confirm,
+            # the reply says what it would do
+            return None, correction.apply(eng, cmd, t)
         case Reject():
             # the daemon refused it (origin check): journalled like any
             # command so a rebuild reproduces the alert
