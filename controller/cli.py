@@ -129,6 +129,10 @@ def _build_parser() -> argparse.ArgumentParser:
     actions = ctl.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     coup_help = "the coup's number in the current shoe"
+    confirm_help = (
+        "apply it even where it goes beyond the card or coup (sets a dealt card aside, voids a coup,"
+        " counts coups lost whole); without: the controller says what it would do"
+    )
     void = actions.add_parser("void", parents=[common], help="void a coup (Article X)")
     void.add_argument("--coup", type=int, required=True, metavar="N", help=coup_help)
     void.add_argument("--reason", default="", help="recorded in the misdeal event")
@@ -139,12 +143,31 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     enter.add_argument("--coup", type=int, required=True, metavar="N", help=coup_help)
     enter.add_argument("--card", required=True, help="card code, e.g. TD (ten of diamonds), 7H")
+    enter.add_argument("--confirm", action="store_true", help=confirm_help)
     accept = actions.add_parser(
         "accept",
         parents=[common],
         help="accept a coup's gap, wrong hand or device fault (or, numbering lost: the next coup's number)",
     )
     accept.add_argument("--coup", type=int, required=True, metavar="N", help=coup_help)
+    accept.add_argument("--confirm", action="store_true", help=confirm_help)
+    correct = actions.add_parser(
+        "correct",
+        parents=[common],
+        help="correct a settled coup's cards (coup.corrected); without --confirm, says what it would do",
+    )
+    correct.add_argument("--coup", type=int, required=True, metavar="N", help=coup_help)
+    correct.add_argument(
+        "--card",
+        action="append",
+        required=True,
+        metavar="POS=CARD",
+        help="a corrected card by position (P1 B1 P2 B2 P3 B3), e.g. P1=9H; 1 to 6, each position once",
+    )
+    correct.add_argument("--reason", required=True, help="why (one line), recorded in coup.corrected")
+    correct.add_argument(
+        "--confirm", action="store_true", help="apply it (without: the controller says what it would do)"
+    )
     actions.add_parser("new-shoe", parents=[common], help="a fresh shoe is loaded")
     actions.add_parser("end-shoe", parents=[common], help="end the shoe in play")
 

@@ -1,4 +1,4 @@
-"""``shoe-controller ctl void|enter-card|accept|new-shoe|end-shoe``: send one
+"""``shoe-controller ctl void|enter-card|accept|new-shoe|end-shoe|correct``: send one
 supervisor command to a table through the broker and say what it did.
 
 The broker settings come from the config's ``outputs.mqtt`` (a supervisor's
@@ -36,7 +36,7 @@ import paho.mqtt.client as mqtt
 
 from controller.cards import CardError, parse_card
 from controller.command_auth import sign, stamp
-from controller.commands_schema import MAX_COUP
+from controller.commands_schema import HAND_POSITIONS, MAX_COUP
 from controller.config import load_client_config, table_problem
 from controller.errors import RuntimeFailure, UsageError
 from controller.mqtt_client import connect_options, make_client
@@ -48,9 +48,18 @@ ACTIONS = {
     "accept": "accept",
     "new-shoe": "new_shoe",
     "end-shoe": "end_shoe",
+    "correct": "correct",
 }
 #: The event topics (under ``<prefix>/<table>/``) that tell what a command did.
-EVENT_TOPICS = ("card", "misdeal", "coup/void", "security/alert", "shoe/started", "shoe/ended")
+EVENT_TOPICS = (
+    "card",
+    "misdeal",
+    "coup/void",
+    "coup/corrected",
+    "security/alert",
+    "shoe/started",
+    "shoe/ended",
+)
 #: How long to wait, after the reply, for the events that say what was done.
 EVENT_GRACE_S = 2.0
 MAX_TIMEOUT_S = 600.0
@@ -60,7 +69,7 @@ Event = dict[str, Any]
 
 def build_command(args: argparse.Namespace) -> dict[str, Any]:
     cmd: dict[str, Any] = {"id": f"ctl-{uuid.uuid4().hex[:12]}", "cmd": ACTIONS[args.action]}
-    if cmd["cmd"] in ("void", "enter_card", "accept"):
+    if cmd["cmd"] in ("void", "enter_card", "accept", "correct"):
         if args.coup is None or not 1 <= args.coup <= MAX_COUP:
             raise UsageError(f"--coup must be 1 to {MAX_COUP}")
         cmd["coup"] = args.coup
@@ -69,9 +78,40 @@ def build_command(args: argparse.Namespace) -> dict[str, Any]:
             cmd["card"] = parse_card(args.card or "")
         except CardError as exc:
             raise UsageError(f"--card: {exc}") from None
+    if cmd["cmd"] in ("enter_card", "accept") and getattr(args, "confirm", False):
+        cmd["confirm"] = True
     if cmd["cmd"] == "void":
         cmd["reason"] = args.reason
+    if cmd["cmd"] == "correct":
+        cmd.update(correction_fields(args.card, args.reason, args.confirm))
     return cmd
+
+
+def correction_fields(pairs: list[str], reason: str, confirm: bool) -> dict[str, Any]:
+    """``correct``'s fields from ``--card POS=CARD`` (repeated), ``--reason``
+    and ``--confirm``, checked as the controller will (UsageError)."""
+    if not 1 <= len(pairs) <= len(HAND_POSITIONS):
+        raise UsageError(f"--card: 1 to {len(HAND_POSITIONS)} cards (POS=CARD), not {len(pairs)}")
+    cards: dict[str, str] = {}
+    for pair in pairs:
+        pos, sep, code = pair.partition("=")
+        pos = pos.strip().upper()
+        if not sep or pos not in HAND_POSITIONS:
+            raise UsageError(
+                f"--card {pair!r}: POS=CARD with POS one of {' '.join(HAND_POSITIONS)}, e.g. P1=9H"
+            )
+        if pos in cards:
+            raise UsageError(f"--card: {pos} given twice")
+        try:
+            cards[pos] = parse_card(code.strip())
+        except CardError as exc:
+            raise UsageError(f"--card {pos}: {exc}") from None
+    if not reason.strip():
+        raise UsageError("--reason is required: why the result is corrected")
+    out: dict[str, Any] = {"cards": {p: cards[p] for p in HAND_POSITIONS if p in cards}, "reason": reason}
+    if confirm:
+        out["confirm"] = True
+    return out
 
 
 # --- what the command did, from the events that followed -------------------
@@ -110,6 +150,22 @@ def _accepted(cmd: dict[str, Any]) -> Callable[[list[Event]], str | None]:
     return find
 
 
+def _corrected(cmd: dict[str, Any]) -> Callable[[list[Event]], str | None]:
+    def find(events: list[Event]) -> str | None:
+        for e in events:
+            if e.get("type") == "coup.corrected" and e.get("command_id") == cmd["id"]:
+                changes = ", ".join(f"{c['position']} {c['was']}->{c['card']}" for c in e.get("changes", []))
+                hands = ", ".join(
+                    f"{who.capitalize()} {' '.join(e[who]['cards'])} ({e[who]['total']})"
+                    for who in ("player", "banker")
+                )
+                said = f"coup {e['coup']} corrected ({changes}): {hands}: {e['winner']}"
+                return f"{said}; supersedes {e['supersedes']}"
+        return None
+
+    return find
+
+
 def _shoe_ended(then: str) -> Callable[[list[Event]], str | None]:
     # new_shoe ends the shoe in play (if any); the new one is announced by
     # its first card, which may come much later
@@ -136,6 +192,8 @@ def describe(cmd: dict[str, Any]) -> tuple[Callable[[list[Event]], str | None] |
         )
     if name == "accept":
         return _accepted(cmd), f"coup {cmd['coup']}: accepted"
+    if name == "correct":
+        return _corrected(cmd), f"coup {cmd['coup']} corrected"
     if name == "new_shoe":
         then = "; the next card starts the new shoe"
         return _shoe_ended(then), "new shoe loaded: the next card starts it"
@@ -253,6 +311,13 @@ def run(args: argparse.Namespace) -> int:
         return 0 if reply.get("ok") else 1
     if not reply.get("ok"):
         what = args.action + (f" coup {cmd['coup']}" if "coup" in cmd else "")
+        if cmd["cmd"] in ("enter_card", "accept") and isinstance(reply.get("would"), list):
+            # an entry that goes beyond its card, not applied: what it would do
+            would = "; ".join(str(x) for x in reply["would"])
+            raise RuntimeFailure(f"table {table} did not apply {what} (no --confirm): it would {would}")
+        if cmd["cmd"] == "correct" and isinstance(reply.get("would"), list) and not cmd.get("confirm"):
+            would = "; ".join(str(x) for x in reply["would"])
+            raise RuntimeFailure(f"table {table} did not apply {what} (no --confirm): it would {would}")
         raise RuntimeFailure(f"table {table} refused {what}: {reply.get('error') or 'no reason given'}")
     with lock:
         sentence = reading(events) if reading is not None else None

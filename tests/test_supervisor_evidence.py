@@ -1,0 +1,349 @@
+"""Supervisor entries checked against the shoe's own evidence, and applied
+only once confirmed where they go beyond the entered card (issue 27,
+build item 3; ``controller.engine.evidence``).
+
+The issue's two reproducers, through the engine and once through ``ctl``
+against a real daemon and the suite's broker:
+
+(a) an unread Player third card, really 7D, after which the dealer drew the
+    Banker's third card 9S: ``enter_card 2H`` was taken, 9S set aside and
+    the coup settled Player 7-6 instead of Banker 5-2, after which the right
+    7D (and a void) were refused as already settled. Now 2H is refused,
+    naming why, and 7D settles Banker 5-2.
+(b) ``accept`` of coup 3 when the cards read since the loss cannot be coup
+    3's (3 cards before the loss and 5 after: its end was lost, and a whole
+    coup with it) settled the next physical coup's cards as coup 3 (with
+    extra cards). Now it is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.commands_schema import (
+    AcceptAsTaken,
+    CommandError,
+    EnterCard,
+    EnterCardAsTaken,
+    command_json,
+    parse_command,
+    parse_journalled,
+)
+from firmware_protocols.frames import Button, Card, Frame, Hello, Status
+from firmware_protocols.shoe_ascii import Encoder
+from tests.conftest import BrokerFactory, Subscriber
+from tests.table import T0, Table
+from tests.test_cli_errors import one_line_error
+from tests.test_ctl import _daemon, _supervisor, ctl
+
+REFUSED_2H = (
+    "2H as P3 makes the Banker stand on 6 against a Player 3rd card of 2, yet B3 9S was dealt"
+    " in coup 1 before its RESULT"
+)
+REFUSED_ACCEPT_3 = (
+    "accept 3: the 5 card(s) read since the 7 frames lost in coup 3 cannot be its own (3 read before"
+    " the loss, at least 1 due, at most 6 in a coup): the frames lost hold its end, and the cards are"
+    " coup 4 or 5's; void 3, then accept with the number of the next coup to be dealt"
+)
+
+
+def _brief(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(e["type"], e.get("coup"), e.get("position"), e.get("card"), e.get("code")) for e in events]
+
+
+def _unread_p3_then_b3(tb: Table) -> None:
+    tb.start()
+    tb.cards("3H", "4D", "2S", "2D")  # Player 5 draws, Banker 6
+    tb.card(None)  # P3 passes unread: it was 7D
+    tb.card("9S")  # B3: Banker 6 draws against a 7
+    tb.result()
+
+
+def _whole_coup_lost(tb: Table) -> None:
+    tb.start()
+    tb.cards("8S", "KD", "QS", "JD")
+    tb.result()
+    tb.cards("9H", "2D", "KC", "3C")
+    tb.result()
+    tb.cards("5H", "4S", "KH")  # coup 3's P1 B1 P2; its B2 and RESULT are lost,
+    tb.gap(7)  # and coup 4 whole (4 cards and a RESULT)
+    tb.cards("5C", "6D", "KD", "KS", "TC")  # coup 5: Banker 6-5
+    tb.result()
+
+
+# --- (a) an entered card the cards after it contradict ----------------------
+
+
+def test_a_p3_entered_that_makes_the_dealt_b3_illegal_is_refused_and_the_right_one_settles() -> None:
+    tb = Table()
+    _unread_p3_then_b3(tb)
+    before = len(tb.events)
+    reply, out = tb.command(cmd="enter_card", coup=1, card="2H")
+    assert reply == {"id": "c1", "ok": False, "error": REFUSED_2H}
+    assert out == [] and len(tb.events) == before
+    # confirm does not make it legal
+    reply, _ = tb.command(cmd="enter_card", coup=1, card="2H", confirm=True)
+    assert reply["error"] == REFUSED_2H
+    # the right card: no consequence beyond it, so no confirm is needed
+    reply, out = tb.command(cmd="enter_card", coup=1, card="7D")
+    assert reply == {"id": "c1", "ok": True, "error": None}
+    assert _brief(out) == [
+        ("card", 1, "P3", "7D", None),
+        ("misdeal", 1, None, None, "UNREAD_CARD"),
+        ("card", 1, "B3", "9S", None),
+        ("coup.result", 1, None, None, None),
+    ]
+    (result,) = tb.of_type("coup.result")
+    assert (result["winner"], result["banker"]["total"], result["player"]["total"]) == ("banker", 5, 2)
+    # settled: a further entry is refused, naming the command that corrects it
+    reply, _ = tb.command(cmd="enter_card", coup=1, card="7D")
+    assert reply["error"] == "coup 1 is settled; a correction is `ctl correct`"
+
+
+def test_a_card_entered_that_makes_a_natural_before_a_dealt_card_is_refused() -> None:
+    tb = Table()
+    tb.start()
+    tb.cards("3H", "4D", "2S")
+    tb.card(None)  # B2 unread
+    tb.card("9S")  # a fifth card: so the hand was not complete
+    tb.result()
+    reply, out = tb.command(cmd="enter_card", coup=1, card="5C")  # Banker 4 + 5: a natural 9
+    assert (reply["ok"], out) == (False, [])
+    assert reply["error"] == (
+        "5C as B2 gives the Banker a natural 9, yet a 5th card 9S was dealt in coup 1 before its RESULT"
+    )
+    assert tb.command(cmd="enter_card", coup=1, card="KC")[0]["ok"]  # Banker 4: the 9S is P3
+
+
+def test_a_card_missing_from_the_shoe_is_still_refused_first() -> None:
+    tb = Table(decks=1)
+    tb.start()
+    tb.cards("3H", "4D", "2S", "2D")
+    tb.card(None)
+    tb.card("9S")
+    tb.result()
+    reply, _ = tb.command(cmd="enter_card", coup=1, card="3H")  # the one 3H was dealt as P1
+    assert reply["error"] == "3H: no copy of it is left in this shoe"
+
+
+def test_with_the_automatic_boundary_the_same_entry_waits_for_confirm_and_says_what_it_would_do() -> None:
+    # no RESULT tells where the coup ends: 2H is legal, but it sets the
+    # cards dealt after it aside; nothing is applied until it is confirmed
+    tb = Table(coup_boundary="auto")
+    tb.start()
+    tb.cards("3H", "4D", "2S", "2D")
+    tb.card(None)
+    tb.card("9S")
+    before = len(tb.events)
+    reply, out = tb.command(cmd="enter_card", coup=1, card="2H")
+    assert (reply["ok"], out, len(tb.events)) == (False, [], before)
+    assert reply["would"] == ["set 9S aside as an extra card of coup 1", "settle coup 1 Player 7-6"]
+    assert reply["error"] == (
+        "not applied: enter_card 2H for coup 1 would set 9S aside as an extra card of coup 1;"
+        " settle coup 1 Player 7-6; send again with confirm"
+    )
+    assert tb.engine.shoe is not None and tb.engine.shoe.coups[1].cards[-1] is None  # still unread
+    reply, out = tb.command(cmd="enter_card", coup=1, card="2H", confirm=True)
+    assert reply == {"id": "c1", "ok": True, "error": None}
+    assert ("card", 1, "extra", "9S", None) in _brief(out)
+    assert tb.last("coup.result")["winner"] == "player"
+
+
+# --- (b) an accept the cards since the loss contradict -----------------------
+
+
+def test_accept_of_a_coup_whose_end_the_frames_lost_must_hold_is_refused() -> None:
+    tb = Table()
+    _whole_coup_lost(tb)
+    before = len(tb.events)
+    reply, out = tb.command(cmd="accept", coup=3)
+    assert reply == {"id": "c1", "ok": False, "error": REFUSED_ACCEPT_3}
+    assert out == [] and len(tb.events) == before and not tb.of_type("coup.result")[2:]
+    # what the reason says to do: void it, then number the next coup
+    assert tb.command(cmd="void", coup=3, reason="frames lost")[0]["ok"]
+    # coup 5 counted lost whole (void): beyond the command, so confirmed first
+    reply, out = tb.command(cmd="accept", coup=6)
+    assert (reply["ok"], out) == (False, [])
+    assert reply["error"] == (
+        "not applied: accept 6 would count coup 5 void (lost whole) and number the next coup 6;"
+        " send again with confirm"
+    )
+    reply, out = tb.command(cmd="accept", coup=6, confirm=True)
+    assert reply["ok"] and [e["code"] for e in out] == ["COUP_NUMBERING_RESTORED"]
+    tb.cards("9C", "2H", "KS", "3D")
+    tb.result()
+    assert [e["coup"] for e in tb.of_type("coup.result")] == [1, 2, 6]
+
+
+def test_accept_of_a_gap_the_cards_since_can_fit_needs_no_confirm() -> None:
+    # one frame lost inside coup 1 (its P2), then B2: the coup's own
+    tb = Table()
+    tb.start()
+    tb.cards("6S", "7C")
+    tb.gap(1)
+    tb.card("QD")
+    reply, out = tb.command(cmd="accept", coup=1)
+    assert reply == {"id": "c1", "ok": True, "error": None}
+    assert ("card", 1, "P2", "QD", None) in _brief(out)
+
+
+# --- the command's field, and a journal written before it -------------------
+
+
+@pytest.mark.parametrize("value", [1, 0, "true", None, [True]])
+def test_confirm_must_be_a_boolean(value: Any) -> None:
+    for cmd in ({"cmd": "enter_card", "coup": 1, "card": "2H"}, {"cmd": "accept", "coup": 1}):
+        with pytest.raises(CommandError) as exc:
+            parse_command(json.dumps({"id": "a", **cmd, "confirm": value}).encode())
+        assert str(exc.value) == f"{cmd['cmd']}: 'confirm' must be true or false"
+
+
+def test_confirm_is_taken_by_entries_only() -> None:
+    assert parse_command(b'{"id":"a","cmd":"enter_card","coup":1,"card":"2h","confirm":true}') == EnterCard(
+        id="a", coup=1, card="2H", confirm=True
+    )
+    with pytest.raises(CommandError, match="void: unknown field 'confirm'"):
+        parse_command(b'{"id":"a","cmd":"void","coup":1,"reason":"","confirm":true}')
+
+
+def test_an_entry_is_journalled_with_its_confirm_and_re_fed_as_it_was_sent() -> None:
+    live = parse_command(b'{"id":"a","cmd":"enter_card","coup":1,"card":"2H"}')
+    stored = command_json(live)
+    # (null: not sent; a journal row without it was written before confirm existed)
+    assert json.loads(stored) == {"id": "a", "cmd": "enter_card", "coup": 1, "card": "2H", "confirm": None}
+    again = parse_journalled(stored)
+    assert type(again) is EnterCard and again == live
+    for sent in (True, False):
+        cmd = parse_command(json.dumps({"id": "a", "cmd": "accept", "coup": 1, "confirm": sent}).encode())
+        assert parse_journalled(command_json(cmd)) == cmd
+    with pytest.raises(CommandError, match="'confirm' must be true or false"):  # (live: a boolean)
+        parse_command(b'{"id":"a","cmd":"accept","coup":1,"confirm":null}')
+    # re-fed, it is refused as it was live
+    tb = Table()
+    _unread_p3_then_b3(tb)
+    assert tb.engine.command(again, tb.t + 1)[0]["error"] == REFUSED_2H
+
+
+def test_an_entry_journalled_before_confirm_existed_is_re_fed_as_it_was_taken() -> None:
+    # a journal written before this change holds the accepted 2H: a rebuild
+    # must reproduce what it did then, event for event
+    old = parse_journalled(b'{"id":"a","cmd":"enter_card","coup":1,"card":"2H","ts":1.0}')
+    assert isinstance(old, EnterCardAsTaken)
+    assert command_json(old) == b'{"id":"a","cmd":"enter_card","coup":1,"card":"2H","ts":1.0}'
+    assert isinstance(parse_journalled(b'{"id":"b","cmd":"accept","coup":3}'), AcceptAsTaken)
+    tb = Table()
+    _unread_p3_then_b3(tb)
+    reply, out = tb.engine.command(old, tb.t + 1)
+    assert reply["ok"] is True
+    assert _brief(out) == [
+        ("card", 1, "P3", "2H", None),
+        ("misdeal", 1, None, None, "UNREAD_CARD"),
+        ("card", 1, "extra", "9S", None),
+        ("misdeal", 1, None, None, "EXTRA_CARD"),
+        ("coup.result", 1, None, None, None),
+    ]
+    tb2 = Table()
+    _whole_coup_lost(tb2)
+    assert tb2.engine.command(parse_journalled(b'{"id":"b","cmd":"accept","coup":3}'), tb2.t + 1)[0]["ok"]
+
+
+# --- through ctl, against a daemon -------------------------------------------
+
+
+def _capture(frames: list[Frame]) -> str:
+    enc = Encoder()
+    lines = ["# protocol=shoe-ascii/1 table=T01\n"]
+    for f in frames:
+        lines.append(f"{f.t:.3f} < {enc.encode(f).decode().strip()}\n")
+    return "".join(lines)
+
+
+def _frames(*items: Any) -> list[Frame]:
+    out: list[Frame] = [Hello(T0, 0, "FAKE-1", "1.0", "000001")]
+    seq = 0
+    for item in items:
+        if isinstance(item, int):  # frames lost on the line
+            seq += item
+            continue
+        seq += 1
+        t = T0 + seq
+        if item == "RESULT":
+            out.append(Button(t, seq, "RESULT"))
+        elif item == "NEWSHOE":
+            out.append(Button(t, seq, "NEWSHOE"))
+        elif item == "OK":
+            out.append(Status(t, seq, "OK"))
+        else:
+            out.append(Card(t, seq, None if item == "XX" else item))
+    return out
+
+
+@pytest.mark.mqtt
+def test_ctl_refuses_the_contradicted_entries_and_applies_a_confirmed_one(
+    tmp_path: Path, mosquitto: BrokerFactory, subscriber: Callable[..., Subscriber]
+) -> None:
+    broker = mosquitto()
+    sub = subscriber(broker, ["baccarat/T01/#"])
+    sup = str(_supervisor(tmp_path, broker))
+    # AS is the first card and burns 2C; coup 1's P3 passes unread, then B3 9S
+    a = _frames("NEWSHOE", "AS", "2C", "3H", "4D", "2S", "2D", "XX", "9S", "RESULT")
+    with _daemon(tmp_path, broker, _capture(a), sub):
+        time.sleep(1.0)  # (the held 9S and RESULT are read right after the misdeal)
+        r = ctl("enter-card", "--coup", "1", "--card", "2H", "-c", sup)
+        assert (
+            one_line_error(r, 1) == f"shoe-controller ctl: table T01 refused enter-card coup 1: {REFUSED_2H}"
+        )
+        r = ctl("enter-card", "--coup", "1", "--card", "7D", "-c", sup)
+        assert (r.returncode, r.stdout) == (0, "coup 1: 7D entered as P3\n"), r.stderr
+        assert sub.wait_for(lambda ms: any(m.topic == "baccarat/T01/coup/result" for m in ms), 20)
+        result = json.loads(sub.on("baccarat/T01/coup/result")[0].payload)
+        assert (result["winner"], result["banker"]["cards"]) == ("banker", ["4D", "2D", "9S"])
+        r = ctl("enter-card", "--coup", "1", "--card", "7D", "-c", sup)
+        assert one_line_error(r, 1).endswith("coup 1 is settled; a correction is `ctl correct`")
+
+    other = tmp_path / "b"
+    other.mkdir()
+    broker2 = mosquitto()
+    sub2 = subscriber(broker2, ["baccarat/T01/#"])
+    sup2 = str(_supervisor(other, broker2))
+    b = _frames(
+        "NEWSHOE", "AS", "2C",
+        "8S", "KD", "QS", "JD", "RESULT",
+        "9H", "2D", "KC", "3C", "RESULT",
+        "5H", "4S", "KH", 7,
+        "5C", "6D", "KD", "KS", "TC", "RESULT",
+    )  # fmt: skip
+    with _daemon(other, broker2, _capture(b), sub2):
+        time.sleep(1.0)
+        r = ctl("accept", "--coup", "3", "-c", sup2)
+        assert (
+            one_line_error(r, 1)
+            == f"shoe-controller ctl: table T01 refused accept coup 3: {REFUSED_ACCEPT_3}"
+        )
+        r = ctl("void", "--coup", "3", "--reason", "frames lost", "-c", sup2)
+        assert r.returncode == 0, r.stderr
+        # without --confirm: nothing applied, and ctl says what it would do
+        r = ctl("accept", "--coup", "6", "-c", sup2)
+        assert one_line_error(r, 1) == (
+            "shoe-controller ctl: table T01 did not apply accept coup 6 (no --confirm):"
+            " it would count coup 5 void (lost whole) and number the next coup 6"
+        )
+        r = ctl("accept", "--coup", "6", "-c", sup2, "--json")
+        assert r.returncode == 1 and json.loads(r.stdout)["would"] == [
+            "count coup 5 void (lost whole) and number the next coup 6"
+        ]
+        assert not any(
+            b"COUP_NUMBERING_RESTORED" in m.payload for m in sub2.on("baccarat/T01/security/alert")
+        )
+        r = ctl("accept", "--coup", "6", "--confirm", "-c", sup2)
+        assert r.returncode == 0, r.stderr
+        assert sub2.wait_for(
+            lambda ms: any(b"COUP_NUMBERING_RESTORED" in m.payload for m in ms if m.topic.endswith("alert")),
+            20,
+        )
