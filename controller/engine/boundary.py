@@ -197,13 +197,21 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
     if coup.void_code is not None:
         nxt = tableau.next_position(eng, coup)
         yield from close_dealing(eng, coup, f.t)
-        if nxt is not None and nxt != UNKNOWN and not (isinstance(f, DeviceResult) and f.winner == "quit"):
+        if (
+            nxt is not None
+            and nxt != UNKNOWN
+            and len(coup.cards) >= 4
+            and not (isinstance(f, DeviceResult) and f.winner == "quit")
+        ):
             # Pressed early, or the dealer stopped dealing the void coup:
             # a second RESULT before a fourth card says the cards between
             # were its due cards (counted as a coup of their own they
             # would shift every later number); a fourth card, the next coup.
-            # Before its first four cards, the same: its due cards follow
-            # (``after_void_early_result``).
+            # A coup void before its first four cards (a supervisor's void,
+            # a misdeal void at once) was abandoned there: the dealer clears
+            # it with this RESULT and the next cards are the next coup's.
+            # (A RESULT that itself comes before the fourth card of a live
+            # coup is the early press below, whose due cards do follow.)
             await_due_cards(s, coup)
         return
     nxt = tableau.next_position(eng, coup)
