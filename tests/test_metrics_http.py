@@ -166,7 +166,9 @@ def test_new_connections_are_refused_while_every_slot_sends_to_a_client_reading_
     big = Gauge("shoe_big", "A response larger than the socket buffers", ["n"], registry=reg)
     for i in range(40_000):
         big.labels(str(i)).set(i)
-    server = MetricsServer(("127.0.0.1", 0), reg, max_connections=2, timeout_s=2.0)
+    # The stuck senders must outlive the refusal check below even on a loaded
+    # box (rendering 40,000 samples takes seconds there): 10 s, then awaited.
+    server = MetricsServer(("127.0.0.1", 0), reg, max_connections=2, timeout_s=10.0)
     stuck = []
     try:
         for _ in range(2):
@@ -178,7 +180,7 @@ def test_new_connections_are_refused_while_every_slot_sends_to_a_client_reading_
         assert eventually(lambda: server.connections == 2, 5)
         with connect(server) as refused:
             assert eventually(lambda: closed_by_server(refused), 5)  # closed at once, not evicting a sender
-        assert eventually(lambda: server.connections == 0, 10)  # the stuck ones time out
+        assert eventually(lambda: server.connections == 0, 40)  # the stuck ones time out
         host, port = server.address
         with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as r:
             assert b'shoe_big{n="39999"} 39999.0' in r.read()
