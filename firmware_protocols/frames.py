@@ -178,6 +178,20 @@ class Link:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Renumbered:
+    """Synthesised by the engine, never on the line: a supervisor's
+    ``accept`` of the next coup's number (``coup``), given while the
+    shoe ``shoe``'s frames were held. It waits among them where the
+    command came, so the number goes to the first coup dealt after the
+    command, not to a coup whose frames arrived before it."""
+
+    t: float
+    seq: int | None
+    coup: int
+    shoe: str
+
+
 Frame = (
     Hello
     | Card
@@ -191,4 +205,5 @@ Frame = (
     | Ack
     | SequenceGap
     | Link
+    | Renumbered
 )

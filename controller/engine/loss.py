@@ -3,8 +3,10 @@
 Owns what a gap does to the coup in play (its later frames held until a
 supervisor places what was lost), counting how many coup ends the lost
 frames may hold (``ends_possible``), a coup lost whole (a phantom),
-losing and restoring the coup numbering, the bound on held frames and what
-a void coup's held frames become (``discard_held``).
+losing and restoring the coup numbering (``restore_numbering``: a
+supervisor's number given while frames are held waits among them), the
+bound on held frames and what a void coup's held frames become
+(``discard_held``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from controller.engine import article_x, boundary, dealing, machine, tableau
 from controller.engine.machine import BURN, BURN_UNKNOWN
-from controller.engine.state import AWAITING, Coup, Shoe, Steps, Work, release
+from controller.engine.state import AWAITING, BURN_HANDS, Coup, Shoe, Steps, Work, release
 from controller.event_types import ShoeBurn
 from firmware_protocols.frames import (
     Button,
@@ -22,6 +24,7 @@ from firmware_protocols.frames import (
     Frame,
     Hello,
     Link,
+    Renumbered,
     SequenceGap,
 )
 
@@ -115,6 +118,11 @@ def _ends_possible(k: int, need: int, items: list[int], result: bool) -> set[int
     return {e for (e, _), cost in fits.items() if cost == least}
 
 
+def _labelled(frames: list[Frame]) -> bool:
+    """Whether the device labels these cards' places itself (Angel Eye)."""
+    return any(isinstance(f, Card) and f.hand is not None and f.hand not in BURN_HANDS for f in frames)
+
+
 def _coups(n: int) -> str:
     return f"{n} coup" if n == 1 else f"{n} coups"
 
@@ -179,6 +187,24 @@ def discard_held(
     if phantom and first is not None:
         phantom_frames = held[: first + 1]
         head = [f for f in head if not isinstance(f, Card)]
+    elif not phantom_frames and first is not None and _labelled(rest):
+        # The device places each card itself (Angel Eye): a coup begins at
+        # the card it places on P1 (README, "Dealing errors": its labels
+        # tell whose the cards are). Cards after this coup's first RESULT
+        # that it places elsewhere, up to the next P1 or a loss on the
+        # line, are its own (due cards after a RESULT pressed early, then
+        # extras), and the RESULTs among them its: counted as a coup of
+        # their own they would shift every later number.
+        stop = next(
+            (
+                i
+                for i, f in enumerate(rest)
+                if isinstance(f, (SequenceGap, Hello, Link)) or (isinstance(f, Card) and f.hand == "P1")
+            ),
+            len(rest),
+        )
+        head = head + [f for f in rest[:stop] if not isinstance(f, boundary)]
+        rest = rest[stop:]
     elif not phantom_frames:
         second = next((i for i, f in enumerate(rest) if isinstance(f, boundary)), None)
         if (
@@ -189,6 +215,13 @@ def discard_held(
         ):
             head = head + rest[:second]
             rest = rest[second + 1 :]
+    # a supervisor's number given while this coup held (``Renumbered``) is
+    # for the coup dealt after the command: after this one, and after the
+    # next coup's cards that came before it (the phantom's)
+    given = [f for f in head if isinstance(f, Renumbered)]
+    if given:
+        head = [f for f in head if not isinstance(f, Renumbered)]
+        rest = given + rest
     for f in head:
         if isinstance(f, Card):
             dealing.set_aside(eng, s, coup, f)
@@ -430,6 +463,49 @@ def gap(eng: Engine, coup: Coup, t: float, missing: int, detail: str) -> None:
         machine.hold(coup, [])
     if "SEQUENCE_GAP" not in coup.open:
         article_x.misdeal(eng, t, coup, "SEQUENCE_GAP", detail, AWAITING)
+
+
+def restore_numbering(eng: Engine, s: Shoe, n: int, t: float) -> None:
+    """``accept n`` while the numbering is lost: the supervisor names the
+    next coup to be dealt at the table, after every frame the shoe has
+    sent. Frames still held behind a coup awaiting a supervisor were
+    dealt before the command, so the coups they open are not that next
+    coup: the number waits among them where the command came (a
+    ``Renumbered`` frame, ``on_renumbered``), and the coups they open
+    before it stay in the stretch whose numbers are unknown (void).
+    With nothing held, the next coup opened takes it."""
+    cur = s.current
+    if cur is not None and cur.held:
+        cur.held.append(Renumbered(t, None, n, s.id))
+        return
+    s.numbering_lost = None
+    s.renumber_to = n
+
+
+def on_renumbered(eng: Engine, f: Renumbered) -> None:
+    """A supervisor's number that waited among held frames, reached once
+    the frames before it were dealt on: the next coup opened takes it. If
+    those frames opened that coup or later ones already, the number was
+    not the next coup's: the numbering stays lost, and says so. (A number
+    for a shoe that has ended, or is ending, applies to nothing.)"""
+    s = eng.shoe
+    if s is None or s.id != f.shoe or s.ending or s.ended_emitted:
+        return
+    if f.coup < s.next_coup:
+        s.numbering_lost = (
+            f"the supervisor's number {f.coup} came after frames held that were dealt as coups up to "
+            f"{s.next_coup - 1}"
+        )
+        eng._alert(
+            f.t,
+            "COUP_NUMBERING_LOST",
+            s.numbering_lost + ": every later coup of this shoe is void until a supervisor sends accept "
+            "with the number of the next coup to be dealt, or a new shoe starts",
+            None,
+        )
+        return
+    s.numbering_lost = None
+    s.renumber_to = f.coup
 
 
 def renumber_range(eng: Engine, s: Shoe) -> tuple[int, str]:
