@@ -49,6 +49,17 @@ def fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def answer_begun(s: socket.socket) -> bool:
+    """Bytes of the answer wait to be read on it (peeked, none taken)."""
+    s.setblocking(False)
+    try:
+        return bool(s.recv(1, socket.MSG_PEEK))
+    except BlockingIOError:
+        return False
+    finally:
+        s.setblocking(True)
+
+
 def closed_by_server(s: socket.socket) -> bool:
     """The server closed it: EOF (or a reset) on read, without blocking."""
     s.setblocking(False)
@@ -163,9 +174,12 @@ def test_hostile_request_lines_are_answered_and_the_server_serves_on(
 
 def test_new_connections_are_refused_while_every_slot_sends_to_a_client_reading_nothing() -> None:
     reg = CollectorRegistry()
+    # An answer of about 10 MB: more than the kernel's socket buffers on
+    # both sides can take (loopback autotunes a sender's up to 4 MiB), so a
+    # client that reads nothing keeps its slot busy sending.
     big = Gauge("shoe_big", "A response larger than the socket buffers", ["n"], registry=reg)
-    for i in range(40_000):
-        big.labels(str(i)).set(i)
+    for i in range(100):
+        big.labels(f"{i:03d}" + "x" * 100_000).set(i)
     # The stuck senders must outlive the refusal check below even on a loaded
     # box (rendering 40,000 samples takes seconds there): 10 s, then awaited.
     server = MetricsServer(("127.0.0.1", 0), reg, max_connections=2, timeout_s=10.0)
@@ -178,12 +192,16 @@ def test_new_connections_are_refused_while_every_slot_sends_to_a_client_reading_
             s.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")  # and never read
             stuck.append(s)
         assert eventually(lambda: server.connections == 2, 5)
+        # both are being answered (their answer has begun to arrive), not
+        # still waiting for their request: only then is a third refused
+        assert eventually(lambda: all(answer_begun(s) for s in stuck), 20)
+        assert server.connections == 2, "the answers fit the socket buffers: the test needs a larger one"
         with connect(server) as refused:
             assert eventually(lambda: closed_by_server(refused), 5)  # closed at once, not evicting a sender
         assert eventually(lambda: server.connections == 0, 40)  # the stuck ones time out
         host, port = server.address
         with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as r:
-            assert b'shoe_big{n="39999"} 39999.0' in r.read()
+            assert (b'shoe_big{n="099' + b"x" * 100_000 + b'"} 99.0') in r.read()
     finally:
         for s in stuck:
             s.close()
