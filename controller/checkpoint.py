@@ -6,9 +6,9 @@ the engine's game state and the decoder's partial-frame and sequence state.
 It is written to the journal's ``meta`` table (key ``engine_checkpoint``)
 once per shoe and every 500 inputs (``controller.daemon``).
 
-Format (``VERSION`` 6), one JSON object::
+Format (``VERSION`` 7), one JSON object::
 
-    {"format": "shoe-controller/checkpoint", "version": 6,
+    {"format": "shoe-controller/checkpoint", "version": 7,
      "sha256": <hex digest of the canonical JSON of "body">,
      "body": {"input": <last journal input id covered>,
               "table": <the table>,
@@ -86,7 +86,7 @@ FORMAT = "shoe-controller/checkpoint"
 #: a config change applies from the next shoe; 6: a shoe's
 #: ``settled_coups`` (its settled coups' cards and result event ids, which
 #: a supervisor's ``correct`` needs) is saved.
-VERSION = 6
+VERSION = 7
 
 #: The engine's state saved. Every other attribute of an ``Engine`` comes
 #: from the config it is built with (``ENGINE_CONFIG``) or is scratch
@@ -187,6 +187,7 @@ COUP_FIELDS = (
     "ends",
     "device_result",
     "carry",
+    "past",
     "state",
 )
 COMMIT_FIELDS = ("shoe_id", "ncards", "sha256", "order", "received", "valid")
@@ -239,6 +240,7 @@ FRAMES: dict[str, type] = {
         frames.Ack,
         frames.SequenceGap,
         frames.Link,
+        frames.Renumbered,  # (a supervisor's number waiting among held frames)
     )
 }
 

@@ -67,7 +67,7 @@ MAX_CODE_CHARS = 40
 
 #: The dealing errors a misdeal, a void or an alert can carry: SPEC section 4,
 #: then the engine's own (a supervisor's void, a shoe ended or a re-deal
-#: announced mid-coup). A code outside this list is still found when the
+#: announced mid-coup, a RESULT the dealer never pressed). A code outside this list is still found when the
 #: journal holds it (a newer engine's).
 DEALING_ERRORS: tuple[str, ...] = (
     "EXTRA_CARD",
@@ -85,6 +85,7 @@ DEALING_ERRORS: tuple[str, ...] = (
     "SUPERVISOR_VOID",
     "SHOE_ENDED",
     "REDEAL",
+    "MISSING_RESULT",
 )
 
 _CODE_RE = re.compile(r"[A-Z][A-Z0-9_]*")

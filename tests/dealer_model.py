@@ -143,10 +143,10 @@ KINDS: dict[str, Kind] = {
     ),
     "no_result": Kind(
         LABELLESS,
-        ("EXTRA_CARD", "PREMATURE_RESULT", "COUP_NUMBERING_LOST"),
+        ("MISSING_RESULT", "EXTRA_CARD", "PREMATURE_RESULT", "COUP_NUMBERING_LOST"),
         "either",
-        "RESULT never pressed, the next coup dealt: its cards past a complete tableau cannot be told "
-        "from extra cards by the bytes (README: four or more are the next coup)",
+        "RESULT never pressed, the next coup dealt: four cards past a complete tableau are the next "
+        "coup (README), the coup ends as dealt (MISSING_RESULT); fewer, extra cards",
     ),
     "burn_short": Kind(frozenset((ANGEL,)), ("BURN_MISMATCH",), "settle", "one burn card fewer than called"),
     "burn_long": Kind(frozenset((ANGEL,)), ("BURN_MISMATCH",), "settle", "one burn card more than called"),

@@ -43,11 +43,13 @@ def test_settled_coups_never_include_void_ones() -> None:
 def test_extra_card_before_result_is_burned_and_the_coup_settles() -> None:
     tb = started()
     tb.cards(*NATURAL)
-    out = tb.card("5D")
-    assert types(out) == ["card", "misdeal"]
+    # it waits for the RESULT: before a fourth card, it says the card was an
+    # extra one (four would have been the next coup, its RESULT missed)
+    assert tb.card("5D") == []
+    out = tb.result()
+    assert types(out)[:3] == ["card", "misdeal", "coup.result"]
     assert out[0]["position"] == "extra"
     assert out[1]["code"] == "EXTRA_CARD" and out[1]["action"] == "corrected"
-    tb.result()
     res = tb.last("coup.result")
     assert res["corrections"] == ["EXTRA_CARD"]
     assert res["player"]["cards"] == ["9S", "KH"]
@@ -57,8 +59,8 @@ def test_extra_card_policy_next_coup_makes_it_the_next_coups_first_card() -> Non
     tb = started(extra_card="next_coup")
     tb.cards(*NATURAL)
     tb.card("5D")
+    tb.result()  # (the card waits for it: fewer than four, an extra card)
     assert misdeals(tb, "EXTRA_CARD") == ["corrected"]
-    tb.result()
     first_of_2 = [e for e in tb.of_type("card") if e["coup"] == 2]
     assert first_of_2[0]["card"] == "5D" and first_of_2[0]["position"] == "P1"
 

@@ -2,10 +2,9 @@
 short run across the three protocols.
 
 The short run deals a few hundred coups per protocol with the kinds the
-engine handles today; the kinds with known violations (issue 27: a RESULT
-never pressed, a supervisor's wrong entry applied, and what follows them)
-run in ``test_known_violations`` (xfail, strict: it fails once they are
-fixed, so the exemption is removed then).
+engine handles today; a RESULT never pressed (issue 27: the next coup's
+cards were burned as extra cards, every later coup shifted) runs alone in
+``test_a_result_never_pressed_alone_is_kept_right``.
 """
 
 from __future__ import annotations
@@ -134,12 +133,14 @@ _KEPT_RIGHT = {
     "wrong_hand_deadline",
     "device_disagrees",
     "double_result",
+    "no_result",
 }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 27: RESULT never pressed (no_result) shifts every later coup")
 @pytest.mark.parametrize("protocol", [dm.ASCII, dm.BIN])
-def test_known_violations(protocol: str) -> None:
+def test_a_result_never_pressed_alone_is_kept_right(protocol: str) -> None:
+    # (was a strict xfail, issue 27: the next coup's cards were burned as
+    # extra cards and every later coup shifted)
     d = dm.Dealer(protocol, SEED, error_rate=0.4)
     d.kinds = ["no_result"]
     d.deal(150)
@@ -147,16 +148,14 @@ def test_known_violations(protocol: str) -> None:
     assert [str(x) for x in v.violations] == []
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 27: a RESULT never pressed: the next coup's cards burned as extras"
-)
 def test_a_result_never_pressed_keeps_the_next_coup_and_its_number() -> None:
     # The minimal reproducer of the no_result violations: coup 1 dealt
     # whole (P 9S KH, B 2C 3D: Player natural), no RESULT; coup 2 dealt
-    # whole (P 8C KD, B KC 4H) and RESULT; coup 3 and RESULT. Today coup
-    # 2's four cards are each burned as an EXTRA_CARD of coup 1 and the
-    # third coup is settled as coup 2, unflagged (README, "Dealing errors":
-    # four or more cards past a complete tableau are the next coup).
+    # whole (P 8C KD, B KC 4H) and RESULT; coup 3 and RESULT. Coup 2's four
+    # cards were each burned as an EXTRA_CARD of coup 1 and the third coup
+    # settled as coup 2, unflagged (README, "Dealing errors": four or more
+    # cards past a complete tableau are the next coup); now coup 1 ends as
+    # dealt, flagged MISSING_RESULT (tests/test_missing_result.py).
     from tests.table import Table
 
     t = Table()

@@ -419,35 +419,40 @@ def test_a_supervisor_cannot_enter_more_copies_of_a_card_than_the_shoe_has_left(
 
 
 def test_an_unread_card_after_every_card_of_the_shoe_is_foreign() -> None:
-    # One deck: the burn (2 cards) and a natural (4), then unread cards set
-    # aside as extra cards; the 47th makes 53 cards out of a 52-card shoe.
-    # (Unread cards were counted without end, so coups awaiting their entry
-    # could pile up without end too.)
+    # One deck: the burn (2 cards) and a natural (4), voided, then unread
+    # cards set aside as its extra cards; the 47th makes 53 cards out of a
+    # 52-card shoe. (Unread cards were counted without end, so coups
+    # awaiting their entry could pile up without end too.) (A live coup's
+    # cards past its tableau with no RESULT would be the next coups'.)
     e = Engine("T01", load_profile("punto_banco"), 1)
-    frames: list[Frame] = [Hello(T0, 0, "FAKE", "1.0", "1"), Button(T0, 1, "NEWSHOE")]
-    frames += [Card(T0, 2, "AS"), Card(T0, 3, "2S")]
-    frames += [Card(T0, 4 + i, c) for i, c in enumerate(["9S", "KH", "TS", "QH"])]  # a natural
-    frames += [Card(T0, 8 + i, None) for i in range(46)]
-    out = [ev for f in frames for ev in e.feed(f)]
+    out = [ev for f in _natural_voided(e) for ev in e.feed(f)]
     assert [a for a in out if a["type"] == "security.alert"] == []
     assert e.shoe is not None and e.shoe.comp.cards_left == 0
     out = e.feed(Card(T0, 54, None))
     assert [(a["code"], a["detail"]) for a in out if a["type"] == "security.alert"] == [
         ("FOREIGN_CARD", "an unread card after every card of this 1-deck shoe was dealt")
     ]
-    assert [(v["coup"], v["code"]) for v in out if v["type"] == "coup.void"] == [(1, "FOREIGN_CARD")]
-    assert e.shoe.comp.cards_left == 0
+    assert e.shoe.comp.cards_left == 0 and e.shoe.coups[1].extras == [None] * 47
+
+
+def _natural_voided(e: Engine) -> list[Frame]:
+    """A one-deck shoe's burn and a natural (6 cards), the natural voided by
+    the supervisor; returns the 46 unread cards that follow, to be fed."""
+    frames: list[Frame] = [Hello(T0, 0, "FAKE", "1.0", "1"), Button(T0, 1, "NEWSHOE")]
+    frames += [Card(T0, 2, "AS"), Card(T0, 3, "2S")]
+    frames += [Card(T0, 4 + i, c) for i, c in enumerate(["9S", "KH", "TS", "QH"])]  # a natural
+    for f in frames:
+        e.feed(f)
+    reply, _ = e.command({"id": "v", "cmd": "void", "coup": 1, "reason": "test"}, T0)
+    assert reply["ok"], reply
+    return [Card(T0, 8 + i, None) for i in range(46)]
 
 
 def test_a_read_card_after_every_card_of_the_shoe_was_dealt_is_foreign() -> None:
-    # One deck, the burn, a natural, 46 unread extra cards: 52 out. A 9C (of
-    # which no copy has been read) cannot come from this shoe any more.
+    # One deck, the burn, a natural voided, 46 unread extra cards: 52 out. A
+    # 9C (of which no copy has been read) cannot come from this shoe any more.
     e = Engine("T01", load_profile("punto_banco"), 1)
-    frames: list[Frame] = [Hello(T0, 0, "FAKE", "1.0", "1"), Button(T0, 1, "NEWSHOE")]
-    frames += [Card(T0, 2, "AS"), Card(T0, 3, "2S")]
-    frames += [Card(T0, 4 + i, c) for i, c in enumerate(["9S", "KH", "TS", "QH"])]
-    frames += [Card(T0, 8 + i, None) for i in range(46)]
-    for f in frames:
+    for f in _natural_voided(e):
         e.feed(f)
     out = e.feed(Card(T0, 54, "9C"))
     assert [(a["code"], a["detail"]) for a in out if a["type"] == "security.alert"] == [

@@ -43,6 +43,7 @@ class MisdealCode(StrEnum):
     REDEAL = "REDEAL"
     SUPERVISOR_VOID = "SUPERVISOR_VOID"
     SHOE_ENDED = "SHOE_ENDED"
+    MISSING_RESULT = "MISSING_RESULT"
 
 
 class Remedy(StrEnum):
@@ -121,6 +122,13 @@ POLICY: dict[MisdealCode, Policy] = {
     MisdealCode.REDEAL: Policy(False, (), (VOID,), _NONE, "the device announced a re-deal"),
     MisdealCode.SUPERVISOR_VOID: Policy(False, (), (VOID,), _NONE, "the supervisor's void"),
     MisdealCode.SHOE_ENDED: Policy(False, (), (VOID,), _NONE, "the shoe ended before the coup settled"),
+    MisdealCode.MISSING_RESULT: Policy(
+        False,
+        (),
+        (CORRECTED,),
+        _NONE,
+        "no RESULT: the next coup began past the tableau (4 cards, or one placed on P1): it ends as dealt",
+    ),
 }
 
 #: The codes whose open misdeal holds the coup's later frames.
@@ -210,6 +218,8 @@ def void(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
     if coup.resolved:
         return
     held = machine.void(coup, code)
+    if coup.past:
+        boundary.past_of_void(eng, coup)
     rest: list[Frame] = []  # frames held past its RESULT: the coups' after it
     phantom: list[Frame] = []  # the next coup's, its RESULT lost (``loss.void_phantom``)
     before = 0

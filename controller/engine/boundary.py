@@ -23,13 +23,17 @@ from controller.engine.state import AWAITING, BURN_HANDS, UNKNOWN, Coup, Shoe, W
 from controller.events import net
 from controller.rules import outcome_of, tags_of
 from firmware_protocols.frames import (
+    Ack,
     Button,
     Card,
+    CutCard,
     DeviceResult,
     Frame,
     Hello,
+    HostRequest,
     Link,
     SequenceGap,
+    Status,
 )
 
 if TYPE_CHECKING:
@@ -178,6 +182,10 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
             dealing.card_event(eng, c, prev, "extra")
         return
     coup = s.current if s is not None else None
+    if s is not None and coup is not None and coup.past:
+        # the RESULT came before a fourth card after the complete tableau:
+        # the cards between were its extra cards, placed now
+        yield from past_as_extras(eng, s, coup)
     if s is not None and s.phase == BURN and coup is None:
         eng._alert(f.t, "BURN_MISMATCH", "RESULT pressed before the burn was complete", s.next_coup)
     if s is None or coup is None or not coup.dealing:
@@ -249,9 +257,12 @@ def await_due_cards(s: Shoe, coup: Coup) -> None:
     """A void coup closed by a RESULT with its tableau incomplete: the
     cards up to the next RESULT are held to tell whether they are its due
     cards (``after_void_early_result``), unless nothing can be told: frames
-    were lost in it (its tableau is not known), its shoe has lost its
-    numbering (no number to keep) or is ending, or cards already wait."""
-    if s.after_premature is None and not coup.lost_frames and s.numbering_lost is None and not s.ending:
+    were lost in it (its tableau is not known), its shoe is ending, or
+    cards already wait. A shoe whose numbering is lost waits too: its
+    coups are still counted (``accept`` takes no number below the
+    engine's own next), so due cards counted as a coup of their own
+    would make the true number of the next coup a refused one."""
+    if s.after_premature is None and not coup.lost_frames and not s.ending:
         s.after_premature = []
         s.after_premature_coup = coup.number
         s.after_premature_void = coup
@@ -472,6 +483,94 @@ def _close_after_due_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
         # are extra cards of this coup, four are the next coup
         s.after_premature = []
         s.after_premature_coup = coup.number
+
+
+#: cards past a coup's complete tableau, before a RESULT, that make them
+#: the next coup's (the dealer did not press RESULT): every coup has 4 to 6
+MIN_COUP_CARDS = 4
+
+
+def past_tableau(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
+    """A card after the live coup's tableau completed, before the dealer's
+    RESULT: an extra card, or the first of the next coup if the dealer did
+    not press RESULT (README, "Dealing errors": fewer than four cards before
+    the next RESULT are its extra cards, four or more the next coup).
+
+    The bytes cannot tell which until the RESULT or a fourth card comes, so
+    the cards wait in ``coup.past`` (nothing is shown of them yet): the
+    RESULT places them as extra cards (``result``, by the profile's
+    ``extra_card``), a fourth card makes them the next coup's: the coup
+    ends as dealt, flagged ``MISSING_RESULT``, and they open the next one.
+    Only a frame that may have ended the wait unseen (a loss on the line,
+    another button, a shoe's end: ``ends_past_wait``) places them as
+    extra cards first, as they were read before this wait existed. Where
+    the device labels each card's place (Angel Eye), nothing waits: its
+    labels tell, a card it places on P1 opening the next coup."""
+    if not eng.button or not coup.dealing or coup.void_code is not None:
+        yield from extra_card(eng, s, coup, f)
+        return
+    if f.hand is not None:
+        if f.hand != "P1":
+            yield from extra_card(eng, s, coup, f)
+            return
+        yield from past_as_extras(eng, s, coup)  # (an unread card, labelled by no frame)
+        yield from _next_coup_began(eng, coup, [f], f.t)
+        return
+    coup.past.append(f)
+    if len(coup.past) >= MIN_COUP_CARDS:
+        cards, coup.past = coup.past, []
+        yield from _next_coup_began(eng, coup, cards, f.t)
+
+
+def _next_coup_began(eng: Engine, coup: Coup, cards: list[Card], t: float) -> Work:
+    """The cards after ``coup``'s complete tableau are the next coup's: the
+    dealer did not press RESULT. The coup ends as dealt (settled unless
+    something else keeps it open), flagged, and the cards open the next."""
+    shown = ", ".join(c.card or "unread" for c in cards)
+    detail = (
+        f"no RESULT after the complete tableau: the card(s) after it ({shown}) "
+        "are the next coup's; this coup ends as dealt"
+    )
+    article_x.correct(eng, t, coup, "MISSING_RESULT", detail)
+    yield from close_dealing(eng, coup, t)
+    yield from release(cards)
+
+
+def past_as_extras(eng: Engine, s: Shoe, coup: Coup) -> Work:
+    """The cards waiting past ``coup``'s complete tableau are its extra
+    cards: each placed as it would have been at once, by the profile's
+    ``extra_card`` (a coup they void takes the rest as its extras)."""
+    cards, coup.past = coup.past, []
+    for c in cards:
+        if coup.void_code is not None:
+            dealing.deal_void(eng, s, coup, c)
+        else:
+            yield from extra_card(eng, s, coup, c)
+
+
+def past_of_void(eng: Engine, coup: Coup) -> None:
+    """``coup`` is made void while cards wait past its complete tableau:
+    they are its extra cards (listed in its ``coup.void``)."""
+    s = eng.shoe
+    cards, coup.past = coup.past, []
+    if s is not None:
+        for c in cards:
+            dealing.deal_void(eng, s, coup, c)
+
+
+#: frames that leave the cards waiting past a complete tableau waiting (or
+#: decide them: a card, the RESULT): a status, a cut card, the link's chatter
+_PAST_WAITS = (Card, DeviceResult, CutCard, Status, HostRequest, Ack)
+
+
+def ends_past_wait(frame: Frame) -> bool:
+    """Whether ``frame`` places the cards waiting past a complete tableau
+    as extra cards before it applies (``Engine._dispatch``): a loss on the
+    line (it may have held the RESULT or the next cards), another button
+    (NEWSHOE, REDEAL), the next shoe's shuffle."""
+    if isinstance(frame, Button):
+        return frame.name != "RESULT"
+    return not isinstance(frame, _PAST_WAITS)
 
 
 def extra_card(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:

@@ -231,7 +231,7 @@ def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work | None:
         machine.hold(coup, [f])
         return None
     if pos is None:
-        return boundary.extra_card(eng, s, coup, f)
+        return boundary.past_tableau(eng, s, coup, f)
     problem = take(eng, s, f, coup)
     coup.positions.append(pos)
     coup.cards.append(f.card)

@@ -28,7 +28,7 @@ from controller.engine import analytics, article_x, boundary, commands, dealing,
 from controller.engine import settings as engine_settings
 from controller.engine.machine import PUBLISHED
 from controller.engine.settings import EngineSettings
-from controller.engine.state import Shoe, Work, _Commit, _copy_stats
+from controller.engine.state import Coup, Shoe, Work, _Commit, _copy_stats
 from controller.event_types import DeviceInfo, Payload, SecurityAlert
 from controller.events import SCHEMA_VERSION, Event, format_ts, payload_dict
 from controller.rules import Profile
@@ -42,6 +42,7 @@ from firmware_protocols.frames import (
     Hello,
     HostRequest,
     Link,
+    Renumbered,
     SequenceGap,
     ShuffleCommit,
     ShuffleOrder,
@@ -65,6 +66,7 @@ HANDLERS: dict[type, Callable[[Any, Any], Work | None]] = {
     ShuffleOrder: shoe.on_order,
     DeviceResult: boundary.on_device_result,
     Link: device.on_link,
+    Renumbered: loss.on_renumbered,
     HostRequest: _ignore,
     Ack: _ignore,
 }
@@ -250,7 +252,13 @@ class Engine:
     def _dispatch(self, frame: Frame) -> Work | None:
         """Apply one frame, arriving now or released after a wait: what its
         handler has left to do, if anything (a plain card: nothing)."""
+        if type(frame) is Renumbered:  # (no frame of the line: nothing waits on it)
+            loss.on_renumbered(self, frame)
+            return None
         s = self.shoe
+        cur = s.current if s is not None else None
+        if cur is not None and cur.past and boundary.ends_past_wait(frame):
+            return self._past_then(cur, frame)
         if (
             s is not None
             and s.after_premature is not None
@@ -264,6 +272,13 @@ class Engine:
 
     def _flush_then(self, s: Shoe, frame: Frame) -> Work:
         yield from boundary.flush_after_premature(self, s, frame)
+        work = self._handlers[type(frame)](self, frame)
+        if work is not None:
+            yield from work
+
+    def _past_then(self, coup: Coup, frame: Frame) -> Work:
+        assert self.shoe is not None
+        yield from boundary.past_as_extras(self, self.shoe, coup)
         work = self._handlers[type(frame)](self, frame)
         if work is not None:
             yield from work

@@ -165,6 +165,7 @@ def result(eng: Engine, f: Button) -> Work | Literal[False] | None:
     if (
         coup is None
         or coup.state is not DEALING  # (live and clean: nothing void, held, early or open)
+        or coup.past  # (cards wait past its tableau: placed first, boundary.result)
         or len(coups) != 1
         or coups.get(coup.number) is not coup
         or tableau.next_position(eng, coup) is not None

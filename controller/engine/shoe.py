@@ -114,6 +114,9 @@ def end_shoe(eng: Engine, t: float, reason: str) -> Work:
         if s.after_premature is not None:
             yield from boundary.flush_after_premature(eng, s)
         cur = s.current
+        if cur is not None and cur.past:
+            # cards past its complete tableau, no RESULT: its extra cards
+            yield from boundary.past_as_extras(eng, s, cur)
         if cur is not None and cur.resolved and cur.held is not None:
             # a void coup still dealt, holding frames to tell whose they
             # are: with the shoe ending, its held cards are its extras

@@ -111,6 +111,10 @@ class Coup:
     device_result: DeviceResult | None = None
     #: frames for the next coup (the ``next_coup`` extra-card correction)
     carry: list[Frame] = field(default_factory=list)
+    #: cards after its complete tableau with its RESULT not yet pressed
+    #: (fewer than 4): extra cards if the RESULT comes, the next coup's
+    #: if a fourth card comes first (``boundary.past_tableau``)
+    past: list[Card] = field(default_factory=list)
     #: where it stands in its life, the one source of truth: changed only by
     #: ``machine.move`` (and ``sync``, ``close``, ``hold``, ``unhold``, ``void``)
     state: CoupState = CoupState.NEW

@@ -277,6 +277,11 @@ SCENARIOS: dict[str, tuple[dict[str, str], str]] = {
     # --- Article X, one per code (codes needing a shoe that assigns hands are
     #     in the angel-eye captures) ---
     "x_extra_card": ({}, "START\nCARD 9S\nCARD 2C\nCARD KH\nCARD 3D\nCARD 5D\nBTN RESULT\nCOUP 6S 7C KH QD"),
+    "x_missing_result": (
+        {},
+        "START\nCARD 9S\nCARD 2C\nCARD KH\nCARD 3D\nCARD 8C\nCARD KC\nCARD KD\nCARD 4H\nBTN RESULT"
+        "\nCOUP 5H 3S 2D 3C\nCARD 6S\nCARD 7C\nCARD KH\nCARD QD\nCARD 2H\nBTN RESULT\nBTN NEWSHOE",
+    ),
     "x_premature_result_corrected": ({}, "START\nCARD TS\nCARD 7C\nCARD KH\nCARD QD\nBTN RESULT\nCARD 4H"),
     "x_premature_result_void": (
         {},
