@@ -195,8 +195,18 @@ class EngineChecker:
         # to t fire, as a tick at t fires them, and nothing else happens.
         expected_events, expected_state = self._tick_on_a_copy(t)
         reply, events = self.engine.command(sent, t)
-        if set(reply) != {"id", "ok", "error"} or reply["id"] != cmd.get("id"):
-            raise _fail("reply", f"reply {reply!r} to {cmd!r}: keys must be id, ok, error and id echoed")
+        keys = set(reply) - {"would"}  # an entry held for its confirm says what it would do
+        if keys != {"id", "ok", "error"} or reply["id"] != cmd.get("id"):
+            raise _fail(
+                "reply", f"reply {reply!r} to {cmd!r}: keys must be id, ok, error (and would) and id echoed"
+            )
+        if "would" in reply and (
+            reply["ok"] is not False
+            or not isinstance(reply["would"], list)
+            or not reply["would"]
+            or not all(isinstance(w, str) and w for w in reply["would"])
+        ):
+            raise _fail("reply", f"reply {reply!r} to {cmd!r}: would is a list of lines, never with ok")
         if reply["ok"] is not True:
             if reply["ok"] is not False or not isinstance(reply["error"], str) or not reply["error"]:
                 raise _fail(
