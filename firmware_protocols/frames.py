@@ -192,6 +192,20 @@ class Renumbered:
     shoe: str
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceSeen:
+    """Synthesised by the engine, never on the line: a device frame
+    (``frame``: a HELLO, a fault status or the OK that clears it) that
+    came while frames were held behind an earlier coup. Its
+    ``device.status`` was sent when it came; what it does to the game (a
+    restart's loss, a fault's DEVICE_FAULT) waits among the frames held,
+    where it came, and applies to the coup they show it came in."""
+
+    t: float
+    seq: int | None
+    frame: Hello | Status
+
+
 Frame = (
     Hello
     | Card
@@ -206,4 +220,5 @@ Frame = (
     | SequenceGap
     | Link
     | Renumbered
+    | DeviceSeen
 )

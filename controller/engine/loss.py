@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from controller.cards import RANK_BURN
 from controller.engine import article_x, boundary, dealing, machine, tableau
 from controller.engine.machine import BURN, BURN_UNKNOWN
 from controller.engine.state import AWAITING, BURN_HANDS, Coup, Shoe, Steps, Work, release
@@ -21,6 +22,7 @@ from firmware_protocols.frames import (
     Button,
     Card,
     DeviceResult,
+    DeviceSeen,
     Frame,
     Hello,
     Link,
@@ -118,6 +120,55 @@ def _ends_possible(k: int, need: int, items: list[int], result: bool) -> set[int
     return {e for (e, _), cost in fits.items() if cost == least}
 
 
+def _early_next(
+    eng: Engine, coup: Coup, head: list[Frame], rest: list[Frame], ends: tuple[type, ...]
+) -> None:
+    """Frames lost in ``coup`` that held none of its end by the cards up
+    to its first held RESULT, then fewer than four cards and a RESULT:
+    those are its due cards after a RESULT pressed early (``discard_held``
+    keeps them with it). But the frames lost may also have held its
+    RESULT, the first held RESULT then being the next coup's, pressed
+    before its fourth card, and the cards after it that coup's due cards
+    (README, "Dealing errors"). If the cards read fit that reading too,
+    the coups' count is not known: the numbering of the coups after it
+    is lost (the lower count is kept, so the true next number is among
+    those ``accept`` allows)."""
+    second = next((i for i, f in enumerate(rest) if isinstance(f, ends)), None)
+    if second is None:
+        return
+    seg = rest[:second]
+    due = [f for f in seg if isinstance(f, Card)]
+    if not due or len(due) >= MIN_COUP_CARDS or any(_loss(f) for f in seg):
+        return
+    other = ends_in(eng, coup, [*head, *due], result=True)
+    if min(other) >= 1:
+        lost = coup.gap_missing + sum(_lost(x) for x in head if isinstance(x, SequenceGap))
+        lose_numbering(eng, head[-1].t if head else coup.t_start, coup, lost, {0} | other)
+
+
+def _restart(f: Frame) -> bool:
+    """A device restart among held frames (held as ``DeviceSeen``)."""
+    return isinstance(f, Hello) or (isinstance(f, DeviceSeen) and isinstance(f.frame, Hello))
+
+
+def _loss(f: Frame) -> bool:
+    """A frame that says frames may have been lost on the line there."""
+    return isinstance(f, (SequenceGap, Link)) or _restart(f)
+
+
+def _opens(frames: list[Frame], i: int) -> bool:
+    """Whether the card at ``i`` opens a coup by the device's labels: it
+    places it on P1, or it came unread (no label) and the next card read
+    is placed on B1 (the unread card stood on P1)."""
+    f = frames[i]
+    if not isinstance(f, Card):
+        return False
+    if f.hand is not None:
+        return f.hand == "P1"
+    after = next((x for x in frames[i + 1 :] if isinstance(x, Card) and x.hand is not None), None)
+    return after is not None and after.hand == "B1"
+
+
 def _labelled(frames: list[Frame]) -> bool:
     """Whether the device labels these cards' places itself (Angel Eye)."""
     return any(isinstance(f, Card) and f.hand is not None and f.hand not in BURN_HANDS for f in frames)
@@ -154,7 +205,7 @@ def discard_held(
     if first is None:
         # no RESULT held: frames lost after this coup's cards (a gap, a
         # restart) still apply to what comes next
-        lost = next((i for i, f in enumerate(held) if isinstance(f, (SequenceGap, Hello))), None)
+        lost = next((i for i, f in enumerate(held) if isinstance(f, SequenceGap) or _restart(f)), None)
         if lost is not None:
             head, rest = held[:lost], held[lost:]
     if s.phase in (BURN, BURN_UNKNOWN):
@@ -168,7 +219,7 @@ def discard_held(
     phantom = False
     phantom_frames: list[Frame] = []
     phantom_before = 0  # coups lost whole before the phantom
-    if any(isinstance(f, Hello) for f in head):
+    if any(_restart(f) for f in head):
         # a device restart: how many frames it lost is unknown
         phantom = first is not None and own + m > 6
     elif (coup.lost_frames or any(isinstance(f, SequenceGap) for f in head)) and first is not None:
@@ -182,11 +233,27 @@ def discard_held(
         elif ends >= 1:
             phantom = True
             phantom_before = ends - 1
+        elif coup.ends is None:
+            _early_next(eng, coup, head, rest, boundary)
     elif coup.lost_frames:
         ends_in(eng, coup, head, result=False)
     if phantom and first is not None:
         phantom_frames = held[: first + 1]
         head = [f for f in head if not isinstance(f, Card)]
+        second = next((i for i, f in enumerate(rest) if isinstance(f, boundary)), None)
+        if (
+            m < MIN_COUP_CARDS
+            and second is not None
+            and sum(isinstance(f, Card) for f in rest[:second]) < MIN_COUP_CARDS
+            and not any(_loss(f) for f in rest[:second])
+        ):
+            # the phantom's RESULT came before its fourth card: no coup
+            # ends there, and the cards up to the next RESULT are its due
+            # cards (README, "Dealing errors"), not a coup of their own
+            due: list[Frame] = [f for f in rest[:second] if isinstance(f, Card)]
+            others: list[Frame] = [f for f in rest[:second] if not isinstance(f, Card)]
+            phantom_frames += due
+            rest = others + rest[second + 1 :]
     elif not phantom_frames and first is not None and _labelled(rest):
         # The device places each card itself (Angel Eye): a coup begins at
         # the card it places on P1 (README, "Dealing errors": its labels
@@ -195,14 +262,7 @@ def discard_held(
         # line, are its own (due cards after a RESULT pressed early, then
         # extras), and the RESULTs among them its: counted as a coup of
         # their own they would shift every later number.
-        stop = next(
-            (
-                i
-                for i, f in enumerate(rest)
-                if isinstance(f, (SequenceGap, Hello, Link)) or (isinstance(f, Card) and f.hand == "P1")
-            ),
-            len(rest),
-        )
+        stop = next((i for i, f in enumerate(rest) if _loss(f) or _opens(rest, i)), len(rest))
         head = head + [f for f in rest[:stop] if not isinstance(f, boundary)]
         rest = rest[stop:]
     elif not phantom_frames:
@@ -211,7 +271,7 @@ def discard_held(
             second is not None
             and sum(isinstance(f, Card) for f in rest[:second]) < 4
             # a coup short of cards because some were lost is a coup
-            and not any(isinstance(f, (SequenceGap, Hello, Link)) for f in rest[:second])
+            and not any(_loss(f) for f in rest[:second])
         ):
             head = head + rest[:second]
             rest = rest[second + 1 :]
@@ -344,6 +404,20 @@ def on_gap(eng: Engine, f: SequenceGap) -> Work:
             # and a void coup awaits no supervisor
             eng._alert(f.t, "SEQUENCE_GAP", detail + " after the last coup", None)
             return
+        from controller.engine import shoe  # (shoe imports this module)
+
+        if s.coups_count == 0 and shoe.burned_past_call(eng, s):
+            # coup 1 opens here, not at a card it places on a hand: the
+            # burn's count is told here (``shoe.before_coup_one``)
+            assert s.first_card is not None
+            called = eng.profile.burn_count(RANK_BURN[s.first_card[0]], eng.decks)
+            eng._alert(
+                f.t,
+                "BURN_MISMATCH",
+                f"the first card ({s.first_card}) calls for {called} burn card(s); {s.burned} burned: each "
+                "card the device labelled burn is burned, and frames were lost before coup 1",
+                s.next_coup,
+            )
         coup = yield from dealing.open_coup(eng, s, f.t)
         if prev is not None:
             coup.anchor_prev, coup.anchor_k, coup.anchor_need = prev.number, len(prev.cards), 0
@@ -432,6 +506,17 @@ def ends_in(eng: Engine, coup: Coup, held: list[Frame], *, result: bool) -> set[
         lost = sum(items)
         lose_numbering(eng, held[-1].t if held else coup.t_start, coup, lost, ends)
     return ends
+
+
+def unnumbered(coup: Coup) -> bool:
+    """A coup void from its opening only because its number is unknown
+    (the numbering lost, ``dealing.open_coup``), nothing of it lost on the
+    line: nobody at the table sees that void, so the dealer deals it as
+    any coup, and a RESULT before its fourth card is an early press whose
+    due cards follow (README, "Dealing errors"), not the end of a coup
+    abandoned there. Counted as a coup of their own, those cards would
+    make the true number of the next coup one ``accept`` refuses."""
+    return coup.void_code == "SEQUENCE_GAP" and not coup.lost_frames
 
 
 def lose_numbering(eng: Engine, t: float, coup: Coup, lost: int, ends: set[int]) -> None:
