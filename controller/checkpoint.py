@@ -241,6 +241,7 @@ FRAMES: dict[str, type] = {
         frames.SequenceGap,
         frames.Link,
         frames.Renumbered,  # (a supervisor's number waiting among held frames)
+        frames.DeviceSeen,  # (a HELLO or a fault that came while frames were held)
     )
 }
 

@@ -3,18 +3,24 @@
 Owns ``device.status`` events and the DEVICE_FAULT misdeal: a fault or a
 disconnect mid-coup awaits the device resuming with an unbroken sequence
 (STAT OK, or the next frame after the link comes back) or a supervisor.
+A HELLO or a fault that comes while frames are held behind an earlier
+coup has its ``device.status`` at once, and its effect on the game
+waits among those frames (``held_behind``, ``on_seen``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from controller.engine import article_x, dealing, loss, shoe, tableau
+from controller.engine import article_x, boundary, dealing, loss, shoe, tableau
 from controller.engine.machine import DEAL, DEALING_OVER
 from controller.engine.state import FAULT_CODES, Coup, Work
 from controller.event_types import UNSET, DeviceStatus
 from firmware_protocols.frames import (
+    Button,
     Card,
+    DeviceResult,
+    DeviceSeen,
     Hello,
     Link,
     Status,
@@ -31,10 +37,62 @@ def on_hello(eng: Engine, f: Hello) -> None:
         # the sequence restarted: frames may have been lost unseen, so
         # neither the next frame nor STAT OK says it resumed unbroken
         eng._fault_waiting = None
+    if held_behind(eng, f):
+        return
+    restarted(eng, f)
+
+
+def restarted(eng: Engine, f: Hello) -> None:
+    """What a device restart does to the coup in play, where it came."""
     coup = coup_in_play(eng)
     if coup is not None:
         # a restart breaks the sequence: frames may have been lost unseen
         loss.gap(eng, coup, f.t, 0, "the device restarted mid-coup; frames may have been lost")
+
+
+def held_behind(eng: Engine, f: Hello | Status, seen: DeviceSeen | None = None) -> bool:
+    """A HELLO, a fault, or the OK after a fault that waits, come while
+    frames are held behind an earlier coup, past a RESULT it holds (its
+    own frames, then later coups'): they came in the coup being dealt
+    then, which only those frames can tell (README: a restart mid-coup
+    loses frames where it came; a fault is flagged on its coup). Its
+    ``device.status`` was sent; what it does to the game waits among them
+    (``DeviceSeen``, applied by ``on_seen`` when they are dealt on) and it
+    returns True. Before a held RESULT (or with the automatic boundary,
+    where nothing held tells where the coup ended) it is the holding
+    coup's own, applied at once."""
+    s = eng.shoe
+    cur = s.current if s is not None else None
+    if cur is None or not cur.held or not eng.button:
+        return False
+    if not any(isinstance(x, (Button, DeviceResult)) for x in cur.held):
+        return False
+    if isinstance(f, Status):
+        fault = f.code in FAULT_CODES
+        waits = any(isinstance(x, DeviceSeen) and isinstance(x.frame, Status) for x in cur.held)
+        if not (fault or (f.code == "OK" and waits)):
+            return False
+    cur.held.append(seen or DeviceSeen(f.t, f.seq, f))
+    return True
+
+
+def on_seen(eng: Engine, f: DeviceSeen) -> Work:
+    """A HELLO or a fault that came while frames were held, reached where
+    it came once the frames before it are dealt on: what it does to the
+    game applies now, to the coup in play (its ``device.status`` was sent
+    when it came). Frames held again before it (another coup's misdeal)
+    hold it again, in its place."""
+    d = f.frame
+    if held_behind(eng, d, f):
+        return
+    if isinstance(d, Hello):
+        s = eng.shoe
+        if s is not None and s.after_premature is not None:
+            # (a loss on the line ends the wait for a second RESULT)
+            yield from boundary.flush_after_premature(eng, s, d)
+        restarted(eng, d)
+        return
+    yield from fault(eng, d, coup_in_play(eng))
 
 
 def coup_in_play(eng: Engine) -> Coup | None:
@@ -61,15 +119,10 @@ def on_status(eng: Engine, f: Status) -> Work:
         if work is not None:
             yield from work
         coup = coup_in_play(eng)
-    if code in FAULT_CODES:
-        if coup is not None:
-            eng._fault_coup = coup.number
-            eng._fault_waiting = "ok"
-            article_x.open_device_wait(eng, f.t, coup, "DEVICE_FAULT", f"device reports {code} mid-coup")
-    elif code == "OK":
-        if eng._fault_waiting == "ok":
-            yield from device_back(eng, f.t)
-    elif code == "EMPTY":
+    if (code in FAULT_CODES or code == "OK") and held_behind(eng, f):
+        return
+    yield from fault(eng, f, coup)
+    if code == "EMPTY":
         s = eng.shoe
         if coup is not None and tableau.next_position(eng, coup) is not None:
             yield from article_x.void_misdeal(eng, f.t, coup, "SHOE_EXHAUSTED", "the shoe is empty mid-coup")
@@ -77,6 +130,19 @@ def on_status(eng: Engine, f: Status) -> Work:
             yield from shoe.end_shoe(eng, f.t, reason="shoe empty")
     elif code == "LID_OPEN":
         eng._alert(f.t, "LID_OPEN", "the shoe's lid was opened", coup.number if coup else None)
+
+
+def fault(eng: Engine, f: Status, coup: Coup | None) -> Work:
+    """A fault status flags the coup in play (DEVICE_FAULT, awaiting the
+    device's OK); OK clears a fault that waits for it."""
+    code = f.code
+    if code in FAULT_CODES:
+        if coup is not None:
+            eng._fault_coup = coup.number
+            eng._fault_waiting = "ok"
+            article_x.open_device_wait(eng, f.t, coup, "DEVICE_FAULT", f"device reports {code} mid-coup")
+    elif code == "OK" and eng._fault_waiting == "ok":
+        yield from device_back(eng, f.t)
 
 
 def device_back(eng: Engine, t: float) -> Work:

@@ -38,6 +38,7 @@ from firmware_protocols.frames import (
     Card,
     CutCard,
     DeviceResult,
+    DeviceSeen,
     Frame,
     Hello,
     HostRequest,
@@ -67,6 +68,7 @@ HANDLERS: dict[type, Callable[[Any, Any], Work | None]] = {
     DeviceResult: boundary.on_device_result,
     Link: device.on_link,
     Renumbered: loss.on_renumbered,
+    DeviceSeen: device.on_seen,
     HostRequest: _ignore,
     Ack: _ignore,
 }
@@ -255,6 +257,8 @@ class Engine:
         if type(frame) is Renumbered:  # (no frame of the line: nothing waits on it)
             loss.on_renumbered(self, frame)
             return None
+        if type(frame) is DeviceSeen:  # (its device.status was sent when it came)
+            return device.on_seen(self, frame)
         s = self.shoe
         cur = s.current if s is not None else None
         if cur is not None and cur.past and boundary.ends_past_wait(frame):
