@@ -32,7 +32,7 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -176,6 +176,14 @@ KINDS: dict[str, Kind] = {
         frozenset((ANGEL,)), ("SHOE_DISAGREES",), "settle", "the device announces the wrong winner"
     ),
     "supervisor_void": Kind(ALL, ("SUPERVISOR_VOID",), "void", "the supervisor voids the coup mid-deal"),
+    "supervisor_void_unseen": Kind(
+        ALL,
+        (),
+        "either",
+        "exempt from the flag: the supervisor would void the coup mid-deal, but no card of it is shown "
+        "(its frames are held behind an earlier coup's open misdeal, flagged there), so no void is sent: "
+        "no deviation of its own (counted here, not as supervisor_void)",
+    ),
     "shoe_ended": Kind(ALL, ("SHOE_ENDED",), "void", "a new shoe started with the coup half dealt"),
     "cut_overrun": Kind(ALL, ("CUT_CARD_OVERRUN",), "void", "a coup dealt past the last permitted"),
     "accept_right": Kind(
@@ -191,7 +199,17 @@ KINDS: dict[str, Kind] = {
 
 #: kinds drawn per coup (the others are per shoe or reactive)
 COUP_KINDS = [
-    k for k in KINDS if k not in ("burn_short", "burn_long", "cut_overrun", "accept_right", "accept_wrong")
+    k
+    for k in KINDS
+    if k
+    not in (
+        "burn_short",
+        "burn_long",
+        "cut_overrun",
+        "accept_right",
+        "accept_wrong",
+        "supervisor_void_unseen",
+    )
 ]
 
 
@@ -265,12 +283,18 @@ class Dealer:
     """Deals ``protocol`` shoes with errors into a real engine (through the
     protocol's encoder and decoder) and keeps the truth."""
 
-    def __init__(self, protocol: str, seed: int, error_rate: float = 0.5) -> None:
+    def __init__(
+        self, protocol: str, seed: int, error_rate: float = 0.5, kinds: Collection[str] | None = None
+    ) -> None:
         self.protocol = protocol
         self.angel = protocol == ANGEL
         self.rng = random.Random(f"{protocol}:{seed}")
         self.error_rate = error_rate
-        self.kinds = [k for k in COUP_KINDS if protocol in KINDS[k].protocols]
+        #: ``kinds``: only these are injected (all by default)
+        self.kinds = [
+            k for k in COUP_KINDS if protocol in KINDS[k].protocols and (kinds is None or k in kinds)
+        ]
+        self.burns = [k for k in ("burn_short", "burn_long") if kinds is None or k in kinds]
         self.enc = make_encoder(protocol)
         self.dec = make_decoder(protocol)
         self.engine = Engine("T01", load_profile("punto_banco", {"correction_deadline_s": DEADLINE_S}), DECKS)
@@ -423,8 +447,8 @@ class Dealer:
         # a quarter of the shoes dealt to the cut card, the rest ended
         # between two coups after 8-30 (more shoes: more burns)
         length = None if rng.random() < 0.25 else rng.randint(8, 30)
-        if self.angel and rng.random() < 0.7:
-            kind = rng.choice(["burn_short", "burn_long"])
+        if self.angel and self.burns and rng.random() < 0.7:
+            kind = rng.choice(self.burns)
             if kind == "burn_short" and burn >= 2:
                 burn -= 1
                 truth.shoe_kinds.append(kind)
@@ -600,7 +624,11 @@ class Dealer:
                 if shown:
                     self.command(kind or "", cmd="void", coup=shown[-1]["coup"], reason="dealer error")
                 else:
+                    # (nothing of it on the screen: the supervisor cannot void it)
                     phys.truth = "either"
+                    phys.kind = "supervisor_void_unseen"
+                    self.injected["supervisor_void"] -= 1
+                    self.injected["supervisor_void_unseen"] += 1
             elif op == "newshoe":
                 self.end_shoe(order)
                 return pos + used, True
@@ -840,8 +868,10 @@ def _check_shoe(truth: TrueShoe, evs: list[Event], out: list[Violation], flagged
 # --- running it ------------------------------------------------------------------
 
 
-def run(protocol: str, coups: int, seed: int, error_rate: float = 0.5) -> tuple[Dealer, Verdict]:
-    d = Dealer(protocol, seed, error_rate)
+def run(
+    protocol: str, coups: int, seed: int, error_rate: float = 0.5, kinds: Collection[str] | None = None
+) -> tuple[Dealer, Verdict]:
+    d = Dealer(protocol, seed, error_rate, kinds)
     d.deal(coups)
     return d, check(d.shoes, d.events, d.replies)
 
@@ -866,9 +896,11 @@ def table(rows: list[tuple[Dealer, Verdict]]) -> str:
     return "\n".join(lines)
 
 
-def _one(args: tuple[str, int, int, float]) -> tuple[Counter[str], Counter[str], list[str], int]:
-    protocol, coups, seed, rate = args  # (one run per worker)
-    d, v = run(protocol, coups, seed, rate)
+def _one(
+    args: tuple[str, int, int, float, frozenset[str] | None],
+) -> tuple[Counter[str], Counter[str], list[str], int]:
+    protocol, coups, seed, rate, kinds = args  # (one run per worker)
+    d, v = run(protocol, coups, seed, rate, kinds)
     return (
         d.injected,
         v.flagged,
@@ -884,10 +916,18 @@ def main(argv: list[str]) -> int:
     p.add_argument("--error-rate", type=float, default=0.5, help="the share of coups with an error")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--show", type=int, default=20, help="violations listed")
+    p.add_argument("--kinds", help="only these kinds are injected (comma-separated; default: all)")
+    p.add_argument("--skip-kinds", default="", help="these kinds are not injected (comma-separated)")
     a = p.parse_args(argv)
+    only = {k for k in (a.kinds or "").split(",") if k}
+    skip = {k for k in a.skip_kinds.split(",") if k}
+    unknown = sorted((only | skip) - set(KINDS))
+    if unknown:
+        p.error(f"unknown kind(s): {', '.join(unknown)}")
+    kinds = None if not only and not skip else frozenset((only or set(KINDS)) - skip)
     chunk = 2000
     work = [
-        (proto, chunk, a.seed * 100_000 + i, a.error_rate)
+        (proto, chunk, a.seed * 100_000 + i, a.error_rate, kinds)
         for i in range(max(1, -(-a.coups // (chunk * len(PROTOCOLS)))))
         for proto in PROTOCOLS
     ]

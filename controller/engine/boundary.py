@@ -208,7 +208,7 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
         if (
             nxt is not None
             and nxt != UNKNOWN
-            and len(coup.cards) >= 4
+            and (len(coup.cards) >= 4 or loss.unnumbered(coup))
             and not (isinstance(f, DeviceResult) and f.winner == "quit")
         ):
             # Pressed early, or the dealer stopped dealing the void coup:
@@ -219,7 +219,9 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
             # a misdeal void at once) was abandoned there: the dealer clears
             # it with this RESULT and the next cards are the next coup's.
             # (A RESULT that itself comes before the fourth card of a live
-            # coup is the early press below, whose due cards do follow.)
+            # coup is the early press below, whose due cards do follow; so
+            # is one in a coup void only for its unknown number, which the
+            # dealer deals as any other: ``loss.unnumbered``.)
             await_due_cards(s, coup)
         return
     nxt = tableau.next_position(eng, coup)
@@ -257,12 +259,14 @@ def await_due_cards(s: Shoe, coup: Coup) -> None:
     """A void coup closed by a RESULT with its tableau incomplete: the
     cards up to the next RESULT are held to tell whether they are its due
     cards (``after_void_early_result``), unless nothing can be told: frames
-    were lost in it (its tableau is not known), its shoe is ending, or
+    were lost in it (its tableau is not known), its shoe has ended, or
     cards already wait. A shoe whose numbering is lost waits too: its
     coups are still counted (``accept`` takes no number below the
     engine's own next), so due cards counted as a coup of their own
-    would make the true number of the next coup a refused one."""
-    if s.after_premature is None and not coup.lost_frames and not s.ending:
+    would make the true number of the next coup a refused one. So does
+    a shoe ending while frames held are dealt on (they were dealt before
+    it ended; ``shoe.end_shoe`` places what still waits)."""
+    if s.after_premature is None and not coup.lost_frames and not s.ended_emitted:
         s.after_premature = []
         s.after_premature_coup = coup.number
         s.after_premature_void = coup

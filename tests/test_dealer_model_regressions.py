@@ -1,0 +1,227 @@
+"""Engine bugs the dealer model (tests/dealer_model.py) found, each as the
+smallest sequence of frames and commands that shows it.
+
+Over-counting after losses and early RESULTs: the engine numbered coups
+that were never dealt, so ``accept`` with the true next coup was refused
+("coup numbers below N are taken"), or applied to the wrong coup:
+
+* a RESULT before four cards while the numbering is lost: its due cards
+  opened a coup of their own (README, "Dealing errors": fewer than four
+  cards before the next RESULT are the voided coup's due cards, lost
+  numbering or not);
+* ``accept`` given while frames were held: the number went to the first
+  coup opened from frames that arrived before the command, not to the
+  next coup dealt after it;
+* an Angel Eye coup voided at its deadline whose first held RESULT came
+  before its fourth card: the cards it then placed on B1, P2, ... opened
+  a coup (its labels say a coup begins at the card it places on P1).
+"""
+
+from __future__ import annotations
+
+from controller.commands_schema import Accept
+from controller.engine import Engine
+from controller.events import Event
+from controller.rules import load_profile
+from firmware_protocols.frames import Button, Card, DeviceResult, Frame, Hello, SequenceGap, Status
+
+T0 = 1_763_800_000.0
+
+
+def engine() -> Engine:
+    return Engine("T01", load_profile("punto_banco", {"correction_deadline_s": 2.0}), 8)
+
+
+def coup_frames(coups: list[list[str]], seq: int, t: float = T0) -> list[Frame]:
+    out: list[Frame] = []
+    for cards in coups:
+        for card in cards:
+            out.append(Card(t, seq, card))
+            seq += 1
+        out.append(Button(t, seq, "RESULT"))
+        seq += 1
+    return out
+
+
+def opening(*naturals: list[str]) -> list[Frame]:
+    """A shoe-ascii/1 shoe: an ace exposed, one card burned, then coups."""
+    frames: list[Frame] = [Hello(T0, 0, "FAKE", "1.0", "1"), Button(T0, 1, "NEWSHOE")]
+    frames += [Card(T0, 2, "AS"), Card(T0, 3, "2S")]
+    return frames + coup_frames(list(naturals), seq=4)
+
+
+def alerts(events: list[Event]) -> list[str]:
+    return [e["code"] for e in events if e["type"] == "security.alert"]
+
+
+def first_cards(events: list[Event]) -> list[tuple[int, str]]:
+    return [(e["coup"], e["card"]) for e in events if e["type"] == "card" and e["position"] == "P1"]
+
+
+def test_due_cards_after_an_early_result_open_no_coup_while_the_numbering_is_lost() -> None:
+    # Coups 1 and 2, then 5 frames lost (coup 3 whole, or coup 3's first
+    # cards): the numbering is lost, the engine's next coup is 4. Coup 4 is
+    # dealt with RESULT after 3 cards, then its due card and RESULT again.
+    # Its due card opened coup 5 (void, number unknown), and the true next
+    # coup, 5, was refused: "coup numbers below 6 are taken".
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"], ["8D", "2C", "KD", "5C"])
+    frames.append(SequenceGap(T0, 19, 14, 5))
+    frames += coup_frames([["7H", "7D", "TC", "JS"]], seq=19)
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    assert alerts(out) == ["COUP_NUMBERING_LOST"]
+    early = [Card(T0 + 11, 24, "2H"), Card(T0 + 11, 25, "3D"), Card(T0 + 11, 26, "4C")]
+    early += [Button(T0 + 11, 27, "RESULT"), Card(T0 + 11, 28, "5S"), Button(T0 + 11, 29, "RESULT")]
+    out = [ev for f in early for ev in e.feed(f)]
+    assert [(c["coup"], c["position"], c["card"]) for c in out if c["type"] == "card"] == [
+        (4, "P1", "2H"),
+        (4, "B1", "3D"),
+        (4, "P2", "4C"),
+        (4, "B2", "5S"),
+    ]
+    reply, out = e.command(Accept(id="a", coup=5, confirm=True), T0 + 12)
+    assert reply["ok"] is True, reply
+    assert alerts(out) == ["COUP_NUMBERING_RESTORED"]
+    assert first_cards(e.feed(Card(T0 + 13, 30, "8C"))) == [(5, "8C")]
+
+
+def test_accept_while_frames_are_held_numbers_the_coup_dealt_after_it() -> None:
+    # Coup 2's RESULT and 5 more frames lost (coup 3 whole), then coup 4:
+    # one or two coup ends may be in the gap, so the numbering is lost with
+    # coup 3 still holding its frames (its deadline not yet passed). Coup 5
+    # is dealt (held too), and the supervisor says the next coup is 6. The
+    # number went to the first coup opened from the held frames (coup 5's
+    # cards), and was then refused as out of range: the numbering stayed
+    # lost and 8C opened coup 5.
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"])
+    frames += [Card(T0, 9, "8D"), Card(T0, 10, "2C"), Card(T0, 11, "KD"), Card(T0, 12, "5C")]
+    frames.append(SequenceGap(T0, 19, 13, 6))
+    frames += coup_frames([["7H", "7D", "TC", "JS"]], seq=19)
+    frames += coup_frames([["9D", "KC", "TH", "QD"]], seq=24, t=T0 + 1)
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert alerts(out) == ["COUP_NUMBERING_LOST"]
+    assert e.shoe is not None and e.shoe.current is not None and e.shoe.current.held
+    reply, out = e.command(Accept(id="a", coup=6, confirm=True), T0 + 1.5)
+    assert reply["ok"] is True, reply
+    assert alerts(out) == ["COUP_NUMBERING_RESTORED"]
+    out = e.tick(T0 + 10) + e.feed(Card(T0 + 11, 29, "8C"))
+    assert alerts(out) == []  # (no COMMAND_REJECTED: the number stands)
+    # the held coup's cards are dealt on in the stretch whose numbers are
+    # unknown; the card after the command opens coup 6
+    voids = [(v["coup"], v["code"]) for v in out if v["type"] == "coup.void"]
+    assert voids == [(3, "SEQUENCE_GAP"), (4, "SEQUENCE_GAP"), (5, "SEQUENCE_GAP")]
+    assert first_cards(out) == [(4, "9D"), (6, "8C")]
+    assert e.shoe.numbering_lost is None
+
+
+def test_an_angel_eye_coup_voided_with_an_early_result_held_keeps_its_due_cards() -> None:
+    # Coup 2's RESULT is lost (how many frames, an Angel Eye cannot say);
+    # coup 3 is dealt with RESULT after its first card, then its due cards
+    # (placed B1, P2, B2, P3, B3 by the shoe) and RESULT again, then coup 4.
+    # At the deadline the due cards opened a coup of their own (7D, labelled
+    # B1, as its P1), and coup 4 was numbered 5.
+    e = engine()
+
+    def c(code: str, hand: str) -> Card:
+        return Card(T0, None, code, hand=hand)
+
+    def r(winner: str = "banker") -> DeviceResult:
+        return DeviceResult(T0, None, winner, False, False)
+
+    frames: list[Frame] = [Hello(T0, None, "ANGEL-EYE", "1.0", "1"), c("2S", "first"), c("3D", "burn")]
+    frames += [c("4D", "burn"), c("9S", "P1"), c("KH", "B1"), c("TS", "P2"), c("QH", "B2"), r("player")]
+    frames += [c("JH", "P1"), c("8D", "B1"), c("9C", "P2"), c("6C", "B2")]
+    frames.append(SequenceGap(T0, None, 70, 1, exact=False))
+    frames += [c("JS", "P1"), r()]
+    frames += [c("7D", "B1"), c("AD", "P2"), c("3S", "B2"), c("QD", "P3"), c("2C", "B3"), r()]
+    frames += [c("5H", "P1"), c("5D", "B1"), c("2D", "P2"), c("8S", "B2"), r()]
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    void3 = [v for v in out if v["type"] == "coup.void" and v["coup"] == 3]
+    assert [x["card"] for x in void3[0]["cards"]] == ["JS", "7D", "AD", "3S", "QD", "2C"]
+    assert first_cards(out) == [(1, "9S"), (2, "JH"), (4, "5H")]
+    assert e.shoe is not None and e.shoe.next_coup == 5
+
+
+def test_a_jam_and_a_restart_while_frames_are_held_are_flagged_on_their_own_coups() -> None:
+    # Coup 2's unread P1 decides its tableau, so every later frame is held
+    # until a supervisor enters it. Coup 3 has a jam cleared by the device,
+    # coup 4 a device restart. Their device.status events come at once; the
+    # DEVICE_FAULT and the restart's loss were put on coup 2 (the coup
+    # holding), so coup 2 stayed open after the entry and coups 3 and 4
+    # were never dealt. They belong to the coups they came in.
+    e = Engine("T01", load_profile("punto_banco", {"correction_deadline_s": 60.0}), 8)
+
+    def c(code: str | None, t: float = T0) -> Card:
+        return Card(t, None, code)
+
+    def r(t: float = T0) -> Button:
+        return Button(t, None, "RESULT")
+
+    frames: list[Frame] = [Hello(T0, 0, "FAKE", "1.0", "1"), Button(T0, 1, "NEWSHOE"), c("AS"), c("2S")]
+    frames += [c("9S"), c("KH"), c("TS"), c("QH"), r()]
+    frames += [c(None), c("2C"), c("KD"), c("5C"), r()]
+    frames += [c("9D", T0 + 1), c("KC", T0 + 1), Status(T0 + 1, None, "JAM"), Status(T0 + 1, None, "OK")]
+    frames += [c("TH", T0 + 1), c("QD", T0 + 1), r(T0 + 1)]
+    frames += [c("8C", T0 + 2), c("2D", T0 + 2), Hello(T0 + 2, 0, "FAKE", "1.0", "1")]
+    frames += [c("9H", T0 + 2), c("7S", T0 + 2), r(T0 + 2)]
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert [s["code"] for s in out if s["type"] == "device.status"] == ["HELLO", "JAM", "OK", "HELLO"]
+    assert [(m["coup"], m["code"]) for m in out if m["type"] == "misdeal"] == [(2, "UNREAD_CARD")]
+    reply, out = e.command({"id": "x", "cmd": "enter_card", "coup": 2, "card": "9C", "confirm": True}, T0 + 3)
+    assert reply["ok"] is True, reply
+    assert [(m["coup"], m["code"], m["action"]) for m in out if m["type"] == "misdeal"] == [
+        (2, "UNREAD_CARD", "corrected"),
+        (3, "DEVICE_FAULT", "awaiting_supervisor"),
+        (3, "DEVICE_FAULT", "corrected"),
+        (4, "SEQUENCE_GAP", "awaiting_supervisor"),
+    ]
+    assert [x["coup"] for x in out if x["type"] == "coup.result"] == [2, 3]
+    assert [x["type"] for x in out if x["type"] == "device.status"] == []  # (sent when they came)
+
+
+def test_an_early_result_after_frames_lost_loses_the_numbering_it_may_hold() -> None:
+    # Coup 2's last card and RESULT are lost (2 frames); coup 3 is dealt
+    # with RESULT after its first card, then its due cards and RESULT
+    # again; then coup 4. At coup 2's deadline, KD and the due cards were
+    # taken as coup 2's own (a fourth card, then cards after its RESULT)
+    # with nothing flagged, and coup 4 was settled as coup 3. Both readings
+    # fit the cards, with one dealing error each: the count is not known.
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"])
+    frames += [Card(T0, 9, "KC"), Card(T0, 10, "9H"), Card(T0, 11, "AD")]
+    frames.append(SequenceGap(T0, 14, 12, 2))
+    frames += [Card(T0, 14, "KD"), Button(T0, 15, "RESULT")]
+    frames += coup_frames([["8D", "JS", "QH"]], seq=16)
+    frames += coup_frames([["2H", "8S", "JC", "7C", "4H", "5C"]], seq=20)
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    assert alerts(out) == ["COUP_NUMBERING_LOST"]
+    assert [r["coup"] for r in out if r["type"] == "coup.result"] == [1]
+
+
+def test_due_cards_held_when_the_shoe_ends_open_no_coup() -> None:
+    # Coup 2's unread P1 decides its tableau: every later frame is held.
+    # Coup 3 is a natural; coup 4 is dealt with RESULT after its first
+    # card, then its due cards and RESULT again; coup 5 is a natural; then
+    # NEWSHOE. The held frames are dealt on as the shoe ends (they were
+    # dealt before it ended), but with the shoe ending nothing waited for
+    # coup 4's due cards: they opened coup 5, coup 5 was settled as 6 and
+    # shoe.ended counted 6 coups.
+    e = engine()
+    frames: list[Frame] = [*opening(["9S", "KH", "TS", "QH"])]
+    frames += [Card(T0, 9, None), Card(T0, 10, "2C"), Card(T0, 11, "KD"), Card(T0, 12, "5C")]
+    frames.append(Button(T0, 13, "RESULT"))
+    frames += coup_frames([["8D", "2C", "KD", "5C"], ["7D"], ["QS", "5C", "3D", "QS", "9S"]], seq=14)
+    frames += coup_frames([["9H", "QD", "QD", "TD"]], seq=27)
+    frames.append(Button(T0 + 1, 32, "NEWSHOE"))
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert [(v["coup"], v["code"]) for v in out if v["type"] == "coup.void"] == [
+        (2, "SHOE_ENDED"),
+        (4, "PREMATURE_RESULT"),
+    ]
+    assert [(r["coup"], r["player"]["cards"]) for r in out if r["type"] == "coup.result"] == [
+        (1, ["9S", "TS"]),
+        (3, ["8D", "KD"]),
+        (5, ["9H", "QD"]),
+    ]
+    assert [x["coups"] for x in out if x["type"] == "shoe.ended"] == [5]
