@@ -347,3 +347,28 @@ def test_ctl_refuses_the_contradicted_entries_and_applies_a_confirmed_one(
             lambda ms: any(b"COUP_NUMBERING_RESTORED" in m.payload for m in ms if m.topic.endswith("alert")),
             20,
         )
+
+
+def test_an_entry_that_reads_the_result_as_pressed_early_waits_for_confirm() -> None:
+    # Player 7 stands; the Banker's B2 passes unread (really 2C: Banker 7,
+    # a tie) and the dealer presses RESULT. A wrong KC would make the
+    # Banker draw on 5: the RESULT the shoe saw read as an early one, and
+    # the next card dealt (the next coup's) taken as B3. Told, not applied.
+    # (When cards held after the RESULT are its due cards, the shoe itself
+    # says it was pressed early: an entry then needs no confirm.)
+    tb = Table()
+    tb.start()
+    tb.cards("KH", "5D", "7S")
+    tb.card(None)
+    tb.result()
+    before = len(tb.events)
+    reply, out = tb.command(cmd="enter_card", coup=1, card="KC")
+    assert (reply["ok"], out, len(tb.events)) == (False, [], before)
+    assert reply["would"] == ["read coup 1's RESULT as pressed early, the next card dealt taken as its B3"]
+    # confirmed, it is the supervisor's word: applied, the RESULT taken as early
+    reply, out = tb.command(cmd="enter_card", coup=1, card="KC", confirm=True)
+    assert reply["ok"] is True
+    assert [(e["code"], e["action"]) for e in out if e["type"] == "misdeal"] == [
+        ("UNREAD_CARD", "corrected"),
+        ("PREMATURE_RESULT", "awaiting_supervisor"),
+    ]

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from controller.cards import CARD_VALUE
 from controller.commands_schema import Accept, CommandError, EngineCommand, EnterCard
 from controller.engine import loss, tableau
-from controller.engine.state import UNKNOWN, Coup
+from controller.engine.state import AWAITING, UNKNOWN, Coup
 from controller.events import Event
 from firmware_protocols.frames import Button, Card, DeviceResult, Frame, SequenceGap
 
@@ -189,6 +189,7 @@ def consequences(eng: Engine, cmd: EnterCard | Accept, events: list[Event]) -> t
     own = [f.card for f in _own_cards(eng, coup.held or [], auto=True)] if coup is not None else []
     said: list[str] = []
     beyond: list[str] = []
+    early: list[str] = []
     for e in events:
         kind = e["type"]
         if kind == "card" and not e.get("entered"):
@@ -204,6 +205,18 @@ def consequences(eng: Engine, cmd: EnterCard | Accept, events: list[Event]) -> t
                 beyond.append(text)
         elif kind == "coup.result":
             said.append(f"settle coup {e['coup']} {_hands(e)}")
+        elif kind == "misdeal" and e["code"] == "PREMATURE_RESULT" and isinstance(cmd, EnterCard):
+            # the entered card leaves a card due at the RESULT the shoe saw,
+            # and no card held after it is that card (it stays awaiting):
+            # the RESULT is read as pressed early, and the next card dealt
+            # (the next coup's first, as likely) would be taken in as it
+            if e.get("action") == AWAITING:
+                due = str(e.get("detail") or "").rpartition("with ")[2].removesuffix(" still due")
+                early.append(
+                    f"read coup {e['coup']}'s RESULT as pressed early, the next card dealt taken as its {due}"
+                )
+            else:
+                early.clear()  # (corrected by a card the shoe dealt after it)
         elif kind == "coup.void":
             text = f"void coup {e['coup']} ({e['code']})"
             said.append(text)
@@ -219,6 +232,8 @@ def consequences(eng: Engine, cmd: EnterCard | Accept, events: list[Event]) -> t
             said.append(text)
             if s is not None and cmd.coup > s.next_coup:
                 beyond.append(text)
+    said += early
+    beyond += early
     return said, beyond
 
 
