@@ -345,6 +345,24 @@ _POSITIONS = frozenset({"P1", "B1", "P2", "B2", "P3", "B3"})
 _EVENT_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,32}/[^/]{1,64}/[0-9]{1,19}")
 
 
+def _outcome(
+    obj: dict[str, Any], pcards: list[str | None], ptotal: int, bcards: list[str | None], btotal: int
+) -> dict[str, Any]:
+    """A settled coup's hands and what they made: the columns ``coups``
+    and ``coup_corrections`` share, checked in the same order for both."""
+    return {
+        "player_cards": pcards,
+        "banker_cards": bcards,
+        "player_total": ptotal,
+        "banker_total": btotal,
+        "winner": _choice(obj, "winner", WINNERS),
+        "natural": _bool(obj, "natural"),
+        "player_pair": _bool(obj, "player_pair"),
+        "banker_pair": _bool(obj, "banker_pair"),
+        "tags": _strs(obj, "tags"),
+    }
+
+
 def _corrected(obj: dict[str, Any]) -> dict[str, Any]:
     """A ``coup.corrected``: the corrected result (as ``coup.result``'s
     fields), the event it supersedes, the cards changed, reason and command."""
@@ -376,15 +394,7 @@ def _corrected(obj: dict[str, Any]) -> dict[str, Any]:
     return {
         "coup": _int(obj, "coup", 0, 2**31 - 1),
         "supersedes": supersedes,
-        "player_cards": pcards,
-        "banker_cards": bcards,
-        "player_total": ptotal,
-        "banker_total": btotal,
-        "winner": _choice(obj, "winner", WINNERS),
-        "natural": _bool(obj, "natural"),
-        "player_pair": _bool(obj, "player_pair"),
-        "banker_pair": _bool(obj, "banker_pair"),
-        "tags": _strs(obj, "tags"),
+        **_outcome(obj, pcards, ptotal, bcards, btotal),
         "settlement": settlement,
         "changes": canonical_json(changes),
         "reason": _str(obj, "reason", 4096, lo=1),
@@ -401,15 +411,7 @@ def _typed(etype: str, obj: dict[str, Any]) -> tuple[str, dict[str, Any]] | None
             "demo": _bool(obj, "demo"),
             "void": False,
             "void_code": None,
-            "player_cards": pcards,
-            "banker_cards": bcards,
-            "player_total": ptotal,
-            "banker_total": btotal,
-            "winner": _choice(obj, "winner", WINNERS),
-            "natural": _bool(obj, "natural"),
-            "player_pair": _bool(obj, "player_pair"),
-            "banker_pair": _bool(obj, "banker_pair"),
-            "tags": _strs(obj, "tags"),
+            **_outcome(obj, pcards, ptotal, bcards, btotal),
             "settlement": _settlement(obj),
             "corrections": _strs(obj, "corrections"),
         }
