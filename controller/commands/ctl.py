@@ -311,11 +311,13 @@ def run(args: argparse.Namespace) -> int:
         return 0 if reply.get("ok") else 1
     if not reply.get("ok"):
         what = args.action + (f" coup {cmd['coup']}" if "coup" in cmd else "")
-        if cmd["cmd"] in ("enter_card", "accept") and isinstance(reply.get("would"), list):
-            # an entry that goes beyond its card, not applied: what it would do
-            would = "; ".join(str(x) for x in reply["would"])
-            raise RuntimeFailure(f"table {table} did not apply {what} (no --confirm): it would {would}")
-        if cmd["cmd"] == "correct" and isinstance(reply.get("would"), list) and not cmd.get("confirm"):
+        if (
+            cmd["cmd"] in ("enter_card", "accept", "correct")
+            and isinstance(reply.get("would"), list)
+            and not cmd.get("confirm")
+        ):
+            # an entry that goes beyond its card, or a correction, not
+            # applied without --confirm: what it would do
             would = "; ".join(str(x) for x in reply["would"])
             raise RuntimeFailure(f"table {table} did not apply {what} (no --confirm): it would {would}")
         raise RuntimeFailure(f"table {table} refused {what}: {reply.get('error') or 'no reason given'}")
