@@ -33,6 +33,15 @@ deps-system:
 	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto mosquitto-clients socat; \
 	  else echo "MQTT tests need the mosquitto binary: install it with 'sudo apt-get install mosquitto'"; exit 1; fi; }
 	@# a system-wide mosquitto service is not needed (nor used) by the tests
+	@# The NATS JetStream cluster test (tests/test_nats_cluster.py) starts its own three nodes.
+	@command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "Installing nats-server (the NATS cluster test runs its own three nodes on free loopback ports)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server; \
+	  elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
+	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server; \
+	  else echo "The NATS cluster test needs the nats-server binary: install it with 'sudo apt-get install nats-server'"; exit 1; fi; }
+	@# nor is a system-wide nats-server service (Debian's package starts one on 4222: the tests never use it)
 	@# The roadmap display's browser test drives Debian's headless Chromium.
 	@{ command -v chromium >/dev/null && command -v chromedriver >/dev/null; } || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
