@@ -1,5 +1,6 @@
 """Optional Prometheus endpoint (``metrics: host:port``): cards, frames
-dropped by reason, coups, misdeals by code, journal backlog, broker link."""
+dropped by reason, coups, settled coups corrected by a supervisor, misdeals
+by code, journal backlog, broker link."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ class Metrics:
         self.registry = reg = CollectorRegistry()
         self.cards = Counter("shoe_cards_total", "Cards read from the shoe", registry=reg)
         self.coups = Counter("shoe_coups_total", "Coups finished, by outcome", ["outcome"], registry=reg)
+        self.corrections = Counter(
+            "shoe_coups_corrected_total",
+            "Corrections of settled coups by a supervisor (coup.corrected)",
+            registry=reg,
+        )
         self.misdeals = Counter(
             "shoe_misdeals_total", "Dealing errors detected, by code", ["code"], registry=reg
         )
@@ -61,6 +67,10 @@ class Metrics:
                 self.coups.labels("settled").inc()
             elif t == "coup.void":
                 self.coups.labels("void").inc()
+            elif t == "coup.corrected":
+                # one per correction (a coup corrected twice counts twice);
+                # shoe_coups_total counted the coup once, when it settled
+                self.corrections.inc()
             elif t == "misdeal" and e["action"] != "corrected":
                 self.misdeals.labels(e["code"]).inc()
         self.decoder_stats(decoder)

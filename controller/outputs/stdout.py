@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TextIO
+from collections.abc import Mapping
+from typing import Any, TextIO
 
 from controller.journal import Journal
-from controller.outputs.text import render
+from controller.outputs.text import Winners
 
 
 class StdoutOutput:
@@ -34,6 +35,23 @@ class StdoutOutput:
         self._stream = stream if stream is not None else sys.stdout
         self._batch = batch
         self._text = text
+        #: the winners of the results rendered, for the line of a correction
+        #: (one that supersedes a result rendered before this output began
+        #: is read back from the journal)
+        self._winners = Winners(self._stored)
+
+    def _stored(self, event_id: str) -> Mapping[str, Any] | None:
+        """The journal's event ``event_id`` (its seq is the id's last
+        part), or None if it is not there (pruned, or not an id of ours)."""
+        seq = event_id.rpartition("/")[2]
+        if not seq.isdigit():
+            return None
+        for p in self._journal.events_since(int(seq) - 1, batch=1):
+            if p.event_id == event_id:
+                found: Mapping[str, Any] = json.loads(p.json)
+                return found
+            return None
+        return None
 
     def pump(self) -> int:
         """Write everything pending; returns how many events were written.
@@ -44,7 +62,7 @@ class StdoutOutput:
             if not pending:
                 return written
             if self._text:
-                lines = (render(json.loads(p.json)) for p in pending)
+                lines = (self._winners.render(json.loads(p.json)) for p in pending)
                 self._stream.write("".join(line + "\n" for line in lines if line is not None))
             else:
                 self._stream.write("".join(p.json + "\n" for p in pending))

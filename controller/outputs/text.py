@@ -1,7 +1,9 @@
 """Events as lines a person reads at a terminal: one line per coup (its
 cards, totals, winner, and anything that went wrong), one per shoe event,
-device change, misdeal and alert. ``card``, ``odds.update`` and ``roads``
-events get no line of their own (the coup's line has its cards).
+device change, misdeal and alert, one per supervisor's correction of a
+settled coup (``coup.corrected``: the cards changed, the winner before and
+after, the reason). ``card``, ``odds.update`` and ``roads`` events get no
+line of their own (the coup's line has its cards).
 
 Only for a terminal: anything read by a program gets the JSON lines
 (SPEC section 6), which this never replaces in a pipe or a file.
@@ -9,7 +11,7 @@ Only for a terminal: anything read by a program gets the JSON lines
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from controller.textsafe import visible
@@ -42,23 +44,93 @@ def _result(e: Mapping[str, Any]) -> str:
     return f"{_coup(e['coup'])}  {player:<22} {banker:<22} {winner}{tail}"
 
 
+def _winner(w: Any) -> str:
+    return "tie" if w == "tie" else f"{w} wins"
+
+
+def _corrected(e: Mapping[str, Any], was: str | None) -> str:
+    """``coup.corrected``: which coup, each card replaced (was -> card at
+    its position), the winner before (``was``: the superseded result's
+    winner, None when it is not known) and after, the corrected hands, and
+    the supervisor's reason and command id."""
+    changes = ", ".join(
+        f"{c.get('position')} {c.get('was') or '??'}->{c.get('card') or '??'}"
+        for c in e.get("changes") or []
+        if isinstance(c, Mapping)
+    )
+    before = _winner(was) if was is not None else "not known"
+    player, banker = _hand("Player", e["player"]), _hand("Banker", e["banker"])
+    by = f" ({e['command_id']})" if e.get("command_id") else ""
+    return (
+        f"{_coup(e['coup'])}  CORRECTED {changes}: was {before}, now {_winner(e['winner'])}"
+        f" ({player}, {banker}); reason: {e.get('reason') or ''}{by}"
+    )
+
+
 def _cards(cards: Any) -> str:
     shown = [f"{c.get('position')} {c.get('card') or '??'}" for c in cards or [] if isinstance(c, Mapping)]
     return f" [{', '.join(shown)}]" if shown else ""
 
 
-def render(e: Mapping[str, Any]) -> str | None:
+def render(e: Mapping[str, Any], was: str | None = None) -> str | None:
     """The line for an event, or None for events shown only through others:
     one line, every control character of its texts (a supervisor's reason,
-    a device's) shown escaped (``textsafe.visible``)."""
-    line = _render(e)
+    a device's) shown escaped (``textsafe.visible``). ``was``: for a
+    ``coup.corrected``, the winner of the result it supersedes, if known
+    (``Winners`` keeps them)."""
+    line = _render(e, was)
     return None if line is None else visible(line)
 
 
-def _render(e: Mapping[str, Any]) -> str | None:
+class Winners:
+    """The winner of each result rendered, by ``event_id``, so that a
+    ``coup.corrected`` can say the winner it replaces (the event names
+    the result it supersedes, not its winner). ``lookup`` finds one that
+    was not rendered here (the output started after it: the journal's
+    copy); None when it is gone. Forgotten at each new shoe (a correction
+    applies to the shoe in play only), and bounded: at most ``MAX`` kept,
+    the oldest dropped first."""
+
+    MAX = 4096  # (a shoe has at most 156 coups; the rest are corrections)
+
+    def __init__(self, lookup: Callable[[str], Mapping[str, Any] | None] | None = None) -> None:
+        self._won: dict[str, str] = {}
+        self._lookup = lookup
+
+    def was(self, e: Mapping[str, Any]) -> str | None:
+        """For a ``coup.corrected``: the superseded result's winner."""
+        sup = e.get("supersedes")
+        if not isinstance(sup, str):
+            return None
+        w = self._won.get(sup)
+        if w is None and self._lookup is not None:
+            old = self._lookup(sup)
+            if old is not None and old.get("type") in ("coup.result", "coup.corrected"):
+                w = old.get("winner") if isinstance(old.get("winner"), str) else None
+        return w
+
+    def seen(self, e: Mapping[str, Any]) -> None:
+        kind = e.get("type")
+        if kind == "shoe.started":
+            self._won.clear()
+        elif kind in ("coup.result", "coup.corrected") and isinstance(e.get("event_id"), str):
+            if len(self._won) >= self.MAX:
+                del self._won[next(iter(self._won))]
+            self._won[e["event_id"]] = str(e.get("winner"))
+
+    def render(self, e: Mapping[str, Any]) -> str | None:
+        """``render`` with the winner a correction replaces."""
+        line = render(e, self.was(e) if e.get("type") == "coup.corrected" else None)
+        self.seen(e)
+        return line
+
+
+def _render(e: Mapping[str, Any], was: str | None = None) -> str | None:
     kind = e.get("type")
     if kind == "coup.result":
         return _result(e)
+    if kind == "coup.corrected":
+        return _corrected(e, was)
     if kind == "coup.void":
         return f"{_coup(e['coup'])}  VOID ({e['code']}): {e.get('detail') or ''}{_cards(e.get('cards'))}"
     if kind == "misdeal":
