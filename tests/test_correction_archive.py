@@ -6,7 +6,9 @@ result it supersedes, with the corrections listed apart."""
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import io
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -146,3 +148,56 @@ def test_report_counts_the_corrected_result_and_lists_the_correction_apart(
         f"  T07 2026-11-20T10:00:20 shoe {ev['shoe']} coup 2: P1 6S->8D: banker -> player;"
         " reason: tape: P1 was 8D (command c1)\n"
     ) in text
+
+
+def test_report_csv_counts_the_corrected_result_and_lists_each_correction_in_its_row(
+    capsys: pytest.CaptureFixture[str], dsn: str
+) -> None:
+    assert main(["report", "--dsn", dsn, "--from", "2026-11-20", "--to", "2026-11-20", "--csv"]) == 0
+    out = capsys.readouterr().out
+    (row,) = list(csv.DictReader(io.StringIO(out)))
+    # the row's results count coup 2 once, as the Player win it was corrected to
+    assert (row["settled"], row["banker_observed"], row["player_observed"], row["tie_observed"]) == (
+        "3",
+        "0",
+        "2",
+        "1",
+    )
+    ev = _valid()
+    assert row["corrections"] == "1"
+    assert row["correction_list"] == (
+        f"2026-11-20T10:00:20 shoe {ev['shoe']} coup 2: P1 6S->8D: banker -> player;"
+        " reason: tape: P1 was 8D (command c1)"
+    )
+
+
+def test_report_csv_lists_two_corrections_of_a_period_in_order_and_shows_no_control_character(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # coup 2 corrected twice (the second supersedes the first: P1 8D -> 8H,
+    # the same result); the second reason as a journal written before the
+    # door closed could hold it
+    events = _session()
+    again = {**next(e for e in events if e["type"] == "coup.corrected")}
+    again["player"] = {"cards": ["8H", "KD"], "total": 8}
+    first_id = again["event_id"]
+    seq = max(int(e["seq"]) for e in events) + 1
+    again.update(
+        seq=seq,
+        event_id=first_id.rpartition("/")[0] + f"/{seq}",
+        supersedes=first_id,
+        ts="2026-11-20T10:05:00.000Z",
+        changes=[{"position": "P1", "was": "8D", "card": "8H"}],
+        reason="=cmd|' /C calc'!A0\x1b[2J",
+        command_id="c2",
+    )
+    with fresh_archive("floor_corrections_csv") as d:
+        assert archive(d, [*events, again]) == len(events) + 1
+        assert main(["report", "--dsn", d, "--from", "2026-11-20", "--to", "2026-11-20", "--csv"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    (row,) = list(csv.DictReader(io.StringIO(out)))
+    assert row["corrections"] == "2"
+    first, second = row["correction_list"].split(" | ")
+    assert first.startswith("2026-11-20T10:00:20 shoe ") and first.endswith("(command c1)")
+    assert second.endswith(": P1 8D->8H: player -> player; reason: =cmd|' /C calc'!A0\\x1b[2J (command c2)")

@@ -571,15 +571,20 @@ def render_text(rep: dict[str, Any]) -> str:
         # listed apart; the figures above count each corrected coup's result in force
         w(f"\nCorrections of settled coups ({len(corrections)}; counted above as corrected):\n")
         for table, c in corrections:
-            changes = ", ".join(f"{x['position']} {x['was']}->{x['card']}" for x in c["changes"])
-            w(
-                f"  {table} {c['at']} shoe {c['shoe']} coup {c['coup']}: {changes}: {c['was'] or '?'} -> "
-                f"{c['winner']}; reason: {c['reason']} (command {c['command_id']})\n"
-            )
+            w(f"  {table} {_correction(c)}\n")
     for r in [x for x in rep["rows"] if x["flagged"]] + rep["totals"]:
         w("\n")
         _detail(w, r)
     return out.getvalue()
+
+
+def _correction(c: dict[str, Any]) -> str:
+    """One correction of a settled coup, as the text and the CSV list it."""
+    changes = ", ".join(f"{x['position']} {x['was']}->{x['card']}" for x in c["changes"])
+    return (
+        f"{c['at']} shoe {c['shoe']} coup {c['coup']}: {changes}: {c['was'] or '?'} -> "
+        f"{c['winner']}; reason: {c['reason']} (command {c['command_id']})"
+    )
 
 
 def _detail(w: Any, r: dict[str, Any]) -> None:
@@ -659,6 +664,11 @@ def csv_rows(rep: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
         for code, e in r["errors"].items():
             f[f"error_{code}"] = e["errors"]
         f["interventions"] = sum(r["interventions"].values())
+        # the corrections made in the period: how many, and each as the
+        # text lists it, in order, separated by " | " (``--json`` has their
+        # fields one by one)
+        f["corrections"] = len(r["corrections"])
+        f["correction_list"] = " | ".join(_correction(c) for c in r["corrections"])
         if r["missing_events"] is not None:
             f["missing_events"] = r["missing_events"]
         f["flagged"] = r["flagged"]
