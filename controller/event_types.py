@@ -33,6 +33,7 @@ __all__ = [
     "MisdealAction",
     "OddsUpdate",
     "Payload",
+    "ReplayMark",
     "RoadsEvent",
     "RulesInForce",
     "SecurityAlert",
@@ -58,18 +59,37 @@ Winner = Literal["player", "banker", "tie"]
 Tag = Literal["banker2", "banker7", "dragon7", "panda8"]
 
 
+class ReplayMark(TypedDict):
+    """A replayed event's mark (envelope 1.1): the replay run that
+    published it and the capture it came from."""
+
+    run: Annotated[str, Meta(pattern=r"^[0-9a-f]{32}$", description="the replay run (32 hex digits)")]
+    source: Annotated[str, Meta(min_length=1, max_length=255, description="the capture's file name")]
+
+
+#: A live table's event id ``<table>/<shoe or ->/<seq>`` (two slashes), or a
+#: replay's ``replay/<run>/<table>/<shoe or ->/<seq>`` (four): never equal
+#: (see ``controller.replay.replay_event_id``).
+EVENT_ID_PATTERN = (
+    r"^(?:[A-Za-z0-9_-]{1,32}/[^/]+/[0-9]+|replay/[0-9a-f]{32}/[A-Za-z0-9_-]{1,32}/[^/]+/[0-9]+)$"
+)
+
+
 class Envelope(Struct, kw_only=True, forbid_unknown_fields=True):
     """The fields every event opens with, in this order (SPEC section 3.1);
     ``type`` is the payload's ``TYPE``. Defined here for the schema: the
-    engine writes them itself in ``_emit``."""
+    engine writes them itself in ``_emit``. ``replay`` (envelope 1.1, issue
+    29) is only on an event ``replay --out mqtt`` published, after ``ts``;
+    its ``event_id`` then has the replay form."""
 
     v: Literal[1]
     type: str
-    event_id: Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,32}/[^/]+/[0-9]+$")]
+    event_id: Annotated[str, Meta(pattern=EVENT_ID_PATTERN)]
     table: Annotated[str, Meta(pattern=TABLE_PATTERN)]
     shoe: Annotated[str, Meta(pattern=r"^[^/]+$")] | None
     seq: Annotated[int, Meta(ge=1)]
     ts: Ts
+    replay: ReplayMark | UnsetType = UNSET
 
 
 class Payload(Struct, kw_only=True, forbid_unknown_fields=True):
@@ -227,7 +247,7 @@ class CoupResult(Payload, kw_only=True, forbid_unknown_fields=True):
 
 
 HandPosition = Literal["P1", "B1", "P2", "B2", "P3", "B3"]
-EventId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,32}/[^/]+/[0-9]+$")]
+EventId = Annotated[str, Meta(pattern=EVENT_ID_PATTERN)]
 
 
 class CardChange(TypedDict):

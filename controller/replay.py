@@ -221,3 +221,62 @@ def replay_events(
         stats.bytes += nbytes
         stats.frames += nframes
     stats.dropped.update({k: v for k, v in decoder.stats.items() if k != "frames" and v})
+
+
+# ------------------------------------------------------------ replays apart
+
+#: The first segment of every replayed event's id.
+REPLAY_ID_HEAD = "replay"
+#: The longest ``replay.source`` (a capture's file name, as given).
+MAX_SOURCE_CHARS = 255
+
+
+def new_run() -> str:
+    """A replay run's id: 32 lowercase hex digits (a random UUID's)."""
+    import uuid
+
+    return uuid.uuid4().hex
+
+
+def replay_event_id(run: str, table: str, shoe: str | None, seq: int) -> str:
+    """``replay/<run>/<table>/<shoe or ->/<seq>``: never a live table's id.
+
+    Why it cannot be one, whatever the run, table, shoe or seq: a live
+    ``event_id`` is ``<table>/<shoe or ->/<seq>`` and none of its three parts
+    can hold a ``/`` (a table is ``[A-Za-z0-9_-]{1,32}``, a shoe id is
+    checked ``^[^/]+$``, a seq is digits), so it has exactly two slashes. A
+    replay's id has exactly four (``run`` is hex, and the same three parts
+    follow it). Two strings with a different count of ``/`` differ: a replay
+    can never claim, duplicate or conflict with a live event's id, whatever
+    table it is replayed as (``controller/archive/parse.py`` checks both
+    forms against the event's own fields)."""
+    return f"{REPLAY_ID_HEAD}/{run}/{table}/{shoe or '-'}/{seq}"
+
+
+def replay_source(path: str | Path) -> str:
+    """The ``replay.source`` of a capture: its file name (no directories),
+    cut to ``MAX_SOURCE_CHARS``."""
+    name = Path(path).name or str(path)
+    return name[:MAX_SOURCE_CHARS]
+
+
+def mark_replayed(events: Iterator[Event], run: str, source: str) -> Iterator[Event]:
+    """``events`` as a replay publishes them: the envelope says so
+    (``"replay": {"run", "source"}`` after ``ts``) and each ``event_id``, and
+    each ``supersedes`` naming one, takes the replay form
+    (:func:`replay_event_id`). Nothing else changes: the payload, ``table``,
+    ``shoe``, ``seq`` and ``ts`` are the capture's. The engine signs
+    nothing, and a replay is journalled in a journal of its own with no
+    table's key (``controller.replay_mqtt``): a replay carries no table's
+    signature."""
+    marker = {"run": run, "source": source}
+    head = f"{REPLAY_ID_HEAD}/{run}/"
+    for ev in events:
+        out: Event = {}
+        for key, value in ev.items():
+            if key == "event_id" or (key == "supersedes" and isinstance(value, str)):
+                value = head + value
+            out[key] = value
+            if key == "ts":
+                out["replay"] = marker
+        yield out
