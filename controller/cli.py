@@ -54,6 +54,11 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="--out mqtt fails when the broker acknowledges nothing for S seconds (default 30, at most 600)",
     )
+    rp.add_argument(
+        "--force-live-table",
+        action="store_true",
+        help="--out mqtt: publish even to a table whose retained status says its controller is online",
+    )
     rp.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
 
     fk = sub.add_parser("fake", help="run a fake shoe")

@@ -1,6 +1,10 @@
 """``shoe-controller replay FILE...``: captures to JSON lines on stdout, or
 with ``--out mqtt -c config.yaml`` to the broker of the config's
-``outputs.mqtt`` (``controller.replay_mqtt``)."""
+``outputs.mqtt`` (``controller.replay_mqtt``): marked as replayed, one run
+per file (``controller.replay.mark_replayed``), and refused for a table
+whose retained status says its controller is online unless
+``--force-live-table``. JSON lines on stdout are the events as the engine
+makes them, unmarked: the same file always gives the same lines."""
 
 from __future__ import annotations
 
@@ -14,7 +18,16 @@ from typing import Any
 from controller.config import load_client_config
 from controller.errors import UsageError
 from controller.events import dumps
-from controller.replay import ReplayOptions, ReplayStats, replay_events, summary
+from controller.replay import (
+    ReplayOptions,
+    ReplayStats,
+    mark_replayed,
+    new_run,
+    replay_events,
+    replay_source,
+    settings_for,
+    summary,
+)
 from controller.shoelog import Record, open_capture
 from controller.textsafe import visible
 
@@ -38,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
         publisher = MqttReplay(cfg.outputs.mqtt, stall_timeout=args.mqtt_timeout)
     elif args.config:
         raise UsageError("-c is only for --out mqtt (the broker's settings)")
+    elif args.force_live_table:
+        raise UsageError("--force-live-table is only for --out mqtt")
     opts = ReplayOptions(
         profile=args.profile,
         decks=args.decks,
@@ -48,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     )
     for path in args.files:
         open_capture(path).close()  # every file readable before the first event
+    if publisher is not None and not args.force_live_table:
+        _refuse_live_tables(publisher.cfg, [settings_for(path, opts)["table"] for path in args.files])
     show_progress = sys.stderr.isatty() and not args.no_progress
     out = sys.stdout
     write = out.write
@@ -80,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
         events = replay_events(path, opts, stats=stats, on_record=on_record if paced else None)
         published = None
         if publisher is not None:
-            published = publisher.publish(events, flush_each=pacer is not None)
+            run_id = new_run()
+            marked = mark_replayed(events, run_id, replay_source(path))
+            published = publisher.publish(marked, flush_each=pacer is not None, run=run_id)
         else:
             for event in events:
                 write(dumps(event))
@@ -94,6 +113,29 @@ def run(args: argparse.Namespace) -> int:
             print(published, file=sys.stderr)
     out.flush()
     return 0
+
+
+def _refuse_live_tables(cfg: Any, tables: list[str]) -> None:
+    """One line, exit 2, when a table's retained status says its
+    controller is online: a replay must not speak as a live table."""
+    from controller.replay_mqtt import table_status
+
+    for table in dict.fromkeys(tables):
+        status = table_status(cfg, table)
+        if status == "online":
+            raise UsageError(
+                f"table {table} has a controller online (retained {cfg.topic_prefix}/{table}/status"
+                f" at {cfg.host}:{cfg.port}): a replay is not published onto a live table's topics;"
+                " use --table (a table no controller runs) or another topic_prefix, or"
+                " --force-live-table to publish there anyway (as replayed events, archived apart)"
+            )
+        if status is None:
+            from controller.replay_mqtt import STATUS_WAIT_S
+
+            said = f"no retained status within {STATUS_WAIT_S:g} s: no controller online there"
+        else:
+            said = f"its retained status is {status!r}: no controller online there"
+        print(visible(f"replay: table {table}: {said}"), file=sys.stderr)
 
 
 class _Pacer:
