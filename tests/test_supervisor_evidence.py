@@ -27,15 +27,18 @@ from typing import Any
 import pytest
 
 from controller.commands_schema import (
+    Accept,
     AcceptAsTaken,
     CommandError,
     EnterCard,
     EnterCardAsTaken,
+    Void,
     command_json,
     parse_command,
     parse_journalled,
 )
-from firmware_protocols.frames import Button, Card, Frame, Hello, Status
+from controller.engine import Engine
+from firmware_protocols.frames import Button, Card, Frame, Hello, SequenceGap, Status
 from firmware_protocols.shoe_ascii import Encoder
 from tests.conftest import BrokerFactory, Subscriber
 from tests.table import T0, Table
@@ -372,3 +375,96 @@ def test_an_entry_that_reads_the_result_as_pressed_early_waits_for_confirm() -> 
         ("UNREAD_CARD", "corrected"),
         ("PREMATURE_RESULT", "awaiting_supervisor"),
     ]
+
+
+# --- an accept of the next coup's number while frames are held ----------------
+
+
+def _numbering_lost_with_frames_held() -> Engine:
+    """Coup 2's RESULT and 5 more frames lost (coup 3 whole, or coup 3's
+    first cards), then coup 4 and coup 5 dealt whole: the numbering is
+    lost, and the engine's coup 3 (awaiting a supervisor, deadline 2 s)
+    holds 10 frames, 8 cards and 2 RESULTs, that the shoe sent before
+    any command."""
+    from tests.test_dealer_model_regressions import coup_frames, engine, opening
+
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"])
+    frames += [Card(T0, 9, "8D"), Card(T0, 10, "2C"), Card(T0, 11, "KD"), Card(T0, 12, "5C")]
+    frames.append(SequenceGap(T0, 19, 13, 6))
+    frames += coup_frames([["7H", "7D", "TC", "JS"]], seq=19)
+    frames += coup_frames([["9D", "KC", "TH", "QD"]], seq=24, t=T0 + 1)
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert [a["code"] for a in out if a["type"] == "security.alert"] == ["COUP_NUMBERING_LOST"]
+    assert e.shoe is not None and e.shoe.current is not None and e.shoe.current.number == 3
+    assert e.shoe.current.held and e.shoe.next_coup == 4
+    return e
+
+
+HELD = (
+    "number the next coup {n} only after the 10 frames held behind coup 3 (8 cards, 2 RESULTs, all sent"
+    " before this command) are dealt on: the coups they open stay void, their numbers unknown; those"
+    " between the last of them and coup {n} are counted void (lost whole); if they open coup {n} or later,"
+    " the numbering stays lost"
+)
+DEALT_ON = (
+    "if coup 3 ends void (at its deadline or by a void), deal them on as coup 4 (void, its number unknown), "
+)
+
+
+@pytest.mark.parametrize(
+    ("n", "then", "voids", "next_p1", "lost"),
+    [
+        (
+            4,
+            "so the numbering stays lost (the supervisor's number 4 came after frames held that were dealt"
+            " as coups up to 4)",
+            [3, 4, 5],
+            5,
+            True,
+        ),
+        (5, "then number the next coup 5 (no coup lost whole)", [3, 4], 5, False),
+        (6, "then count coup 5 void (lost whole) and number the next coup 6", [3, 4, 5], 6, False),
+        (
+            7,
+            "then 7 is out of range (the next coup is 5 to 6: 8 cards dealt since coup 3, and 6 frames were"
+            " lost in this shoe: at most 3 coups of 4 cards), and the numbering stays lost",
+            [3, 4, 5],
+            5,
+            True,
+        ),
+    ],
+)
+@pytest.mark.parametrize("ends", ["deadline", "void"])
+def test_accept_of_a_number_while_frames_are_held_says_what_the_held_frames_will_do(
+    n: int, then: str, voids: list[int], next_p1: int, lost: bool, ends: str
+) -> None:
+    # Before, the reply said "count coups 4 to 5 void (lost whole) and
+    # number the next coup 6" (the held frames open coup 4 instead, void
+    # with its number unknown), and accept 4 was applied without confirm
+    # though the held frames open coup 4 and the numbering is lost again.
+    e = _numbering_lost_with_frames_held()
+    reply, out = e.command(Accept(id="a", coup=n), T0 + 1.5)
+    assert out == [] and reply["ok"] is False
+    assert reply["would"] == [HELD.format(n=n), DEALT_ON + then]
+    assert (
+        reply["error"]
+        == f"not applied: accept {n} would {'; '.join(reply['would'])}; send again with confirm"
+    )
+    # confirmed, then what the reply said happens, event for event
+    reply, _ = e.command(Accept(id="a", coup=n, confirm=True), T0 + 1.5)
+    assert reply["ok"] is True
+    if ends == "deadline":
+        out = e.tick(T0 + 10)
+    else:
+        reply, out = e.command(Void(id="v", coup=3, reason="frames lost"), T0 + 1.8)
+        assert reply["ok"] is True
+    out += e.feed(Card(T0 + 11, 29, "8C"))
+    assert [v["coup"] for v in out if v["type"] == "coup.void"] == voids
+    lost_whole = [v["coup"] for v in out if v["type"] == "coup.void" and v["detail"].startswith("lost whole")]
+    assert lost_whole == ([5] if n == 6 else [])
+    assert [(c["coup"], c["card"]) for c in out if c["type"] == "card" and c["position"] == "P1"] == [
+        (4, "9D"),
+        (next_p1, "8C"),
+    ]
+    assert e.shoe is not None and (e.shoe.numbering_lost is not None) is lost

@@ -14,7 +14,10 @@ item 3), and what an entry would do before it is done.
   entered card: set a dealt card aside, void a coup, put a card the shoe
   dealt in this coup into another, number the next coup past coups lost
   whole. Such an entry is applied only with ``confirm`` (the reply says
-  what it would do, in one line).
+  what it would do, in one line). So is an ``accept`` of the next coup's
+  number while frames are held (``_numbered_behind_held``): the number
+  waits until they are dealt on, and the reply says what they then do if
+  the coup holding them ends void.
 
 Pure functions of the engine's state (the copy is the engine's own,
 deterministic like it): no I/O.
@@ -27,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from controller.cards import CARD_VALUE
 from controller.commands_schema import Accept, CommandError, EngineCommand, EnterCard
-from controller.engine import loss, tableau
+from controller.engine import article_x, loss, tableau
 from controller.engine.state import AWAITING, UNKNOWN, Coup
 from controller.events import Event
-from firmware_protocols.frames import Button, Card, DeviceResult, Frame, SequenceGap
+from firmware_protocols.frames import Button, Card, DeviceResult, Frame, Renumbered, SequenceGap
 
 if TYPE_CHECKING:
     from controller.engine.facade import Engine
@@ -153,12 +156,9 @@ def check_accept(eng: Engine, coup: Coup) -> None:
     )
 
 
-def preview(eng: Engine, cmd: EngineCommand, t: float) -> list[Event]:
-    """The events ``cmd`` would emit, from a copy of the engine (the real
-    one is not touched). Raises :class:`CommandError` as applying would."""
-    from controller.engine import commands
-
-    # what is never changed by a command is shared, not copied
+def _copy(eng: Engine) -> Engine:
+    """A copy of the engine to run a command on (the real one is not
+    touched); what a command never changes is shared, not copied."""
     memo: dict[int, Any] = {}
     for name in ("profile", "tab", "_calc", "settings", "rules", "_handlers", "_next_settings", "_outcomes"):
         value = getattr(eng, name, None)
@@ -166,12 +166,103 @@ def preview(eng: Engine, cmd: EngineCommand, t: float) -> list[Event]:
             memo[id(value)] = value
     clone: Engine = copy.deepcopy(eng, memo)
     clone.defer_analytics = True  # (roads and odds: none of an entry's consequences)
+    return clone
+
+
+def preview(eng: Engine, cmd: EngineCommand, t: float, on: Engine | None = None) -> list[Event]:
+    """The events ``cmd`` would emit, from a copy of the engine (the real
+    one is not touched; ``on``: that copy, made by ``_copy``, to run what
+    happens next on it too). Raises :class:`CommandError` as applying
+    would."""
+    from controller.engine import commands
+
+    clone = on if on is not None else _copy(eng)
     out: list[Event] = []
     clone._out = out
     work, _ = commands.apply(clone, cmd, t)
     if work is not None:
         clone._drain(work)
     return out
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def _span(first: int, last: int) -> str:
+    return f"coup {first}" if first == last else f"coups {first} to {last}"
+
+
+def _numbered_behind_held(eng: Engine, cmd: Accept, t: float) -> list[str] | None:
+    """What ``accept N`` while the numbering is lost does when frames are
+    held behind the coup in play (``loss.restore_numbering``): the number
+    waits among them, since the shoe sent them before the command. The
+    coups they open when dealt on stay void, their number unknown; the
+    next coup opened after them takes N, the coups between counted void
+    (lost whole); if they open coup N or later, the numbering stays lost.
+    How many they open is known only once they are dealt on: the second
+    line says it for the coup holding them ending void at its deadline
+    (as a supervisor's ``void`` ends it), run on a copy. None when
+    nothing is held."""
+    s = eng.shoe
+    cur = s.current if s is not None else None
+    if s is None or cur is None or not cur.held:
+        return None
+    n, c = cmd.coup, cur.number
+    frames = [f for f in cur.held if not isinstance(f, Renumbered)]
+    cards = sum(isinstance(f, Card) for f in frames)
+    results = sum(
+        isinstance(f, DeviceResult) or (isinstance(f, Button) and f.name == "RESULT") for f in frames
+    )
+    held = (
+        f"the {_plural(len(frames), 'frame')} held behind coup {c}"
+        f" ({_plural(cards, 'card')}, {_plural(results, 'RESULT')}, all sent before this command)"
+    )
+    said = [
+        f"number the next coup {n} only after {held} are dealt on: the coups they open stay void,"
+        f" their numbers unknown; those between the last of them and coup {n} are counted void"
+        f" (lost whole); if they open coup {n} or later, the numbering stays lost"
+    ]
+    deadlines = [d for d in cur.open.values() if d is not None]
+    if not deadlines:
+        return said  # (it holds them until a frame tells whose they are)
+    try:
+        clone = _copy(eng)
+        preview(eng, Accept(id=cmd.id, coup=n, confirm=True), t, clone)
+        # (as ``tick`` does: the copy is inside this command's dispatch)
+        clone._drain(article_x.expire(clone, max(t, min(deadlines))))
+    except CommandError:
+        return said
+    cs = clone.shoe
+    if (
+        cs is None
+        or cs.id != s.id
+        or any(isinstance(f, Renumbered) for k in cs.coups.values() for f in (k.held or []))
+    ):
+        return said  # (still held: what they open is not known yet)
+    first, nxt = s.next_coup, cs.next_coup
+    if nxt > first:
+        its = "its number" if nxt - 1 == first else "their numbers"
+        opened = f"deal them on as {_span(first, nxt - 1)} (void, {its} unknown)"
+    else:
+        opened = f"deal them on as coup {c}'s own (they open no coup)"
+    if cs.numbering_lost is not None:
+        outcome = f"so the numbering stays lost ({cs.numbering_lost})"
+    elif cs.renumber_to == n:
+        high, why = loss.renumber_range(clone, cs)
+        if n > high:
+            outcome = (
+                f"then {n} is out of range (the next coup is {nxt} to {high}: {why}),"
+                " and the numbering stays lost"
+            )
+        elif nxt < n:
+            outcome = f"then count {_span(nxt, n - 1)} void (lost whole) and number the next coup {n}"
+        else:
+            outcome = f"then number the next coup {n} (no coup lost whole)"
+    else:
+        return said
+    said.append(f"if coup {c} ends void (at its deadline or by a void), {opened}, {outcome}")
+    return said
 
 
 def _hands(e: Event) -> str:
@@ -181,9 +272,13 @@ def _hands(e: Event) -> str:
     return f"Player {p}-{b}" if e["winner"] == "player" else f"Banker {b}-{p}"
 
 
-def consequences(eng: Engine, cmd: EnterCard | Accept, events: list[Event]) -> tuple[list[str], list[str]]:
+def consequences(
+    eng: Engine, cmd: EnterCard | Accept, events: list[Event], t: float | None = None
+) -> tuple[list[str], list[str]]:
     """What the previewed ``events`` do: every consequence, in order (for
-    the reply), and those beyond the entered card (that need ``confirm``)."""
+    the reply), and those beyond the entered card (that need ``confirm``).
+    ``t``: the command's time (what a number given while frames are held
+    does is previewed from it)."""
     n = cmd.coup
     coup = eng.shoe.coups.get(n) if eng.shoe is not None else None
     own = [f.card for f in _own_cards(eng, coup.held or [], auto=True)] if coup is not None else []
@@ -223,6 +318,13 @@ def consequences(eng: Engine, cmd: EnterCard | Accept, events: list[Event]) -> t
             beyond.append(text)
         elif kind == "security.alert" and e["code"] == "COUP_NUMBERING_RESTORED":
             s = eng.shoe
+            behind = _numbered_behind_held(eng, cmd, t) if isinstance(cmd, Accept) and t is not None else None
+            if behind is not None:
+                # frames held: what the number does waits for them, and
+                # depends on them (always confirmed first)
+                said += behind
+                beyond += behind
+                continue
             if s is not None and isinstance(cmd, Accept) and cmd.coup > s.next_coup:
                 first, last = s.next_coup, cmd.coup - 1
                 span = f"coup {first}" if first == last else f"coups {first} to {last}"
@@ -242,7 +344,7 @@ def gate(eng: Engine, cmd: EnterCard | Accept, t: float) -> dict[str, Any] | Non
     the entered card (nothing applied), or None when it may apply as it is."""
     confirmed = type(cmd)(**{f: getattr(cmd, f) for f in cmd.__struct_fields__} | {"confirm": True})
     events = preview(eng, confirmed, t)
-    said, beyond = consequences(eng, cmd, events)
+    said, beyond = consequences(eng, cmd, events, t)
     if not beyond:
         return None
     name = cmd.NAME
