@@ -226,6 +226,15 @@ class MqttConfig(_Model):
     #: retained on the broker when it arrives live (retain-as-published);
     #: "3.1.1" is for brokers without MQTT 5 (see ``protocol_warning``).
     protocol: Literal["3.1.1", "5"] = "5"
+    #: End-to-end acknowledgement (issue 28): the table takes the floor
+    #: archiver's retained ``<prefix>/<table>/archive/mark`` as what the
+    #: archive holds, re-offers from its journal what lies above it, and the
+    #: journal's retention keeps it (``journal_max_mb`` bounds that). False:
+    #: the broker's PUBACK is delivery, as before (a table with no archiver).
+    archive_ack: bool = True
+    #: An event above the archive's mark is re-offered once it is this old
+    #: (seconds, 1..3600); a round that moved nothing doubles the wait (to 16x).
+    reoffer_after_s: float = Field(default=30.0, ge=1.0, le=3600.0)
     #: The daemon's own check of a command's origin (controller/command_auth.py):
     #: with it, commands must be signed (HMAC-SHA256) with this shared key.
     command_key_file: str | None = None
@@ -356,6 +365,10 @@ class Config(_Model):
     advantage_threshold: float = 0.0
     metrics: str | None = None
     outputs: Outputs = Outputs()
+    #: The journal's size bound (MiB, 16..1,048,576): past it, retention prunes
+    #: the oldest events and inputs even if undelivered or unconfirmed by the
+    #: archive, with a ``security.alert`` ``JOURNAL_PRUNED`` and a log line.
+    journal_max_mb: int = Field(default=4096, ge=16, le=1024 * 1024)
     rules: RulesOverrides = RulesOverrides()
 
     @field_validator("table")

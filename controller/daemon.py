@@ -118,6 +118,10 @@ IDLE_AFTER_S = 0.002
 #: Bytes of an input a failure's log line shows (a device read is at most
 #: the driver's read size; a command at most its bound).
 MAX_FAILED_INPUT_SHOWN = 256
+#: The journal's size is checked against ``journal_max_mb`` this often (s);
+#: retention runs hourly, and at once when it is over.
+SIZE_CHECK_EVERY_S = 60.0
+MIB = 1024 * 1024
 
 
 class InputFailure(Exception):
@@ -746,6 +750,7 @@ class Daemon:
             "running", table=cfg.table, profile=self.profile.name, decks=cfg.decks, device=cfg.device.driver
         )
         last_retention = time.monotonic()
+        last_size = last_retention - SIZE_CHECK_EVERY_S  # a journal over its bound at start: at once
         syncer = self._syncer
         while not self._stop.is_set():
             # the device first; with commands waiting, only a short wait for
@@ -816,22 +821,49 @@ class Daemon:
                     out.reopen()
             self._pump()
             self.notifier.watchdog()
-            if time.monotonic() - last_retention > 3600:
-                last_retention = time.monotonic()
-                # wall time: the age on disk. Inputs go only below the
-                # checkpoint a rebuild starts from; events only once every
-                # configured output delivered them.
-                journal.retention(
-                    cfg.journal_retention_days,
-                    now=time.time(),
-                    outputs=[o.name for o in self.outputs] + (["mqtt"] if self.mqtt is not None else []),
-                    keep_inputs_from=self._checkpoint_input + 1,
-                )
+            at = time.monotonic()
+            size_due = at - last_size > SIZE_CHECK_EVERY_S
+            if size_due:
+                last_size = at
+            if at - last_retention > 3600 or (size_due and journal.size_bytes() > cfg.journal_max_mb * MIB):
+                last_retention = at
+                self._retention(journal)
         self._publish_durable(wait=True)
         self._store_unstored()
         self.notifier.send("STOPPING=1\nSTATUS=draining outputs")
         self._pump()
         return 0
+
+    def _retention(self, journal: Journal) -> None:
+        """Prune the journal: wall time, the age on disk. Inputs go only
+        below the checkpoint a rebuild starts from; events only once every
+        configured output delivered them and, once an archive has
+        acknowledged any (``outputs.mqtt.archive_ack``), once the archive
+        holds them. Past ``journal_max_mb`` the oldest go anyway: any that
+        were not delivered or confirmed raise ``JOURNAL_PRUNED``."""
+        cfg = self.cfg
+        outputs = [o.name for o in self.outputs]
+        if self.mqtt is not None:
+            outputs.append("mqtt")
+            if self.mqtt.archive_ack and self.mqtt.archive_heard:
+                from controller.outputs.mqtt import ARCHIVE_OUTPUT
+
+                outputs.append(ARCHIVE_OUTPUT)
+        result = journal.retention(
+            cfg.journal_retention_days,
+            now=time.time(),
+            outputs=outputs,
+            keep_inputs_from=self._checkpoint_input + 1,
+            max_bytes=cfg.journal_max_mb * MIB,
+        )
+        if result.undelivered_deleted:
+            detail = (
+                f"journal {cfg.journal} over journal_max_mb ({cfg.journal_max_mb} MiB): pruned"
+                f" {result.undelivered_deleted} event(s) not yet delivered to {', '.join(outputs)}"
+                f" (seqs up to {journal.retired_seq()}); what the archive lacks of them is lost"
+            )
+            log.error("JOURNAL PRUNED past its size bound", detail=detail)
+            self._input_command(Alert(code="JOURNAL_PRUNED", detail=detail), self._now() or time.time())
 
     def _idle_step(self) -> bool:
         """One bounded step of work done ahead while no input waits (each at

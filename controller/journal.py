@@ -186,6 +186,9 @@ class RetentionResult(NamedTuple):
     events_deleted: int
     inputs_deleted: int
     pages_freed: int
+    #: events pruned for the size bound (``max_bytes``) before every output
+    #: in ``outputs`` had them: the caller raises the alarm
+    undelivered_deleted: int = 0
 
 
 def _explain(exc: sqlite3.Error) -> str:
@@ -828,6 +831,39 @@ class Journal:
                 (output, seq),
             )
 
+    def unconfirmed(self, after: int, through: int, created_before: float, limit: int) -> list[PendingEvent]:
+        """Up to ``limit`` stored events with ``after`` < seq <= ``through``
+        stored before ``created_before`` (wall time), in seq order: what the
+        MQTT output re-offers above the archive's mark (issue 28)."""
+        with self._lock, self._guard("reading the outbox"):
+            rows = self._db.execute(
+                "SELECT seq, event_id, json, type FROM events WHERE seq > ? AND seq <= ? AND created < ?"
+                " ORDER BY seq LIMIT ?",
+                (after, through, created_before, limit),
+            ).fetchall()
+        return [PendingEvent(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+
+    def event_id_at(self, seq: int) -> str | None:
+        """The id of the stored event ``seq``; None if none is stored (never
+        issued, or pruned: see ``retired_seq``)."""
+        with self._lock, self._guard("reading events"):
+            row = self._db.execute("SELECT event_id FROM events WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def retired_seq(self) -> int:
+        """The highest seq retention has pruned (0: none)."""
+        with self._lock, self._guard("reading meta"):
+            return self._retired_seq(self._db)
+
+    def size_bytes(self) -> int:
+        """The database's pages in use (the file less its free pages; the WAL
+        is not counted: its checkpoint gives it back)."""
+        with self._lock, self._guard("reading the size"):
+            count = int(self._db.execute("PRAGMA page_count").fetchone()[0])
+            free = int(self._db.execute("PRAGMA freelist_count").fetchone()[0])
+            size = int(self._db.execute("PRAGMA page_size").fetchone()[0])
+        return (count - free) * size
+
     def backlog(self, output: str) -> int:
         """How many stored events ``output`` has not delivered yet."""
         with self._lock, self._guard("reading the outbox"):
@@ -895,6 +931,7 @@ class Journal:
         keep_inputs_from: int | None = None,
         batch: int = 500,
         vacuum_pages: int = 256,
+        max_bytes: int | None = None,
     ) -> RetentionResult:
         """Delete what is older than ``days`` in small transactions, so the
         writer never waits long, then give the freed pages back to the file
@@ -904,7 +941,12 @@ class Journal:
           every output with a mark) has delivered it;
         * inputs go only below ``keep_inputs_from`` (the id the daemon's
           crash rebuild starts from); with ``None`` no input is deleted,
-          because a rebuild re-feeds inputs from the very first one.
+          because a rebuild re-feeds inputs from the very first one;
+        * ``max_bytes``: if the journal still uses more (``size_bytes``), the
+          oldest events go whatever their age or marks, and the oldest inputs
+          below ``keep_inputs_from``, until it uses at most 90% of it (or
+          nothing more may go); ``undelivered_deleted`` counts the events so
+          pruned that an output in ``outputs`` had not delivered.
         """
         cutoff = now - days * 86400.0
         with self._lock, self._guard("reading marks"):
@@ -951,6 +993,36 @@ class Journal:
             if n < batch:
                 break
 
+        pages_freed = self._vacuum(vacuum_pages)
+        undelivered = 0
+        while max_bytes is not None and self.size_bytes() > max_bytes * 0.9:
+            with self._lock, self._guard("pruning for size"), self._transaction() as db:
+                rows = db.execute("SELECT seq FROM events ORDER BY seq LIMIT ?", (batch,)).fetchall()
+                if rows:
+                    top = int(rows[-1][0])
+                    undelivered += sum(1 for (seq,) in rows if int(seq) > deliverable)
+                    db.execute("DELETE FROM events WHERE seq <= ?", (top,))
+                    db.execute(
+                        "INSERT INTO meta (key, value) VALUES ('retired_seq', ?)"
+                        " ON CONFLICT (key) DO UPDATE"
+                        " SET value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
+                        (str(top),),
+                    )
+                n = 0
+                if keep_inputs_from is not None:
+                    n = db.execute(
+                        "DELETE FROM inputs WHERE id IN"
+                        " (SELECT id FROM inputs WHERE id < ? ORDER BY id LIMIT ?)",
+                        (keep_inputs_from, batch),
+                    ).rowcount
+            events_deleted += len(rows)
+            inputs_deleted += n
+            pages_freed += self._vacuum(vacuum_pages)
+            if not rows and not n:
+                break
+        return RetentionResult(events_deleted, inputs_deleted, pages_freed, undelivered)
+
+    def _vacuum(self, vacuum_pages: int) -> int:
         pages_freed = 0
         while True:
             with self._lock, self._guard("vacuuming"):
@@ -960,7 +1032,7 @@ class Journal:
                 step = min(free, vacuum_pages)
                 self._db.execute(f"PRAGMA incremental_vacuum({step})").fetchall()
             pages_freed += step
-        return RetentionResult(events_deleted, inputs_deleted, pages_freed)
+        return pages_freed
 
 
 class _HighWaterMark:

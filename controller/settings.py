@@ -66,6 +66,7 @@ OTHER_KEYS: frozenset[str] = frozenset(
         "device.realtime",
         "journal",
         "journal_retention_days",
+        "journal_max_mb",
         "metrics",
         "outputs.stdout",
         "outputs.jsonl",
@@ -80,6 +81,8 @@ OTHER_KEYS: frozenset[str] = frozenset(
         "outputs.mqtt.topic_prefix",
         "outputs.mqtt.protocol",
         "outputs.mqtt.command_key_file",
+        "outputs.mqtt.archive_ack",
+        "outputs.mqtt.reoffer_after_s",
     }
 )
 

@@ -1,7 +1,8 @@
 """The archiver's optional Prometheus endpoint (``metrics: host:port``):
 messages by outcome (archived, duplicates, conflicts, rejects, ignored),
 the batch queue, the broker and database links, and the time of the last
-commit. Alert on ``shoe_archive_messages_total{outcome="conflicts"}``
+commit, the tables with a hole in their archived seqs and the marks
+published (controller/archive/marks.py). Alert on ``shoe_archive_messages_total{outcome="conflicts"}``
 rising (an integrity alert) and on the last commit growing old while
 tables deal."""
 
@@ -41,12 +42,34 @@ class ArchiveMetrics:
             "Unix time of the last committed batch",
             registry=reg,
         )
+        self.holes_open = Gauge(
+            "shoe_archive_holes_open",
+            "Tables with a hole in their archived seqs open longer than the grace (marks.HOLE_GRACE_S)",
+            registry=reg,
+        )
+        self.holes_opened = Counter(
+            "shoe_archive_holes_opened",
+            "Holes reported (each also one archive.hole_opened log line)",
+            registry=reg,
+        )
+        self._holes_opened = 0
+        self.marks_published = Counter(
+            "shoe_archive_marks_published",
+            "Retained <prefix>/<table>/archive/mark messages published",
+            registry=reg,
+        )
         try:
             self.server = MetricsServer(addr, reg)  # connections bounded and timed out
         except OSError as exc:
             raise RuntimeFailure(
                 f"metrics: cannot listen on {addr[0]}:{addr[1]}: {exc.strerror or exc}"
             ) from None
+
+    def holes(self, open_now: int, opened: int) -> None:
+        self.holes_open.set(open_now)
+        if opened > self._holes_opened:
+            self.holes_opened.inc(opened - self._holes_opened)
+            self._holes_opened = opened
 
     def committed(self, counts: Counts[str]) -> None:
         for name, n in counts.items():

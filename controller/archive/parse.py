@@ -42,7 +42,10 @@ from typing import Any
 from controller.config import table_problem
 
 #: Topic suffixes (after ``<prefix>/<table>/``) that carry no event.
-NON_EVENT_SUFFIXES: frozenset[str] = frozenset({"status", "shoe/state", "odds", "cmd", "cmd/reply"})
+#: ``archive/mark`` is the archivers' own retained mark (controller/archive/marks.py)
+NON_EVENT_SUFFIXES: frozenset[str] = frozenset(
+    {"status", "shoe/state", "odds", "cmd", "cmd/reply", "archive/mark"}
+)
 
 _TYPE_RE = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*")
 _TS_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")

@@ -51,7 +51,7 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from controller.archive import db, migrate
+from controller.archive import db, marks, migrate
 from controller.archive.config import ArchiveConfig
 from controller.archive.metrics import ArchiveMetrics
 from controller.archive.store import BatchMark, BatchResult, Store, error_line, is_connection_error
@@ -100,6 +100,12 @@ class Archiver:
         self.metrics: ArchiveMetrics | None = None
         if cfg.metrics is not None:
             self.metrics = ArchiveMetrics(parse_host_port(cfg.metrics))
+        #: each table's retained archive/mark (controller/archive/marks.py)
+        self.marks = marks.MarkKeeper(
+            cfg.broker.topic_prefix,
+            self._publish_mark,
+            on_hole=None if self.metrics is None else self.metrics.holes,
+        )
 
     # --- MQTT (paho's thread) ---------------------------------------------------
 
@@ -129,6 +135,8 @@ class Archiver:
         if self.metrics is not None:
             self.metrics.broker.set(1)
         log.info("archive.broker_connected", session_present=bool(flags.session_present))
+        # a broker that crashed may have lost the retained marks
+        self.marks.reconnected()
         # Subscribing again on a resumed session replaces the subscription
         # with itself; retained copies only for a new subscription.
         client.subscribe(self.cfg.topic_filter(), options=SubscribeOptions(qos=1, retainHandling=1))
@@ -154,6 +162,26 @@ class Archiver:
         with self._lock:
             conn = self._conn_no
         self._queue.put(_Msg(message.topic, bytes(message.payload), message.mid, message.qos, conn))
+
+    def _publish_mark(self, topic: str, payload: bytes) -> None:
+        # paho queues it while the broker is away; ``reconnected`` sends all again
+        self._client.publish(topic, payload, qos=1, retain=True)
+        if self.metrics is not None:
+            self.metrics.marks_published.inc()
+
+    def _step_marks(self) -> None:
+        """The tables' marks that are due (controller/archive/marks.py);
+        a database error here is retried on the next pass, like maintenance."""
+        if not self.marks.pending():
+            return
+        conn = self._database()
+        if conn is None:
+            return
+        try:
+            self.marks.step(conn)
+        except psycopg.Error as exc:
+            log.error("archive.marks_failed", error=db.one_line(exc))
+            self._drop_database()
 
     # --- PostgreSQL (the writer) ------------------------------------------------
 
@@ -307,10 +335,12 @@ class Archiver:
                     if result is None:
                         break  # stopping: the batch stays unacknowledged
                     self._ack(batch)
+                    self.marks.touched(m.topic for m in batch)
                     self.totals.counts.update(result.counts)
                     if self.metrics is not None:
                         self.metrics.committed(result.counts)
                     self._report(result)
+                self._step_marks()
                 if self.metrics is not None:
                     self.metrics.queued.set(self._queue.qsize())
                 now = time.monotonic()

@@ -49,6 +49,24 @@ shows it), so such a command is applied once, and what stops a later copy
 from acting again is its ``ts`` and the once-only check
 (``controller.command_auth``).
 
+End-to-end acknowledgement (``archive_ack``, issue 28): a PUBACK says
+only that the broker took an event, and a broker that crashes before its
+autosave forgets it. The floor archiver publishes, retained, how far it has
+archived this table's events without a hole (``<prefix>/<table>/archive/mark``,
+controller/archive/marks.py); the output subscribes to it, checks it
+(``parse_mark``; then against the journal: not above the last seq stored,
+and naming the journal's own event at its seq), and keeps it in the
+journal as the mark of ``ARCHIVE_OUTPUT``, which retention honours. What
+lies above it, was PUBACKed at least ``reoffer_after_s`` ago and journalled
+as long ago, is re-offered in seq order, byte for byte (the archive
+de-duplicates on ``event_id``), at most ``REOFFER_PER_S`` events a second
+(a burst of ``REOFFER_BURST``), in rounds: a round whose re-offers did not
+move the mark doubles the wait before the next (up to ``REOFFER_MAX_FACTOR``
+times ``reoffer_after_s``), a mark that moves or is published again (an
+archiver back) resets it. A mark that fails a check is ignored and counted
+(``marks_ignored``), logged at most once a minute. No mark ever received
+(no archiver on this floor): nothing is re-offered and retention is as before.
+
 Sessions: every connection starts clean and the broker keeps nothing after
 it (3.1.1 ``clean_session``; MQTT 5 ``clean_start`` with a session expiry of
 0, the same thing). The journal, not the broker's session, is what makes
@@ -79,6 +97,59 @@ from controller.journal import Journal, JournalError, PendingEvent
 from controller.mqtt_client import Client, connect_options, make_client
 
 log = logging.getLogger(__name__)
+
+#: the journal mark the archive's acknowledgement is kept under (issue 28)
+ARCHIVE_OUTPUT = "archive"
+#: a larger archive/mark payload is ignored unread
+MAX_MARK_BYTES = 1024
+#: re-offered events a second, and the burst allowed (per table: 1,000
+#: tables re-offering at once add at most 20,000 messages a second)
+REOFFER_PER_S = 20.0
+REOFFER_BURST = 100
+#: the longest wait between two re-offer rounds, in ``reoffer_after_s``
+REOFFER_MAX_FACTOR = 16
+#: ignored marks are logged at most this often
+MARK_LOG_EVERY_S = 60.0
+_MAX_SEQ = 2**63 - 1
+
+
+def parse_mark(payload: bytes, table: str) -> tuple[int, str]:
+    """The seq and event id of an ``archive/mark`` payload for ``table``, or
+    ``ValueError`` saying in one line why it is not one (a hostile payload:
+    oversize, not UTF-8 or JSON, NaN or Infinity, a lone surrogate, another
+    table's, a seq out of range, an id that is not ``<table>/<shoe>/<seq>``)."""
+    if len(payload) > MAX_MARK_BYTES:
+        raise ValueError(f"{len(payload)} bytes, over {MAX_MARK_BYTES}")
+    try:
+        text = payload.decode("utf-8")
+        obj = json.loads(text, parse_constant=_no_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"not UTF-8 JSON: {str(exc).splitlines()[0][:80]}") from None
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    if obj.get("v") != 1 or isinstance(obj.get("v"), bool):
+        raise ValueError("not version 1")
+    if obj.get("table") != table:
+        raise ValueError("another table's mark")
+    seq = obj.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 0 < seq <= _MAX_SEQ:
+        raise ValueError("seq is not an integer in 1..2^63-1")
+    event_id = obj.get("event_id")
+    if not isinstance(event_id, str) or len(event_id) > 256:
+        raise ValueError("event_id is not a string of at most 256 characters")
+    try:
+        event_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("event_id holds a lone surrogate") from None
+    shoe = event_id.removeprefix(f"{table}/").removesuffix(f"/{seq}")
+    if f"{table}/{shoe}/{seq}" != event_id or not shoe or "/" in shoe:
+        raise ValueError("event_id is not <table>/<shoe>/<seq> of this table and seq")
+    return seq, event_id
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
+
 
 CommandHandler = Callable[[Command], None]
 
@@ -135,6 +206,7 @@ class MqttOutput:
         self.topic_odds = f"{prefix}/{table}/odds"
         self.topic_cmd = f"{prefix}/{table}/cmd"
         self.topic_reply = f"{prefix}/{table}/cmd/reply"
+        self.topic_mark = f"{prefix}/{table}/archive/mark"
 
         # Written by callbacks (network thread), read by the sender.
         self._acks: collections.deque[tuple[int, bool, str]] = collections.deque()
@@ -183,6 +255,34 @@ class MqttOutput:
         #: retained copies of ``odds.update`` events published, still to go
         #: to the ``odds`` topic (``_send_retained``)
         self._retained_odds: list[str] = []
+
+        # End-to-end acknowledgement (module docstring). The network thread
+        # puts a well-formed mark in ``_mark_in``; the sender checks it
+        # against the journal and takes it.
+        self.archive_ack = cfg.archive_ack and presence
+        self._reoffer_after = cfg.reoffer_after_s
+        self._mark_in: tuple[int, str] | None = None
+        self._mark_in_lock = threading.Lock()
+        self._archive_mark = journal.mark(ARCHIVE_OUTPUT)
+        self._archive_written = self._archive_mark
+        #: a mark was ever taken (then retention waits for the archive)
+        self.archive_heard = ARCHIVE_OUTPUT in journal.outputs()
+        #: marks ignored (malformed, another journal's, from the future)
+        self.marks_ignored = 0
+        self._ignored_logged = 0
+        self._ignored_log_at = 0.0
+        #: events re-offered since start
+        self.reoffered = 0
+        #: (PUBACK mark, monotonic time it was reached), oldest first: what
+        #: was acknowledged ``reoffer_after_s`` ago
+        self._acked_at: collections.deque[tuple[int, float]] = collections.deque([(self._mark, -1e18)])
+        self._round_from: int | None = None  # the cursor of the round under way
+        self._round_start_mark = -1
+        self._round_sent = 0
+        self._round_at = 0.0
+        self._round_wait = self._reoffer_after
+        self._tokens = float(REOFFER_BURST)
+        self._tokens_at = time.monotonic()
 
     # --- set-up ---------------------------------------------------------
 
@@ -347,6 +447,8 @@ class MqttOutput:
             else:
                 client.subscribe(self.topic_cmd, qos=1)
             client.publish(self.topic_status, "online", qos=1, retain=True)
+            if self.archive_ack:
+                client.subscribe(self.topic_mark, qos=1)
         with self._state_lock:
             self._state_dirty = self._state is not None
         self._connected.set()
@@ -389,6 +491,9 @@ class MqttOutput:
             self._wake.set()
 
     def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        if message.topic == self.topic_mark:
+            self._on_mark(bytes(message.payload))
+            return
         if message.topic != self.topic_cmd:
             return
         if self._admit is not None and not self._admit():
@@ -415,6 +520,111 @@ class MqttOutput:
             return
         self._on_command(cmd)
 
+    def _on_mark(self, payload: bytes) -> None:
+        """The archive's mark (network thread): checked for form here, then
+        against the journal by the sender (``_take_mark``)."""
+        if not self.archive_ack:
+            return
+        try:
+            mark = parse_mark(payload, self.table)
+        except ValueError as exc:
+            self._ignore_mark(str(exc))
+            return
+        with self._mark_in_lock:
+            self._mark_in = mark
+        self._wake.set()
+
+    def _ignore_mark(self, why: str) -> None:
+        self.marks_ignored += 1
+        now = time.monotonic()
+        if now >= self._ignored_log_at:
+            log.warning("mqtt: archive mark ignored: %s (%d ignored since start)", why, self.marks_ignored)
+            self._ignored_log_at = now + MARK_LOG_EVERY_S
+
+    def _take_mark(self) -> None:
+        """A mark received since the last pass, if it names this journal's
+        own event and no seq beyond the last stored (sender thread)."""
+        with self._mark_in_lock:
+            got, self._mark_in = self._mark_in, None
+        if got is None:
+            return
+        seq, event_id = got
+        top = self._journal.last_seq()
+        if seq > top:
+            self._ignore_mark(f"seq {seq} is beyond the journal's last, {top}")
+            return
+        held = self._journal.event_id_at(seq)
+        if held != event_id and not (held is None and seq <= self._journal.retired_seq()):
+            self._ignore_mark(f"{event_id} is not this journal's event {seq} ({held or 'none stored'})")
+            return
+        # an archiver published it (moved, or again after a reconnect): the
+        # next round soon, from the first wait
+        self._round_wait = self._reoffer_after
+        self._round_at = min(self._round_at, time.monotonic())
+        if seq > self._archive_mark or not self.archive_heard:
+            self._archive_mark = max(self._archive_mark, seq)
+            self.archive_heard = True
+            self._journal.mark_delivered(ARCHIVE_OUTPUT, self._archive_mark, durable=False)
+
+    @property
+    def archive_mark(self) -> int:
+        """The seq up to which the archive confirmed this table's events."""
+        return self._archive_mark
+
+    def _reoffer(self) -> None:
+        """Re-offer, in seq order and at a bounded rate, the events above the
+        archive's mark that were acknowledged by the broker and journalled at
+        least ``reoffer_after_s`` ago (under ``_send_lock``, connected)."""
+        if not self.archive_ack or not self.archive_heard or self._draining:
+            return
+        now = time.monotonic()
+        if self._round_from is None:
+            if now < self._round_at:
+                return
+            if self._round_sent and self._archive_mark <= self._round_start_mark:
+                # the last round moved nothing: the archiver is away, or behind
+                self._round_wait = min(self._round_wait * 2, self._reoffer_after * REOFFER_MAX_FACTOR)
+            self._round_from = self._round_start_mark = self._archive_mark
+            self._round_sent = 0
+        self._tokens = min(float(REOFFER_BURST), self._tokens + (now - self._tokens_at) * REOFFER_PER_S)
+        self._tokens_at = now
+        room = int(self._tokens)
+        if room <= 0:
+            return
+        horizon = now - self._reoffer_after
+        while len(self._acked_at) > 1 and self._acked_at[1][1] <= horizon:
+            self._acked_at.popleft()
+        through = self._acked_at[0][0] if self._acked_at[0][1] <= horizon else 0
+        start = max(self._round_from, self._archive_mark)
+        due = self._journal.unconfirmed(start, through, time.time() - self._reoffer_after, room)
+        for p in due:
+            topic = event_topic(self._cfg.topic_prefix, self.table, p.type)
+            # never retained: an old `roads` must not replace the latest one
+            info = self._client.publish(topic, p.json, qos=1, retain=False)
+            if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
+                return  # not connected after all: the round goes on next pass
+            self._tokens -= 1
+            self._round_from = p.seq
+            self._round_sent += 1
+            self.reoffered += 1
+        if len(due) < room:
+            if self._round_sent:
+                log.info(
+                    "mqtt: re-offered %d event(s) above the archive's mark %d",
+                    self._round_sent,
+                    self._round_start_mark,
+                )
+            self._round_from = None
+            # nothing (more) due: look again after a while
+            self._round_at = now + (
+                self._round_wait if self._round_sent else max(1.0, self._reoffer_after / 4)
+            )
+
+    def _write_archive_mark(self) -> None:
+        if self._archive_mark > self._archive_written:
+            self._journal.mark_delivered(ARCHIVE_OUTPUT, self._archive_mark, durable=False)
+            self._archive_written = self._archive_mark
+
     # --- the sender thread ----------------------------------------------
 
     def _send_loop(self) -> None:
@@ -424,11 +634,14 @@ class MqttOutput:
             if self._stopping:
                 break
             try:
+                if self.archive_ack:
+                    self._take_mark()
                 with self._send_lock:
                     self._settle_acks()
                     if self._connected.is_set():
                         self._send_state()
                         self._fill()
+                        self._reoffer()
                     self._ack_wake = self._need_acks()
                 # written after the lock is let go: the daemon's loop, which
                 # publishes a card under it, never waits for this write
@@ -495,6 +708,12 @@ class MqttOutput:
             self._inflight.popitem(last=False)
             self._acked.discard(seq)
             mark = seq
+        if mark > self._mark and self.archive_ack:
+            at = time.monotonic()
+            self._acked_at.append((mark, at))
+            horizon = at - self._reoffer_after
+            while len(self._acked_at) > 1 and self._acked_at[1][1] <= horizon:
+                self._acked_at.popleft()  # the oldest kept is the one that says what is due
         self._mark = max(self._mark, mark)
         if self._refused and all(s in self._acked or s in self._refused for s in self._inflight):
             # Everything sent has an answer: forget it and, after the pause,
