@@ -213,9 +213,50 @@ class TlsConfig(_Model):
         return self
 
 
-class MqttConfig(_Model):
-    host: str = Field(min_length=1)
+#: A host name (RFC 1123 labels) or an IPv4 or IPv6 literal: nothing a log
+#: line, a status line or a socket call could take for anything else.
+_HOST_RE = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+    r"(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?"
+    r"|[0-9A-Fa-f:.]{2,45}"
+)
+#: The most brokers one ``brokers:`` list may name (a cluster's nodes, a
+#: primary and standbys: a handful; each is one connection attempt in turn).
+MAX_BROKERS = 16
+
+
+def _check_host(value: str) -> str:
+    if not _HOST_RE.fullmatch(value) or (":" in value and not re.fullmatch(r"[0-9A-Fa-f:.]+", value)):
+        raise _error(
+            "host",
+            "must be a host name or an IP address (letters, digits, '-', '_', '.'; an IPv6 address "
+            "without brackets), not {value!r}",
+            value=visible(value),
+        )
+    return value
+
+
+class BrokerAddress(_Model):
+    """One broker of ``outputs.mqtt.brokers`` (or an archiver's ``broker.brokers``)."""
+
+    host: str = Field(min_length=1, max_length=253)
     port: int = Field(default=1883, ge=1, le=65535)
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        return _check_host(value)
+
+
+class MqttConfig(_Model):
+    #: One broker (``host``/``port``), or several (``brokers``): the client
+    #: connects to the first that answers and tries the next when one
+    #: fails (``endpoints``; controller/mqtt_client.py).
+    #: With ``brokers``, ``host`` and ``port`` are the first broker's (set
+    #: by ``_first_broker``), so a reader of the first broker needs no change.
+    host: str = Field(default="", max_length=253)
+    port: int = Field(default=1883, ge=1, le=65535)
+    brokers: list[BrokerAddress] | None = Field(default=None, min_length=1, max_length=MAX_BROKERS)
     #: None: ``shoe-<table>``.
     client_id: str | None = Field(default=None, min_length=1, max_length=128)
     username: str | None = Field(default=None, min_length=1)
@@ -253,6 +294,43 @@ class MqttConfig(_Model):
     def _secret(cls, value: str | None) -> str | None:
         return None if value is None else _check_secret_file(value)
 
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        return _check_host(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_broker(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("brokers") is None:
+            return data
+        if "host" in data or "port" in data:
+            raise _error(
+                "mqtt_where",
+                "host/port and brokers are exclusive: list every broker, each with its own port, "
+                "under brokers",
+            )
+        brokers = data["brokers"]
+        first = brokers[0] if isinstance(brokers, list) and brokers else None
+        host = first.get("host") if isinstance(first, dict) else None
+        if isinstance(first, dict) and isinstance(host, str) and _HOST_RE.fullmatch(host):
+            port = first.get("port", 1883)
+            ok = isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535
+            # a bad first entry is reported once, under brokers.0
+            data = {**data, "host": host, **({"port": port} if ok else {})}
+        return data
+
+    @field_validator("brokers")
+    @classmethod
+    def _brokers(cls, value: list[BrokerAddress] | None) -> list[BrokerAddress] | None:
+        seen: set[tuple[str, int]] = set()
+        for b in value or ():
+            key = (b.host.lower().rstrip("."), b.port)
+            if key in seen:
+                raise _error("brokers", "{host}:{port} is listed twice", host=b.host, port=b.port)
+            seen.add(key)
+        return value
+
     @field_validator("topic_prefix")
     @classmethod
     def _prefix(cls, value: str) -> str:
@@ -267,6 +345,31 @@ class MqttConfig(_Model):
         if self.password_file is not None and self.username is None:
             raise _error("mqtt_auth", "password_file needs a username (MQTT sends no password without one)")
         return self
+
+    @model_validator(mode="after")
+    def _where(self) -> MqttConfig:
+        if self.brokers is None and not self.host:
+            raise _error("mqtt_where", "needs host (one broker) or brokers (a list of {{host, port}})")
+        return self
+
+    def endpoints(self) -> list[tuple[str, int]]:
+        """The brokers to try, in order: ``host``/``port``, or ``brokers``."""
+        if self.brokers is not None:
+            return [(b.host, b.port) for b in self.brokers]
+        return [(self.host, self.port)]
+
+    def where(self) -> str:
+        """The first broker as a URL, ``mqtt://a:1883`` (``mqtts`` with TLS)."""
+        scheme = "mqtts" if self.tls else "mqtt"
+        return f"{scheme}://{_bracket(self.host)}:{self.port}"
+
+    def failover(self) -> str:
+        """The brokers after the first, for a status line ('' with one)."""
+        rest = self.endpoints()[1:]
+        if not rest:
+            return ""
+        listed = ", then ".join(f"{_bracket(h)}:{p}" for h, p in rest)
+        return f"; when one fails, the next in turn: {listed}"
 
     def protocol_warning(self) -> str | None:
         """What the chosen protocol cannot guarantee, for ``check-config`` and
@@ -427,6 +530,10 @@ def builtin_profiles() -> tuple[str, ...]:
     """The SPEC's profiles plus any other profile YAML shipped in the package."""
     shipped = {p.stem for p in (Path(__file__).parent / "profiles").glob("*.yaml")}
     return BUILTIN_PROFILES + tuple(sorted(shipped - set(BUILTIN_PROFILES)))
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def parse_host_port(value: str) -> tuple[str, int]:

@@ -5,8 +5,10 @@ everywhere.
 
 :func:`make_client` gives a client speaking the configured protocol (MQTT 5
 by default, 3.1.1 for brokers without it) with paho's version-2 callbacks,
-the configured user name and password file, and TLS (the system's CAs
-unless ``tls.ca_file`` names one; a client certificate when given). The
+the configured user name and password file, TLS (the system's CAs
+unless ``tls.ca_file`` names one; a client certificate when given), and
+the configured brokers (``host``/``port`` or ``brokers``), which its
+reconnects go through in turn (:meth:`Client.set_endpoints`). The
 client id is the caller's: the daemon's is stable (``shoe-<table>`` or
 ``client_id``), a ``ctl`` or replay connection takes a unique one so it
 never takes over the daemon's session.
@@ -61,6 +63,11 @@ class Client(mqtt.Client):
         super().__init__(*args, **kwargs)
         self._io_lock = threading.RLock()
         self._quiet = threading.local()
+        #: the brokers to try, in order (:meth:`set_endpoints`), and which is tried
+        self._endpoints: list[tuple[str, int]] = []
+        self._endpoint = 0
+        self._attempted = False
+        self._was_up = False
 
     def loop_start(self) -> MQTTErrorCode:
         rc = super().loop_start()
@@ -99,9 +106,58 @@ class Client(mqtt.Client):
         with self._io_lock:
             return super().loop_misc()
 
+    def set_endpoints(self, endpoints: list[tuple[str, int]]) -> None:
+        """The brokers this client connects to, in order of preference: each
+        (re)connection goes to the first of them after a connection that
+        was up, and to the next after an attempt that failed (no CONNACK
+        accepting it), round the list; paho's reconnect backoff runs between
+        attempts. So a dead broker costs one failed attempt, the others are
+        tried in turn while none answers, and the clients of a floor come
+        back to the first broker once it answers again."""
+        if not endpoints:
+            raise ValueError("no broker to connect to")
+        self._endpoints = list(endpoints)
+        self._endpoint = 0
+        self._attempted = False
+        self._host, self._port = self._endpoints[0]
+
+    @property
+    def endpoint(self) -> str:
+        """The broker this client connects (or last tried to connect) to, as host:port."""
+        host = self.host
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
     def reconnect(self) -> MQTTErrorCode:
         with self._io_lock:
+            if len(self._endpoints) > 1:
+                if self._attempted:
+                    self._endpoint = 0 if self._was_up else (self._endpoint + 1) % len(self._endpoints)
+                self._attempted = True
+                self._was_up = False
+                # paho's own fields: its setters refuse while a dead
+                # connection's socket is still open (``reconnect`` closes it)
+                self._host, self._port = self._endpoints[self._endpoint]
             return super().reconnect()
+
+    def connect_first(self, keepalive: int, **options: Any) -> None:
+        """Connect now (no network thread yet: ``ctl``) to the first of the
+        brokers that answers; raises ``OSError`` saying what each did."""
+        problems = []
+        for host, port in self._endpoints:
+            try:
+                self.connect(host, port, keepalive=keepalive, **options)
+                return
+            except OSError as exc:
+                problems.append(f"{host}:{port}: {exc.strerror or exc}")
+        raise OSError("; ".join(problems))
+
+    def _handle_connack(self) -> MQTTErrorCode:
+        # paho's CONNACK handler (run under the I/O lock, from loop_read):
+        # a broker that accepted us counts as up (see ``set_endpoints``)
+        rc = super()._handle_connack()
+        if self.is_connected():
+            self._was_up = True
+        return rc
 
     def write_now(self, wait: float = 0.002) -> bool:
         """Write what ``publish`` has queued, from this thread, if the
@@ -199,6 +255,7 @@ def make_client(cfg: MqttConfig, client_id: str, *, manual_ack: bool = False) ->
         client.username_pw_set(cfg.username, cfg.password())
     if cfg.tls is not None:
         client.tls_set(ca_certs=cfg.tls.ca_file, certfile=cfg.tls.cert_file, keyfile=cfg.tls.key_file)
+    client.set_endpoints(cfg.endpoints())
     return client
 
 

@@ -72,6 +72,8 @@ OTHER_KEYS: frozenset[str] = frozenset(
         "outputs.jsonl",
         "outputs.mqtt.host",
         "outputs.mqtt.port",
+        "outputs.mqtt.brokers.host",
+        "outputs.mqtt.brokers.port",
         "outputs.mqtt.client_id",
         "outputs.mqtt.username",
         "outputs.mqtt.password_file",

@@ -57,7 +57,8 @@ from controller.archive.metrics import ArchiveMetrics
 from controller.archive.store import BatchMark, BatchResult, Store, error_line, is_connection_error
 from controller.config import parse_host_port
 from controller.errors import ConfigError
-from controller.mqtt_client import make_client
+from controller.mqtt_client import Client, make_client
+from controller.outputs.mqtt import RECONNECT_DELAY_S
 
 log = structlog.get_logger("archive")
 
@@ -109,14 +110,16 @@ class Archiver:
 
     # --- MQTT (paho's thread) ---------------------------------------------------
 
-    def _make_client(self) -> mqtt.Client:
+    def _make_client(self) -> Client:
         client = make_client(self.cfg.broker, self.cfg.client_id, manual_ack=True)
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
         client.on_subscribe = self._on_subscribe
         client.on_connect_fail = self._on_connect_fail
-        client.reconnect_delay_set(1, 30)
+        # capped as a table's is (1, then 2 s: RECONNECT_DELAY_S): a broker
+        # back after a crash had its archiver back 31 s later with a cap of 30
+        client.reconnect_delay_set(round(RECONNECT_DELAY_S[0]), round(RECONNECT_DELAY_S[1]))
         return client
 
     def _connect_properties(self) -> Properties:
@@ -134,7 +137,11 @@ class Archiver:
         self._connected.set()
         if self.metrics is not None:
             self.metrics.broker.set(1)
-        log.info("archive.broker_connected", session_present=bool(flags.session_present))
+        log.info(
+            "archive.broker_connected",
+            broker=self._client.endpoint,
+            session_present=bool(flags.session_present),
+        )
         # a broker that crashed may have lost the retained marks
         self.marks.reconnected()
         # Subscribing again on a resumed session replaces the subscription
@@ -142,7 +149,7 @@ class Archiver:
         client.subscribe(self.cfg.topic_filter(), options=SubscribeOptions(qos=1, retainHandling=1))
 
     def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
-        log.warning("archive.broker_unreachable", host=self.cfg.broker.host, port=self.cfg.broker.port)
+        log.warning("archive.broker_unreachable", broker=self._client.endpoint)
 
     def _on_subscribe(self, client: mqtt.Client, userdata: Any, mid: int, rcs: Any, props: Any) -> None:
         for rc in rcs:
@@ -315,8 +322,7 @@ class Archiver:
             return 0
         self._maintain()
         self._client.connect_async(
-            cfg.broker.host,
-            cfg.broker.port,
+            *cfg.broker.endpoints()[0],  # then each in turn (``Client.set_endpoints``)
             keepalive=30,
             clean_start=False,
             properties=self._connect_properties(),

@@ -72,7 +72,7 @@ class BoardSubscriber:
 
     def start(self) -> None:
         m = self._cfg.mqtt
-        self._client.connect_async(m.host, m.port, keepalive=30, **self._connect_options())
+        self._client.connect_async(*m.endpoints()[0], keepalive=30, **self._connect_options())
         self._client.loop_start()
 
     def stop(self) -> None:

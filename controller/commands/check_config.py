@@ -31,9 +31,8 @@ def _check_profile(cfg: Config) -> str | None:
 def _broker(cfg: Config) -> str:
     m = cfg.outputs.mqtt
     assert m is not None
-    scheme = "mqtts" if m.tls else "mqtt"
     auth = f" as {m.username}" if m.username else ""
-    return f"{scheme}://{m.host}:{m.port}/{m.topic_prefix}/{cfg.table}{auth} (MQTT {m.protocol})"
+    return f"{m.where()}/{m.topic_prefix}/{cfg.table}{auth} (MQTT {m.protocol}){m.failover()}"
 
 
 def client_summary(cfg: ClientConfig) -> list[str]:
@@ -118,11 +117,10 @@ def _board(path: str) -> list[str] | None:
     cfg = load_board_config(path)
     m = cfg.mqtt
     tables = ", ".join(t.table + (f" (history from {t.journal})" if t.journal else "") for t in cfg.tables)
-    scheme = "mqtts" if m.tls else "mqtt"
     return [
         f"roadmap display (shoe-controller board) on http://{cfg.listen}/",
         f"tables: {tables}",
-        f"broker: {scheme}://{m.host}:{m.port}/{m.topic_prefix} (MQTT {m.protocol}), read-only",
+        f"broker: {m.where()}/{m.topic_prefix} (MQTT {m.protocol}), read-only{m.failover()}",
         f"odds panel {'on' if cfg.odds else 'off'}; at most {cfg.limits.max_clients} browsers",
     ]
 

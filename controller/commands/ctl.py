@@ -287,9 +287,10 @@ def run(args: argparse.Namespace) -> int:
     client.on_message = on_message
     client.on_publish = on_publish
     try:
-        client.connect(m.host, m.port, keepalive=30, **connect_options(m))
+        client.connect_first(30, **connect_options(m))
     except OSError as exc:
-        raise RuntimeFailure(f"cannot reach the broker at {m.host}:{m.port}: {exc}") from None
+        what = "the broker at" if len(m.endpoints()) == 1 else "any of the brokers"
+        raise RuntimeFailure(f"cannot reach {what} {exc}") from None
     client.loop_start()
     try:
         start = time.monotonic()

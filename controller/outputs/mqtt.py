@@ -3,7 +3,8 @@ broker, after zigbee2mqtt's ``lib/mqtt.ts``.
 
 Owns the paho-mqtt client and everything about it: the Last Will
 (``<prefix>/<table>/status`` = ``offline``, retained) and the retained
-``online`` on every connect, reconnection with capped backoff, TLS and
+``online`` on every connect, reconnection with capped backoff (through the
+configured brokers in turn: ``Client.set_endpoints``), TLS and
 password authentication, the event topics, the retained ``shoe/state``,
 ``roads`` and ``odds`` topics, and the command topic with its replies.
 
@@ -306,7 +307,8 @@ class MqttOutput:
         """Connect in the background (retrying with backoff) and start the
         sender. Never blocks on the broker."""
         cfg = self._cfg
-        self._client.connect_async(cfg.host, cfg.port, keepalive=self._keepalive, **connect_options(cfg))
+        host, port = cfg.endpoints()[0]  # then each in turn (``Client.set_endpoints``)
+        self._client.connect_async(host, port, keepalive=self._keepalive, **connect_options(cfg))
         self._client.loop_start()
         self._sender = threading.Thread(target=self._send_loop, name=f"mqtt-sender-{self.table}", daemon=True)
         self._sender.start()
@@ -343,6 +345,11 @@ class MqttOutput:
     @property
     def connected(self) -> bool:
         return self._connected.is_set()
+
+    @property
+    def endpoint(self) -> str:
+        """The broker connected to (or last tried), host:port."""
+        return self._client.endpoint
 
     @property
     def ready(self) -> bool:
@@ -439,7 +446,7 @@ class MqttOutput:
             log.error("mqtt %s:%s: %s", self._cfg.host, self._cfg.port, self._last_error)
             return
         self._last_error = ""
-        log.info("mqtt: connected to %s:%s", self._cfg.host, self._cfg.port)
+        log.info("mqtt: connected to %s", self._client.endpoint)
         if self._presence:
             if self._cfg.protocol == "5":
                 # the broker keeps a retained command's flag on live delivery too
@@ -456,7 +463,7 @@ class MqttOutput:
 
     def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
         self.connect_failures += 1
-        self._last_error = f"cannot connect to {self._cfg.host}:{self._cfg.port}"
+        self._last_error = f"cannot connect to {self._client.endpoint}"
         log.warning("mqtt: %s; retrying with backoff", self._last_error)
 
     def _on_disconnect(
