@@ -226,6 +226,11 @@ class _Shoe:
     current_epoch: int = 0
     #: the latest odds of each view (``shoe``, ``counter``)
     odds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the latest supervisor's correction of a settled coup (``coup``,
+    #: ``was``: the winner it replaces, None if the board had no cell for
+    #: it, ``winner``, ``reason``, ``changes``), shown until a coup after
+    #: the last one ended when it came (``until``) ends
+    correction: dict[str, Any] | None = None
 
 
 # --- reading a message: every check first, nothing applied -------------------------
@@ -428,10 +433,22 @@ def _read_result(d: dict[str, Any]) -> Msg:
 
 
 def _read_corrected(d: dict[str, Any]) -> Msg:
-    """A ``coup.corrected``: read as the result it carries (never a demo coup)."""
+    """A ``coup.corrected``: read as the result it carries (never a demo
+    coup), with the supervisor's reason and the cards replaced."""
     if "demo" in d:
         raise BadMessage("demo: not a field of coup.corrected")
-    return _read_result({**d, "demo": False})
+    m = _read_result({**d, "demo": False})
+    changes = d.get("changes")
+    if changes is None:
+        changes = []
+    if not isinstance(changes, list) or len(changes) > len(HAND_POSITIONS):
+        raise BadMessage("changes: not a list of up to six cards")
+    replaced = []
+    for c in changes:
+        if not isinstance(c, dict):
+            raise BadMessage("changes: a change is not an object")
+        replaced.append({k: _text(c, k)[:3] for k in ("position", "was", "card")})
+    return Msg(m.shoe, m.seq, {**m.f, "reason": _text(d, "reason"), "changes": replaced})
 
 
 def _read_void(d: dict[str, Any]) -> Msg:
@@ -767,7 +784,21 @@ class TableState:
         s = self.shoe
         coup = f["coup"]
         hits = tuple(f["hits"])
-        changed = False
+        was = next((b.w for b in s.beads if b.coup == coup), None)
+        if was is None and s.last is not None and s.last.get("coup") == coup and not s.last.get("void"):
+            was = s.last.get("winner")
+        ended = [b.coup for b in s.beads if b.coup is not None] + [v["coup"] for v in s.voids]
+        if s.last is not None and isinstance(s.last.get("coup"), int):
+            ended.append(s.last["coup"])
+        s.correction = {
+            "coup": coup,
+            "was": was,
+            "winner": f["winner"],
+            "reason": f["reason"],
+            "changes": f["changes"],
+            "until": max([coup, *ended]),
+        }
+        changed = True
         for i, b in enumerate(s.beads):
             if b.coup == coup:
                 s.beads[i] = Bead(f["winner"], f["pp"], f["bp"], coup)
@@ -784,9 +815,17 @@ class TableState:
                 tags=list(f["tags"]),
                 hits=[SIDE_BET_LABELS.get(h, h) for h in hits],
                 corrected=True,
+                changes=f["changes"],
+                reason=f["reason"],
             )
-            changed = True
         return changed
+
+    def _coup_ended(self, coup: int) -> None:
+        """A coup settled or void: the banner of a correction made before
+        it began is done (a late copy of an earlier coup's leaves it)."""
+        c = self.shoe.correction
+        if c is not None and coup > c["until"]:
+            self.shoe.correction = None
 
     def _result(self, m: Msg) -> bool:
         if not self._adopt(m):
@@ -801,6 +840,7 @@ class TableState:
             f["hits"],
         )
         self._learn_bets(f["side_bets"])
+        self._coup_ended(coup)
         s = self.shoe
         s.missed_settled = s.missed_voids = False
         s.last = {
@@ -847,6 +887,7 @@ class TableState:
         if not self._adopt(m):
             return False
         coup, code = m.f["coup"], m.f["code"]
+        self._coup_ended(coup)
         s = self.shoe
         s.missed_settled = s.missed_voids = False
         s.last = {
@@ -983,6 +1024,9 @@ class TableState:
             "current": s.current,
             "awaiting": sorted(s.awaiting.values(), key=lambda a: (a["coup"], a["code"])),
             "voids": list(s.voids),
+            "correction": None
+            if s.correction is None
+            else {k: v for k, v in s.correction.items() if k != "until"},
             "odds": {v: s.odds.get(v) for v in ODDS_VIEWS} if self.odds_enabled else None,
         }
 

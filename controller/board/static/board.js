@@ -142,6 +142,24 @@
     if (last.void_unseen) out.appendChild(el("p", "muted", "A coup was also voided meanwhile; which came last is unknown"));
   }
 
+  function changesText(changes) {
+    return (changes || []).map((c) => c.position + " " + c.was + "\u2192" + c.card).join(", ");
+  }
+
+  // The latest correction of a settled coup, until the next coup ends:
+  // "COUP 2 CORRECTED: Banker → Player (P1 6S→8D; tape: P1 was 8D)"
+  function drawCorrection(v) {
+    const c = v.correction;
+    if (!c) {
+      show("banner-corrected", false);
+      return;
+    }
+    const name = (w) => (w ? NAMES[w] || w : "?");
+    const why = [changesText(c.changes), c.reason].filter((x) => x).join("; ");
+    show("banner-corrected", true, "COUP " + c.coup + " CORRECTED: " + name(c.was) + " \u2192 " + name(c.winner) +
+      (why ? " (" + why + ")" : ""));
+  }
+
   function drawLast(v) {
     const last = v.last;
     const out = $("last-body");
@@ -184,6 +202,13 @@
     if (last.banker_pair) notes.push("Banker pair");
     for (const h of last.hits || []) notes.push(h + "!");
     if (notes.length) out.appendChild(el("div", "notes", notes.join(" \u00b7 ")));
+    if (last.corrected) {
+      // a supervisor's correction of this coup: what it replaced, and why
+      const n = el("div", "notes corrected", "Corrected by supervisor: " + changesText(last.changes) +
+        (last.reason ? " (" + last.reason + ")" : ""));
+      n.id = "last-corrected";
+      out.appendChild(n);
+    }
     const href = coupLink(last.coup);
     if (href) {
       const a = el("a", "timeline", "Timeline of coup " + last.coup);
@@ -304,6 +329,7 @@
   function render(v) {
     view = v;
     drawState(v);
+    drawCorrection(v);
     drawLast(v);
     drawDealing(v);
     drawTally(v);
