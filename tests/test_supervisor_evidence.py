@@ -468,3 +468,38 @@ def test_accept_of_a_number_while_frames_are_held_says_what_the_held_frames_will
         (next_p1, "8C"),
     ]
     assert e.shoe is not None and (e.shoe.numbering_lost is not None) is lost
+
+
+@pytest.mark.mqtt
+def test_ctl_says_what_an_accept_given_while_frames_are_held_will_do(
+    tmp_path: Path, mosquitto: BrokerFactory, subscriber: Callable[..., Subscriber]
+) -> None:
+    # the shoe of _numbering_lost_with_frames_held, replayed by a real
+    # daemon; ctl accept --coup 6 without --confirm, through the broker
+    broker = mosquitto()
+    sub = subscriber(broker, ["baccarat/T01/#"])
+    sup = str(_supervisor(tmp_path, broker))
+    frames = _frames(
+        "NEWSHOE", "AS", "2S",
+        "9S", "KH", "TS", "QH", "RESULT",
+        "8D", "2C", "KD", "5C", 6,
+        "7H", "7D", "TC", "JS", "RESULT",
+        "9D", "KC", "TH", "QD", "RESULT",
+    )  # fmt: skip
+    with _daemon(tmp_path, broker, _capture(frames), sub):
+        assert sub.wait_for(
+            lambda ms: any(
+                m.topic == "baccarat/T01/security/alert" and b"COUP_NUMBERING_LOST" in m.payload for m in ms
+            ),
+            30,
+        )
+        time.sleep(1.0)  # (the held frames are read right after the alert)
+        r = ctl("accept", "--coup", "6", "-c", sup)
+        assert one_line_error(r, 1) == (
+            "shoe-controller ctl: table T01 did not apply accept coup 6 (no --confirm): it would "
+            + HELD.format(n=6)
+            + "; "
+            + DEALT_ON
+            + "then count coup 5 void (lost whole) and number the next coup 6"
+        )
+        assert not any(b"COUP_NUMBERING_RESTORED" in m.payload for m in sub.on("baccarat/T01/security/alert"))
