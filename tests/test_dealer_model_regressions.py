@@ -23,7 +23,7 @@ from controller.commands_schema import Accept
 from controller.engine import Engine
 from controller.events import Event
 from controller.rules import load_profile
-from firmware_protocols.frames import Button, Card, DeviceResult, Frame, Hello, SequenceGap, Status
+from firmware_protocols.frames import Button, Card, CutCard, DeviceResult, Frame, Hello, SequenceGap, Status
 
 T0 = 1_763_800_000.0
 
@@ -225,3 +225,46 @@ def test_due_cards_held_when_the_shoe_ends_open_no_coup() -> None:
         (5, ["9H", "QD"]),
     ]
     assert [x["coups"] for x in out if x["type"] == "shoe.ended"] == [5]
+
+
+def test_a_cut_card_among_an_early_results_due_cards_came_out_in_that_coup() -> None:
+    # Coup 1 is a natural; coup 2 is dealt with RESULT after its first
+    # card (void), then the cut card comes out before its due cards, which
+    # follow with RESULT again. The cut card came out in coup 2, so coup 3
+    # is the last; coup 4 is past it. The cut card was counted from coup 3
+    # (nothing was in play while the due cards waited): coup 4 was settled
+    # and shoe.ended counted 4 coups.
+    e = engine()
+    frames: list[Frame] = [*opening(["9S", "KH", "TS", "QH"])]
+    frames += [Card(T0, 9, "7H"), Button(T0, 10, "RESULT"), CutCard(T0, 11)]
+    frames += coup_frames([["7D", "TC", "JS"]], seq=12)
+    frames += coup_frames([["8D", "2C", "KD", "5C"], ["9H", "QD", "QD", "TD"]], seq=16)
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert [(c["coup"], c["last_coup"]) for c in out if c["type"] == "shoe.cut_card"] == [(2, 3)]
+    assert [(c["coup"], c["position"], c["card"]) for c in out if c["type"] == "card"][-8:-4] == [
+        (3, "P1", "8D"),
+        (3, "B1", "2C"),
+        (3, "P2", "KD"),
+        (3, "B2", "5C"),
+    ]
+    assert [r["coup"] for r in out if r["type"] == "coup.result"] == [1, 3]
+    assert [(v["coup"], v["code"]) for v in out if v["type"] == "coup.void"] == [
+        (2, "PREMATURE_RESULT"),
+        (4, "CUT_CARD_OVERRUN"),
+    ]
+    assert [x["coups"] for x in out if x["type"] == "shoe.ended"] == [3]
+
+
+def test_a_cut_card_after_an_early_results_due_cards_counts_from_the_next_coup() -> None:
+    # The same, but the cut card comes after the due cards that complete
+    # coup 2's tableau (before the dealer's second RESULT): it counts from
+    # coup 3, so coup 4 is the last and is settled.
+    e = engine()
+    frames: list[Frame] = [*opening(["9S", "KH", "TS", "QH"])]
+    frames += [Card(T0, 9, "7H"), Button(T0, 10, "RESULT")]
+    frames += [Card(T0, 11, "7D"), Card(T0, 12, "TC"), Card(T0, 13, "JS"), CutCard(T0, 14)]
+    frames.append(Button(T0, 15, "RESULT"))
+    frames += coup_frames([["8D", "2C", "KD", "5C"], ["9H", "QD", "QD", "TD"]], seq=16)
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert [(c["coup"], c["last_coup"]) for c in out if c["type"] == "shoe.cut_card"] == [(3, 4)]
+    assert [r["coup"] for r in out if r["type"] == "coup.result"] == [1, 3, 4]

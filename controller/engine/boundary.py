@@ -112,6 +112,27 @@ def after_void_early_result(
 _LOSS = (SequenceGap, Hello, Link)
 
 
+def due_cards_to(eng: Engine, s: Shoe) -> int | None:
+    """The number of the void coup whose due cards are being dealt now,
+    after its RESULT came with its tableau incomplete: the cards waiting
+    for the next RESULT (``after_premature``) do not yet complete it, and
+    (Angel Eye) none of them is placed on P1, which opens the next coup.
+    None when no such coup waits."""
+    void = s.after_premature_void
+    if s.after_premature is None or void is None:
+        return None
+    if any(c.hand == "P1" for c in s.after_premature):
+        return None
+    trial = Coup(number=0, demo=False, t_start=0.0, positions=list(void.positions), cards=list(void.cards))
+    for c in s.after_premature:
+        pos = tableau.next_position(eng, trial)
+        if pos is None or pos == UNKNOWN:
+            break
+        trial.positions.append(pos)
+        trial.cards.append(c.card)
+    return void.number if tableau.next_position(eng, trial) is not None else None
+
+
 def flush_after_premature(eng: Engine, s: Shoe, frame: Frame | None = None) -> Work:
     """The cards after an early-RESULT coup were the next coup's: a frame
     other than a card or a RESULT came (``frame``), or more cards than a

@@ -301,6 +301,11 @@ def on_cut(eng: Engine, f: CutCard) -> None:
     announce(eng, s)
     if cur is not None and cur.dealing and tableau.next_position(eng, cur) is not None:
         coup_no = cur.number
+    elif (due_to := boundary.due_cards_to(eng, s)) is not None:
+        # among the due cards of a coup voided by a RESULT before its
+        # tableau was complete: it came out in that coup, so the one more
+        # coup is counted from it, as the dealer counts it
+        coup_no = due_to
     else:
         coup_no = s.next_coup
     s.cut_coup = coup_no
