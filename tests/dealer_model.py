@@ -469,7 +469,7 @@ class Dealer:
             if len(order) - pos < 8 or (length is not None and number >= length):
                 break
             number += 1
-            kind = rng.choice(self.kinds) if rng.random() < self.error_rate else None
+            kind = rng.choice(self.kinds) if self.kinds and rng.random() < self.error_rate else None
             if kind == "shoe_ended" and number < 3:
                 kind = None
             pos, ended = self.deal_coup(truth, order, pos, number, kind, cut_at)
