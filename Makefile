@@ -98,11 +98,14 @@ bench: $(STAMP)
 # then the dealer model (tests/dealer_model.py): >= 100,000 coups dealt with every
 # dealing error on the three protocols, checked against the truth (its table of kinds
 # injected, flagged and violations). Another protocol for the campaign:
-# make soak SOAK_ARGS="--protocol angel-eye/2"; fewer model coups: DEALER_COUPS=20000
+# make soak SOAK_ARGS="--protocol angel-eye/2"; fewer model coups: DEALER_COUPS=20000.
+# Last, the issue-28 broker faults on six tables with PostgreSQL (tests/soak/ack_faults.py):
+# every journal in the archive with no backfill
 DEALER_COUPS ?= 100000
 soak: $(STAMP) deps-system
 	$(BIN)/python -m tests.soak --coups 10000 $(SOAK_ARGS)
 	$(BIN)/python -m tests.dealer_model --coups $(DEALER_COUPS) --jobs 2
+	$(BIN)/python -m tests.soak.ack_faults --tables 6 --events 3000 --down 15
 
 fuzz: $(STAMP)
 	$(BIN)/python -m pip install -q atheris

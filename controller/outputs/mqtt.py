@@ -616,7 +616,7 @@ class MqttOutput:
             self.reoffered += 1
         if len(due) < room:
             if self._round_sent:
-                log.info(
+                log.warning(
                     "mqtt: re-offered %d event(s) above the archive's mark %d",
                     self._round_sent,
                     self._round_start_mark,
