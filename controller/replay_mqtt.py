@@ -89,15 +89,23 @@ def table_status(
     client.on_connect = on_connect
     client.on_subscribe = on_subscribe
     client.on_message = on_message
-    try:
-        client.connect(cfg.host, cfg.port, keepalive=30, **connect_options(cfg))
-    except OSError as exc:
-        raise RuntimeFailure(f"cannot reach the broker at {cfg.host}:{cfg.port}: {exc}") from None
+    # every broker the config lists, in turn (one holds the floor's retained status)
+    listed = getattr(cfg, "endpoints", None)
+    endpoints: list[tuple[str, int]] = listed() if callable(listed) else [(cfg.host, cfg.port)]
+    errors = []
+    for host, port in endpoints:
+        try:
+            client.connect(host, port, keepalive=30, **connect_options(cfg))
+            break
+        except OSError as exc:
+            errors.append(f"{host}:{port}: {exc}")
+    else:
+        raise RuntimeFailure(f"cannot reach the broker at {'; '.join(errors)}")
     client.loop_start()
     try:
         if not subscribed.wait(connect):
             raise RuntimeFailure(
-                f"the broker at {cfg.host}:{cfg.port} did not answer within {connect:g} s"
+                f"the broker at {client.host}:{client.port} did not answer within {connect:g} s"
                 f" (reading the retained {topic})"
             )
         if failure:
@@ -149,8 +157,7 @@ class MqttReplay:
                 if output is not None:
                     output.stop(timeout=5.0)
                 journal.close()
-        scheme = "mqtts" if self.cfg.tls else "mqtt"
-        where = f"{scheme}://{output.endpoint}/{self.cfg.topic_prefix}/{table}"
+        where = f"mqtt://{self.cfg.host}:{self.cfg.port}/{self.cfg.topic_prefix}/{table}"
         as_run = f" as replay run {run}" if run else ""
         return f"replay: {total} events published to {where}{as_run}, every one acknowledged (QoS 1)"
 
@@ -172,6 +179,6 @@ class MqttReplay:
             elif time.monotonic() - last_progress > self.stall_timeout:
                 why = f" ({output.last_error})" if output.last_error else ""
                 raise RuntimeFailure(
-                    f"the broker at {output.endpoint} acknowledged {total - left} of "
+                    f"the broker at {self.cfg.host}:{self.cfg.port} acknowledged {total - left} of "
                     f"{total} events, then none for {self.stall_timeout:g} s{why}"
                 )
