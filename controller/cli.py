@@ -210,6 +210,11 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also count holes in each table's event seq: events the archive is missing (reads every event)",
     )
+    rpt.add_argument(
+        "--replays",
+        action="store_true",
+        help="report the replayed shoes (replay --out mqtt, archived apart) instead of the live ones",
+    )
     fmt = rpt.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="one CSV row per table and period")
     fmt.add_argument("--json", action="store_true", help="the whole report as one JSON object")

@@ -18,8 +18,10 @@ against the event contract (SPEC section 3) with stated bounds:
 * the envelope: ``v`` 1, ``type`` a dotted lowercase name of at most 64
   characters, ``table`` a table id, ``shoe`` at most 64 characters or null,
   ``seq`` 0..2^63-1, ``ts`` RFC 3339 UTC, ``event_id`` exactly
-  ``<table>/<shoe or ->/<seq>``; the topic must be the event's own
-  (``<prefix>/<table>/<type with / >``);
+  ``<table>/<shoe or ->/<seq>``, or for a replayed event (one with
+  ``replay``: ``{"run": 32 hex digits, "source": 1..255 characters}``)
+  exactly ``replay/<run>/<table>/<shoe or ->/<seq>``; the topic must be the
+  event's own (``<prefix>/<table>/<type with / >``);
 * the payload fields the typed tables hold, with their types.
 
 ``parse`` raises ``Invalid`` (one line) for every payload that is not such
@@ -104,6 +106,9 @@ class Event:
     digest: bytes
     #: The row for the typed table of this type (None: raw event only).
     typed: tuple[str, dict[str, Any]] | None = field(default=None, compare=False)
+    #: A replayed event's run (its ``replay.run``): archived apart, in the
+    #: ``replays`` schema (None: a live table's event).
+    replay: str | None = None
 
     @property
     def month(self) -> dt.date:
@@ -156,6 +161,8 @@ def parse(topic: str, payload: bytes, *, prefix: str, max_bytes: int) -> Event:
         what = f"a {ev['type']} event of {ev['table']}"
         raise Invalid(f"published on {topic}, but {what} belongs on {expected}")
     typed = _typed(ev["type"], obj)
+    if typed is not None and typed[0] == "coup_corrections":
+        _same_side(typed[1]["supersedes"], ev["replay"])
     return Event(
         topic=topic,
         event_id=ev["event_id"],
@@ -168,6 +175,7 @@ def parse(topic: str, payload: bytes, *, prefix: str, max_bytes: int) -> Event:
         canonical=canonical,
         digest=hashlib.sha256(data).digest(),
         typed=typed,
+        replay=ev["replay"],
     )
 
 
@@ -317,9 +325,48 @@ def _envelope(obj: dict[str, Any]) -> dict[str, Any]:
     seq = _int(obj, "seq")
     ts = parse_ts(obj.get("ts"))
     event_id = _str(obj, "event_id", 256, lo=1)
-    if event_id != f"{table}/{shoe or '-'}/{seq}":
+    run = _replay_run(obj)
+    if run is not None:
+        if event_id != f"replay/{run}/{table}/{shoe or '-'}/{seq}":
+            what = "replay/<run>/<table>/<shoe>/<seq>"
+            raise Invalid(f"event_id: {event_id!r:.80} is not {what} of this replayed event")
+    elif event_id != f"{table}/{shoe or '-'}/{seq}":
         raise Invalid(f"event_id: {event_id!r:.80} is not <table>/<shoe>/<seq> of this event")
-    return {"type": etype, "table": table, "shoe": shoe, "seq": seq, "ts": ts, "event_id": event_id}
+    return {
+        "type": etype,
+        "table": table,
+        "shoe": shoe,
+        "seq": seq,
+        "ts": ts,
+        "event_id": event_id,
+        "replay": run,
+    }
+
+
+_RUN_RE = re.compile(r"[0-9a-f]{32}")
+
+
+def _same_side(supersedes: str, run: str | None) -> None:
+    """A live correction supersedes a live event (an id of two slashes), a
+    replayed one an event of its own run: never across."""
+    if run is None and supersedes.count("/") != 2:
+        raise Invalid(f"supersedes: {supersedes!r:.80} is a replayed event's id, not this table's")
+    if run is not None and not supersedes.startswith(f"replay/{run}/"):
+        raise Invalid(f"supersedes: {supersedes!r:.80} is not an event of this replay run")
+
+
+def _replay_run(obj: dict[str, Any]) -> str | None:
+    """A replayed event's run, None for a live one (no ``replay`` key)."""
+    if "replay" not in obj:
+        return None
+    mark = obj["replay"]
+    if not isinstance(mark, dict) or set(mark) != {"run", "source"}:
+        raise Invalid("replay: must be an object with run and source")
+    run = mark["run"]
+    if not isinstance(run, str) or not _RUN_RE.fullmatch(run):
+        raise Invalid(f"replay.run: must be 32 lowercase hex digits, not {run!r:.40}")
+    _str(mark, "source", 255, lo=1)
+    return run
 
 
 def _hand(obj: dict[str, Any], key: str) -> tuple[list[str | None], int]:
@@ -345,7 +392,7 @@ def _settlement(obj: dict[str, Any]) -> str | None:
 
 
 _POSITIONS = frozenset({"P1", "B1", "P2", "B2", "P3", "B3"})
-_EVENT_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,32}/[^/]{1,64}/[0-9]{1,19}")
+_EVENT_ID_RE = re.compile(r"(?:replay/[0-9a-f]{32}/)?[A-Za-z0-9_-]{1,32}/[^/]{1,64}/[0-9]{1,19}")
 
 
 def _outcome(

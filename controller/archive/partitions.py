@@ -34,6 +34,10 @@ PARTITIONED: tuple[str, ...] = (
     "coup_corrections",
 )
 
+#: The tables of the ``replays`` schema (migration 5) with a ``ts``:
+#: not partitioned, retention deletes their rows (``drop_expired``).
+REPLAY_TABLES: tuple[str, ...] = ("event_ids", *PARTITIONED)
+
 #: pg_advisory_xact_lock key for partition DDL.
 PARTITION_LOCK = 0x5C0A_0002
 
@@ -136,4 +140,10 @@ def drop_expired(conn: Conn, now: dt.datetime, retention_months: int) -> list[st
         cutoff = dt.datetime(keep_from.year, keep_from.month, 1, tzinfo=dt.UTC)
         conn.execute("DELETE FROM event_ids WHERE ts < %s", (cutoff,))
         conn.execute("DELETE FROM shoes WHERE coalesce(started_at, ended_at) < %s", (cutoff,))
+        # replayed events (migration 5): the same horizon, row by row (not partitioned)
+        for table in REPLAY_TABLES:
+            conn.execute(
+                sql.SQL("DELETE FROM replays.{} WHERE ts < %s").format(sql.Identifier(table)), (cutoff,)
+            )
+        conn.execute("DELETE FROM replays.shoes WHERE coalesce(started_at, ended_at) < %s", (cutoff,))
     return dropped

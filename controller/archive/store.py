@@ -15,6 +15,12 @@
   with a different digest is a ``conflict``: both payloads go to
   ``conflicts``, the stored rows are untouched, and the caller raises the
   alarm (log line; the durable counter is written here);
+* a replayed event (``parse.Event.replay``: published by ``replay --out
+  mqtt``, its id of the replay form) goes through the same steps in the
+  schema ``replays`` (migration 5): its own ``event_ids``, ``events``,
+  typed tables, ``shoes`` and ``conflicts``, never the live ones, so a
+  replay never claims, duplicates or conflicts with a live event and the
+  floor's figures never count it;
 * the counters (``archive_counters``) are updated in the same transaction,
   so after ``kill -9`` they still count exactly what was committed;
 * with a ``BatchMark``, the batch's id is recorded in the same transaction
@@ -74,15 +80,19 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     ),
 }  # fmt: skip
 
+#: The schema replayed events are archived in (migration 5); the live
+#: tables are the search path's (``public``).
+REPLAYS = "replays."
+
 _SHOE_STARTED = """
-INSERT INTO shoes (table_id, shoe, started_at, started_event_id, decks, profile, shuffle_commit)
+INSERT INTO {ns}shoes (table_id, shoe, started_at, started_event_id, decks, profile, shuffle_commit)
 VALUES (%s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (table_id, shoe) DO UPDATE SET started_at = EXCLUDED.started_at,
     started_event_id = EXCLUDED.started_event_id, decks = EXCLUDED.decks,
     profile = EXCLUDED.profile, shuffle_commit = EXCLUDED.shuffle_commit
 """
 _SHOE_ENDED = """
-INSERT INTO shoes (table_id, shoe, ended_at, ended_event_id, coups, cards_dealt,
+INSERT INTO {ns}shoes (table_id, shoe, ended_at, ended_event_id, coups, cards_dealt,
                    tally_player, tally_banker, tally_tie)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (table_id, shoe) DO UPDATE SET ended_at = EXCLUDED.ended_at,
@@ -293,49 +303,76 @@ class Store:
                 later.append(ev)
             else:
                 first[ev.event_id] = ev
-        self._ensure_partitions(conn, {ev.month for ev in first.values()})
+        self._ensure_partitions(conn, {ev.month for ev in first.values() if ev.replay is None})
 
         with conn.transaction():
             cur = conn.cursor()
-            ids = sorted(first)
-            cur.execute(
-                "INSERT INTO event_ids (event_id, ts, table_id, digest) "
-                "SELECT * FROM unnest(%s::text[], %s::timestamptz[], %s::text[], %s::bytea[]) ORDER BY 1 "
-                "ON CONFLICT (event_id) DO NOTHING RETURNING event_id",
-                (
-                    ids,
-                    [first[i].ts for i in ids],
-                    [first[i].table for i in ids],
-                    [first[i].digest for i in ids],
-                ),
-            )
-            new = {str(r[0]) for r in cur.fetchall()}
-            stored: dict[str, tuple[bytes, dt.datetime]] = {}
-            old = [i for i in ids if i not in new]
-            if old:
-                cur.execute("SELECT event_id, digest, ts FROM event_ids WHERE event_id = ANY(%s)", (old,))
-                stored = {str(r[0]): (bytes(r[1]), r[2]) for r in cur.fetchall()}
-            for ev in later:  # a later copy in this batch: compare with the first
-                if ev.event_id in new:
-                    stored[ev.event_id] = (first[ev.event_id].digest, first[ev.event_id].ts)
-            for ev in [first[i] for i in old] + later:
-                digest, ts = stored[ev.event_id]
-                if digest == ev.digest:
-                    result.counts["duplicates"] += 1
-                else:
-                    self._conflict(cur, ev, digest, ts, first, new, result)
-            fresh = [first[i] for i in ids if i in new]
-            self._insert_events(cur, fresh)
-            result.counts["archived"] += len(fresh)
+            # live events, then replayed ones apart (their ids never meet:
+            # controller.replay.replay_event_id)
+            for ns in ("", REPLAYS):
+                live = ns == ""
+                self._claim(
+                    cur,
+                    ns,
+                    {i: ev for i, ev in first.items() if (ev.replay is None) == live},
+                    [ev for ev in later if (ev.replay is None) == live],
+                    result,
+                )
             result.counts["rejects"] += len(rejects)
             self._insert_rejects(cur, rejects, result)
             self._count(cur, result.counts)
             self._mark(cur, part)
         return result
 
+    def _claim(
+        self,
+        cur: psycopg.Cursor[tuple[Any, ...]],
+        ns: str,
+        first: dict[str, Event],
+        later: list[Event],
+        result: BatchResult,
+    ) -> None:
+        """Claim ``first``'s ids in ``{ns}event_ids`` and write the new ones;
+        a duplicate or a conflict (``later``: further copies in the batch)
+        counted and kept in ``{ns}conflicts``. ``ns``: "" (the live tables)
+        or ``REPLAYS``."""
+        if not first:
+            return
+        ids = sorted(first)
+        cur.execute(
+            f"INSERT INTO {ns}event_ids (event_id, ts, table_id, digest) "
+            "SELECT * FROM unnest(%s::text[], %s::timestamptz[], %s::text[], %s::bytea[]) ORDER BY 1 "
+            "ON CONFLICT (event_id) DO NOTHING RETURNING event_id",
+            (
+                ids,
+                [first[i].ts for i in ids],
+                [first[i].table for i in ids],
+                [first[i].digest for i in ids],
+            ),
+        )
+        new = {str(r[0]) for r in cur.fetchall()}
+        stored: dict[str, tuple[bytes, dt.datetime]] = {}
+        old = [i for i in ids if i not in new]
+        if old:
+            cur.execute(f"SELECT event_id, digest, ts FROM {ns}event_ids WHERE event_id = ANY(%s)", (old,))
+            stored = {str(r[0]): (bytes(r[1]), r[2]) for r in cur.fetchall()}
+        for ev in later:  # a later copy in this batch: compare with the first
+            if ev.event_id in new:
+                stored[ev.event_id] = (first[ev.event_id].digest, first[ev.event_id].ts)
+        for ev in [first[i] for i in old] + later:
+            digest, ts = stored[ev.event_id]
+            if digest == ev.digest:
+                result.counts["duplicates"] += 1
+            else:
+                self._conflict(cur, ns, ev, digest, ts, first, new, result)
+        fresh = [first[i] for i in ids if i in new]
+        self._insert_events(cur, ns, fresh)
+        result.counts["archived"] += len(fresh)
+
     def _conflict(
         self,
         cur: psycopg.Cursor[tuple[Any, ...]],
+        ns: str,
         ev: Event,
         stored_digest: bytes,
         stored_ts: dt.datetime,
@@ -347,22 +384,23 @@ class Store:
             stored_payload: str | None = first[ev.event_id].canonical
         else:
             cur.execute(
-                "SELECT payload::text FROM events WHERE event_id = %s AND ts = %s", (ev.event_id, stored_ts)
+                f"SELECT payload::text FROM {ns}events WHERE event_id = %s AND ts = %s",
+                (ev.event_id, stored_ts),
             )
             row = cur.fetchone()
             stored_payload = None if row is None else str(row[0])
         cur.execute(
-            "INSERT INTO conflicts (event_id, archiver, topic, stored_digest, new_digest, stored_payload, "
-            "new_payload) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb)",
+            f"INSERT INTO {ns}conflicts (event_id, archiver, topic, stored_digest, new_digest, "
+            "stored_payload, new_payload) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb)",
             (ev.event_id, self.archiver, ev.topic, stored_digest, ev.digest, stored_payload, ev.canonical),
         )
         result.counts["conflicts"] += 1
         result.conflicts.append(Conflict(ev.event_id, ev.topic, stored_digest, ev.digest, ev.canonical))
 
-    def _insert_events(self, cur: psycopg.Cursor[tuple[Any, ...]], fresh: list[Event]) -> None:
+    def _insert_events(self, cur: psycopg.Cursor[tuple[Any, ...]], ns: str, fresh: list[Event]) -> None:
         if not fresh:
             return
-        with cur.copy("COPY events (event_id, ts, table_id, shoe, seq, type, payload) FROM STDIN") as cp:
+        with cur.copy(f"COPY {ns}events (event_id, ts, table_id, shoe, seq, type, payload) FROM STDIN") as cp:
             for ev in fresh:
                 cp.write_row((ev.event_id, ev.ts, ev.table, ev.shoe, ev.seq, ev.type, ev.canonical))
         by_table: dict[str, list[Event]] = {}
@@ -373,14 +411,14 @@ class Store:
             if table in _COLUMNS:
                 cols = _COLUMNS[table]
                 names = ", ".join(f'"{c}"' for c in ("event_id", "ts", "table_id", "shoe", "seq", *cols))
-                with cur.copy(f"COPY {table} ({names}) FROM STDIN") as cp:
+                with cur.copy(f"COPY {ns}{table} ({names}) FROM STDIN") as cp:
                     for ev in evs:
                         assert ev.typed is not None
                         row = ev.typed[1]
                         cp.write_row((ev.event_id, ev.ts, ev.table, ev.shoe, ev.seq, *(row[c] for c in cols)))
             elif table == "shoes.started":
                 cur.executemany(
-                    _SHOE_STARTED,
+                    _SHOE_STARTED.format(ns=ns),
                     [
                         (
                             ev.table,
@@ -396,7 +434,7 @@ class Store:
             elif table == "shoes.ended":
                 cols = ("coups", "cards_dealt", "tally_player", "tally_banker", "tally_tie")
                 cur.executemany(
-                    _SHOE_ENDED,
+                    _SHOE_ENDED.format(ns=ns),
                     [
                         (ev.table, ev.shoe, ev.ts, ev.event_id, *_values(ev, cols))
                         for ev in evs

@@ -25,6 +25,12 @@ for a range of local dates, one table or all:
   holes in the table's ``seq`` among its archived events (counted in the
   period of the archived event before the hole).
 
+Replayed shoes (``replay --out mqtt``) are archived apart, in the schema
+``replays`` (migration 5), and never counted here; ``--replays`` reports
+them instead of the live ones, alone: the same queries, run with the
+search path set to that schema only (every table they read has its twin
+there), so a report is all live or all replayed, never a mix.
+
 Bounds: a date range of at most MAX_DAYS days, 1..MAX_SHIFTS shift
 boundaries, ``--table`` a table id as the config allows, ``--alpha`` in
 (0, 0.5]. Every expected error (bad date or shift, unknown timezone or
@@ -59,6 +65,8 @@ _TABLE_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 _HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 #: The archive schema version this report reads (migration 0001).
 SCHEMA_VERSION = 1
+#: The migration that keeps replayed events apart (schema ``replays``).
+REPLAYS_VERSION = 5
 
 
 # --- what is asked ----------------------------------------------------------------
@@ -74,6 +82,8 @@ class Query:
     alpha: float = DEFAULT_ALPHA
     idle_s: float = DEFAULT_IDLE_MINUTES * 60
     gaps: bool = False
+    #: the replayed shoes (schema ``replays``) instead of the live ones
+    replays: bool = False
 
     @property
     def by_day(self) -> bool:
@@ -145,6 +155,7 @@ def query_from_args(args: argparse.Namespace, today: dt.date | None = None) -> Q
         alpha=args.alpha,
         idle_s=args.idle_minutes * 60,
         gaps=bool(getattr(args, "gaps", False)),
+        replays=bool(getattr(args, "replays", False)),
     )
 
 
@@ -484,6 +495,7 @@ def build(q: Query, periods: dict[tuple[str, dt.datetime], Period]) -> dict[str,
         "shifts": [b.strftime("%H:%M") for b in q.shifts],
         "utc_range": [low.isoformat(), high.isoformat()],
         "table": q.table,
+        "replays": q.replays,
         "alpha": q.alpha,
         "idle_minutes": q.idle_s / 60,
         "tests": tests,
@@ -523,8 +535,9 @@ def render_text(rep: dict[str, Any]) -> str:
     out = io.StringIO()
     w = out.write
     per = "day" if len(rep["shifts"]) == 1 else "shift"
+    what = "Replays report (replayed shoes only, not the floor's)" if rep.get("replays") else "Floor report"
     w(
-        f"Floor report {rep['from']} .. {rep['to']} ({rep['timezone']}), {per}s from "
+        f"{what} {rep['from']} .. {rep['to']} ({rep['timezone']}), {per}s from "
         f"{', '.join(rep['shifts'])}; flag at p < {rep['alpha']:g}\n"
     )
     head = ("table", per, "coups", "demo", "void", "void%", "pace/h", "B", "P", "T", "p(BPT)", "worst side p",
@@ -713,6 +726,15 @@ def report(conn: Any, q: Query) -> dict[str, Any]:
         raise RuntimeFailure(
             "this database has no floor archive schema: run shoe-controller archive --config FILE --migrate"
         )
+    if q.replays:
+        if REPLAYS_VERSION not in have:
+            raise RuntimeFailure(
+                "this archive keeps no replays apart yet (migration 5):"
+                " run shoe-controller archive --config FILE --migrate"
+            )
+        # every table and view the queries name is then the replays' twin;
+        # pg_catalog stays implicitly first, public is not searched at all
+        conn.execute("SET search_path TO replays")
     if q.table is not None:
         check_table(conn, q.table)
     return build(q, fetch(conn, q))
