@@ -377,10 +377,17 @@ class MqttConfig(_Model):
         takes commands on its MQTT connection.)"""
         if self.protocol == "5":
             return None
+        # What the table takes from MQTT 5 (controller/outputs/mqtt.py), all
+        # of it: retain-as-published on the command subscription, and the
+        # PUBACK's reason code. (Its session expiry of 0 is 3.1.1's clean
+        # session; it uses no message expiry, user property or receive maximum.)
         return (
             'outputs.mqtt.protocol: "3.1.1" cannot show the controller that a command is '
             "retained on the broker when it arrives while connected: such a command is "
-            'applied once (later copies are refused); use "5" unless the broker lacks MQTT 5'
+            "applied once (later copies are refused); nor can the broker say it refused a "
+            "publish (its ACL): it acknowledges and drops it, and the event counts as delivered "
+            '(MQTT 5 keeps it in the journal and sends it again); use "5" unless the broker '
+            "lacks MQTT 5"
         )
 
     def _read_secret(self, key: str, path: str) -> bytes:

@@ -268,3 +268,37 @@ def connect_options(cfg: MqttConfig) -> dict[str, Any]:
     props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
     props.SessionExpiryInterval = 0
     return {"clean_start": True, "properties": props}
+
+
+#: CONNACK reason codes that mean "not this protocol version": MQTT 5's
+#: 0x84 Unsupported Protocol Version, and 3.1.1's return code 1
+#: (unacceptable protocol version), which a broker without MQTT 5 may send
+#: in reply to an MQTT 5 CONNECT (NATS 2.9 does; paho reads either as 0x84).
+_UNSUPPORTED_VERSION = (0x84, 0x01)
+
+
+def refusal_line(cfg: MqttConfig, rc: Any, *, key: str = "outputs.mqtt.protocol") -> str:
+    """One line for a CONNACK that refused the connection: for a broker
+    that does not speak the protocol asked for, exactly that and what to
+    set; otherwise the broker's reason."""
+    code = getattr(rc, "value", rc)
+    if code in _UNSUPPORTED_VERSION:
+        if cfg.protocol == "5":
+            return (
+                "the broker does not speak MQTT 5 (CONNACK: unsupported protocol version; "
+                f'NATS 2.9 and RabbitMQ 3.x speak 3.1.1 only): set {key}: "3.1.1"'
+            )
+        return f'the broker refused MQTT 3.1.1 (CONNACK: unsupported protocol version): set {key}: "5"'
+    return f"broker refused the connection: {rc}"
+
+
+def closed_before_connack_line(cfg: MqttConfig, rc: Any, *, key: str = "outputs.mqtt.protocol") -> str:
+    """One line for a connection the broker closed before accepting it
+    (no CONNACK, or paho's "Unspecified error"): with MQTT 5, what a broker
+    without it does (RabbitMQ 3.x closes the socket), so say what to set."""
+    if cfg.protocol == "5":
+        return (
+            f"the broker closed the connection before accepting it ({rc}): a broker without "
+            f'MQTT 5 (NATS 2.9, RabbitMQ 3.x) does this: if so, set {key}: "3.1.1"'
+        )
+    return f"the broker closed the connection before accepting it ({rc})"

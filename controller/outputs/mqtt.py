@@ -95,7 +95,13 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from controller.commands_schema import Command, CommandError, error_reply, id_of, parse_command
 from controller.config import MqttConfig
 from controller.journal import Journal, JournalError, PendingEvent
-from controller.mqtt_client import Client, connect_options, make_client
+from controller.mqtt_client import (
+    Client,
+    closed_before_connack_line,
+    connect_options,
+    make_client,
+    refusal_line,
+)
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +239,8 @@ class MqttOutput:
         self._state_dirty = False
         self._state_lock = threading.Lock()
         self._last_error = ""
+        #: the last CONNACK refused us (its line is said; the disconnect that follows is not)
+        self._connack_refused = False
         #: failed connection attempts since start (each one a backoff step)
         self.connect_failures = 0
 
@@ -442,9 +450,15 @@ class MqttOutput:
         self, client: mqtt.Client, userdata: Any, flags: Any, rc: ReasonCode, properties: Properties | None
     ) -> None:
         if rc.is_failure:
-            self._last_error = f"broker refused the connection: {rc}"
-            log.error("mqtt %s:%s: %s", self._cfg.host, self._cfg.port, self._last_error)
+            # one line saying what to set when the broker lacks the protocol
+            # (issue 28); the same refusal again is not logged again
+            line = refusal_line(self._cfg, rc)
+            self._connack_refused = True
+            if line != self._last_error:
+                log.error("mqtt %s:%s: %s", self._cfg.host, self._cfg.port, line)
+            self._last_error = line
             return
+        self._connack_refused = False
         self._last_error = ""
         log.info("mqtt: connected to %s", self._client.endpoint)
         if self._presence:
@@ -469,12 +483,22 @@ class MqttOutput:
     def _on_disconnect(
         self, client: mqtt.Client, userdata: Any, flags: Any, rc: ReasonCode, properties: Properties | None
     ) -> None:
+        was_up = self._connected.is_set()
         self._connected.clear()
         self._subscribed.clear()
         self._reconnected = True
-        if not self._stopping:
+        if self._stopping:
+            return
+        if was_up:
             self._last_error = f"disconnected: {rc}"
             log.warning("mqtt: %s; events wait in the journal", self._last_error)
+        elif not self._connack_refused:
+            # closed before any CONNACK (paho: "Unspecified error")
+            line = closed_before_connack_line(self._cfg, rc)
+            if line != self._last_error:
+                log.error("mqtt %s:%s: %s", self._cfg.host, self._cfg.port, line)
+            self._last_error = line
+        self._connack_refused = False
 
     def _on_subscribe(
         self,
