@@ -733,7 +733,7 @@ def _walk(
     while i < len(loc):
         part = loc[i]
         shown.append(visible(part))
-        fields = [m.model_fields[str(part)] for m in candidates if str(part) in m.model_fields]
+        fields = [_keys(m)[str(part)] for m in candidates if str(part) in _keys(m)]
         if not fields:
             if isinstance(part, int):  # an item of a list of models
                 i += 1
@@ -748,6 +748,12 @@ def _walk(
                 candidates = tagged
                 i += 1
     return shown, candidates
+
+
+def _keys(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's fields by the key a config file names them with (a
+    field's alias, else its name: the archive's ``broker`` is ``mqtt_broker``)."""
+    return {f.alias or name: f for name, f in model.model_fields.items()}
 
 
 def did_you_mean(key: str, allowed: Sequence[str]) -> str:
@@ -771,7 +777,7 @@ def _describe(err: Any, root: type[BaseModel] = Config) -> str:
     if kind == "extra_forbidden":
         shown, parents = _walk(loc[:-1], root)
         key = str(loc[-1])
-        allowed = sorted({f for m in parents for f in m.model_fields})
+        allowed = sorted({f for m in parents for f in _keys(m)})
         path = ".".join([*shown, visible(key)])
         return f"{path}: unknown key{did_you_mean(key, allowed)}"
     shown, _ = _walk(loc, root)

@@ -21,6 +21,21 @@ retention_months: 24          # partitions wholly older than this many months ar
 partitions_ahead: 2           # months of partitions made ahead of time
 metrics: 127.0.0.1:9109       # optional Prometheus endpoint
 ```
+
+On a NATS JetStream cluster (README, Archive, "On a NATS JetStream
+cluster") ``nats:`` takes the place of ``broker:`` (exactly one of the two):
+
+```yaml
+nats:
+  servers: [nats://n1.floor.lan:4222, nats://n2.floor.lan:4222, nats://n3.floor.lan:4222]
+  client_id: archive-1        # this archiver's name (counters, logs)
+  durable: archivers          # the pull consumer every archiver shares (a work queue)
+  replicas: 3                 # the least replicas of NATS's MQTT stream the archiver takes
+  ack_wait_s: 60              # an unacknowledged event is offered again after this
+  topic_prefix: baccarat      # the tables' outputs.mqtt.topic_prefix
+  username: archive           # optional, with password_file
+  password_file: /etc/shoe-controller/archive-nats.pass
+```
 """
 
 from __future__ import annotations
@@ -28,12 +43,31 @@ from __future__ import annotations
 import os
 import re
 from typing import ClassVar
+from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from controller.config import MqttConfig, _error, _Model, load_model, parse_host_port
+from controller.config import (
+    MqttConfig,
+    _check_secret_file,
+    _error,
+    _Model,
+    load_model,
+    parse_host_port,
+)
 
 _GROUP_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: A JetStream consumer name: no '.', '*', '>', spaces or path
+#: separators (https://docs.nats.io/nats-concepts/jetstream/streams).
+_NATS_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: NATS's own stream of the QoS 1 messages its MQTT clients publish, and its
+#: subjects: ``$MQTT.msgs.`` and the topic as a subject. NATS stores a
+#: message there (replicated, ``mqtt.stream_replicas``) before it sends the
+#: PUBACK: the archiver reads it (controller/archive/jetstream.py says why).
+MQTT_STREAM = "$MQTT_msgs"
+MQTT_SUBJECT_PREFIX = "$MQTT.msgs."
+#: The servers one archiver may list (a cluster's seed nodes; it learns the rest).
+MAX_NATS_SERVERS = 16
 
 #: MQTT 5 Session Expiry Interval is a 32-bit count of seconds.
 MAX_SESSION_EXPIRY_S = 0xFFFF_FFFF
@@ -65,8 +99,106 @@ class BrokerConfig(MqttConfig):
         return value
 
 
+class NatsConfig(_Model):
+    """The archiver's JetStream side (controller/archive/jetstream.py)."""
+
+    servers: list[str] = Field(min_length=1, max_length=MAX_NATS_SERVERS)
+    client_id: str = Field(min_length=1, max_length=128)
+    durable: str = "archivers"
+    #: The least replicas the archiver accepts of the stream it reads
+    #: (NATS's ``mqtt.stream_replicas``; JetStream replicates on 1 to 5).
+    replicas: int = Field(default=3, ge=1, le=5)
+    ack_wait_s: int = Field(default=60, ge=5, le=3600)
+    topic_prefix: str = "baccarat"
+    username: str | None = Field(default=None, min_length=1, max_length=256)
+    password_file: str | None = None
+
+    @field_validator("servers")
+    @classmethod
+    def _servers(cls, value: list[str]) -> list[str]:
+        for url in value:
+            if len(url) > 512:
+                raise _error("servers", "a server URL is at most 512 characters")
+            try:
+                parts = urlsplit(url)
+                port = parts.port
+            except ValueError:
+                raise _error("servers", "{url!r}: not nats://host:port", url=url) from None
+            if parts.scheme not in ("nats", "tls") or not parts.hostname or port is None:
+                raise _error("servers", "{url!r}: not nats://host:port (or tls://host:port)", url=url)
+            if parts.username or parts.password:
+                raise _error(
+                    "servers", "{url!r}: no credentials in a URL (use username and password_file)", url=url
+                )
+            if parts.path not in ("", "/") or parts.query or parts.fragment:
+                raise _error("servers", "{url!r}: nothing after host:port", url=url)
+        if len(set(value)) != len(value):
+            raise _error("servers", "a server is listed twice")
+        return value
+
+    @field_validator("durable")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NATS_NAME_RE.fullmatch(value):
+            raise _error("nats_name", "must match [A-Za-z0-9_-]{{1,64}}, not {value!r}", value=value)
+        return value
+
+    @field_validator("topic_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        # NATS maps the MQTT topic a/b/c to the subject a.b.c: a prefix's
+        # levels must be subject tokens (docs.nats.io, MQTT, topic mapping).
+        levels = value.split("/")
+        if not all(_GROUP_RE.fullmatch(level) for level in levels):
+            raise _error(
+                "topic_prefix", "must be '/'-separated levels of [A-Za-z0-9_-], not {value!r}", value=value
+            )
+        return value
+
+    @field_validator("password_file")
+    @classmethod
+    def _secret(cls, value: str | None) -> str | None:
+        return None if value is None else _check_secret_file(value)
+
+    @model_validator(mode="after")
+    def _auth(self) -> NatsConfig:
+        if self.password_file is not None and self.username is None:
+            raise _error("nats_auth", "password_file needs a username")
+        return self
+
+    @property
+    def subject_prefix(self) -> str:
+        return self.topic_prefix.replace("/", ".")
+
+    def subjects(self) -> str:
+        """Every table's QoS 1 messages in NATS's MQTT stream (``MQTT_STREAM``)."""
+        return f"{MQTT_SUBJECT_PREFIX}{self.subject_prefix}.>"
+
+    def password(self) -> str | None:
+        """The password from ``password_file`` (first line, no newline)."""
+        if self.password_file is None:
+            return None
+        from controller.errors import ConfigError
+
+        try:
+            with open(self.password_file, "rb") as f:
+                raw = f.read(4096 + 1)
+        except OSError as exc:
+            raise ConfigError(f"nats.password_file: {self.password_file}: {exc.strerror}") from None
+        if len(raw) > 4096:
+            raise ConfigError(f"nats.password_file: {self.password_file}: larger than 4096 bytes")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"nats.password_file: {self.password_file}: not UTF-8 text") from None
+        return text.splitlines()[0] if text else ""
+
+
 class ArchiveConfig(_Model):
-    broker: BrokerConfig
+    #: MQTT 5 (``broker:``) or NATS JetStream (``nats:``): exactly one. The
+    #: field is ``mqtt_broker``; the key and the property are ``broker``.
+    mqtt_broker: BrokerConfig | None = Field(default=None, alias="broker")
+    nats: NatsConfig | None = None
     dsn: str = Field(min_length=1, max_length=4096)
     share_group: str | None = None
     session_expiry_s: int = Field(default=7 * 24 * 3600, ge=60, le=MAX_SESSION_EXPIRY_S)
@@ -112,9 +244,31 @@ class ArchiveConfig(_Model):
             raise _error("share_group", "must match [A-Za-z0-9_-]{{1,64}}, not {value!r}", value=value)
         return value
 
+    @model_validator(mode="after")
+    def _one_source(self) -> ArchiveConfig:
+        if (self.mqtt_broker is None) == (self.nats is None):
+            raise _error("source", "exactly one of broker (MQTT 5) and nats (JetStream) is required")
+        if self.nats is not None and self.share_group is not None:
+            raise _error(
+                "share_group",
+                "share_group is for MQTT: with nats the archivers share the work through nats.durable",
+            )
+        return self
+
+    @property
+    def broker(self) -> BrokerConfig:
+        """The MQTT broker's section (only for an archiver on MQTT)."""
+        if self.mqtt_broker is None:
+            raise AttributeError("broker: this archiver reads NATS JetStream (nats:)")
+        return self.mqtt_broker
+
+    @property
+    def topic_prefix(self) -> str:
+        return self.nats.topic_prefix if self.nats is not None else self.broker.topic_prefix
+
     @property
     def client_id(self) -> str:
-        return self.broker.client_id
+        return self.nats.client_id if self.nats is not None else self.broker.client_id
 
     def topic_filter(self) -> str:
         """Every table's topics; the archiver keeps the events among them."""

@@ -1,5 +1,7 @@
 """``shoe-controller archive --config archive.yaml [--migrate | --stats | --backfill JOURNAL...]``:
-every table's events from the broker into PostgreSQL (controller/archive).
+every table's events from the broker (MQTT 5, ``broker:``) or a NATS
+JetStream stream (``nats:``, controller/archive/jetstream.py) into
+PostgreSQL (controller/archive).
 
 ``--migrate`` applies the pending schema migrations (under an advisory
 lock: safe beside running archivers), makes the partitions ahead and
@@ -60,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
         return _stats(cfg.dsn)
     if args.backfill:
         return _backfill(cfg, args.backfill)
+    if cfg.nats is not None:
+        from controller.archive.jetstream import JetStreamArchiver
+
+        return JetStreamArchiver(cfg, stop).run()
     from controller.archive.service import Archiver
 
     return Archiver(cfg, stop).run()
@@ -90,7 +96,7 @@ def _backfill(cfg: ArchiveConfig, paths: list[str]) -> int:
 
     store = Store(
         archiver=f"{cfg.client_id}/backfill",
-        prefix=cfg.broker.topic_prefix,
+        prefix=cfg.topic_prefix,
         max_payload_bytes=cfg.max_payload_bytes,
         retention_months=cfg.retention_months,
         partitions_ahead=cfg.partitions_ahead,

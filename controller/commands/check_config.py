@@ -127,7 +127,7 @@ def _board(path: str) -> list[str] | None:
 
 #: The keys that make a config the floor archiver's (``shoe-controller
 #: archive``): no table's or supervisor's config has either at its top.
-ARCHIVE_KEYS = ("dsn", "broker")
+ARCHIVE_KEYS = ("dsn", "broker", "nats")
 
 
 def _archive(path: str) -> list[str] | None:
@@ -152,22 +152,35 @@ def _archive(path: str) -> list[str] | None:
     from controller.archive.config import load_archive_config
 
     cfg = load_archive_config(path)
-    m = cfg.broker
-    scheme = "mqtts" if m.tls else "mqtt"
-    auth = f" as {m.username}" if m.username else ""
     params = conninfo_to_dict(cfg.dsn)
     where = " ".join(f"{k}={params[k]}" for k in ("host", "port", "dbname", "user") if params.get(k))
     secret = params.get("passfile") or "PGPASSFILE or ~/.pgpass, if any"
-    share = (
-        f"shared with the archivers of group {cfg.share_group}"
-        if cfg.share_group
-        else "not shared (one archiver takes every message)"
-    )
-    lines = [
-        f"floor archive (shoe-controller archive), client id {cfg.client_id}",
-        f"broker: {scheme}://{m.host}:{m.port}{auth} (MQTT 5), subscribes {cfg.topic_filter()} at QoS 1, "
-        + share,
-        f"session kept {cfg.session_expiry_s} s by the broker while the archiver is away",
+    lines = [f"floor archive (shoe-controller archive), client id {cfg.client_id}"]
+    if cfg.nats is not None:
+        n = cfg.nats
+        auth = f" as {n.username}" if n.username else ""
+        lines += [
+            f"NATS JetStream: {', '.join(n.servers)}{auth}; reads {n.subjects()} of NATS's MQTT "
+            f"stream (at least {n.replicas} replica(s)) through the durable pull consumer "
+            f"{n.durable}, shared by the archivers naming it",
+            f"a message not acknowledged within {n.ack_wait_s} s is offered again; acknowledged "
+            "after its batch's COMMIT",
+        ]
+    else:
+        m = cfg.broker
+        scheme = "mqtts" if m.tls else "mqtt"
+        auth = f" as {m.username}" if m.username else ""
+        share = (
+            f"shared with the archivers of group {cfg.share_group}"
+            if cfg.share_group
+            else "not shared (one archiver takes every message)"
+        )
+        lines += [
+            f"broker: {scheme}://{m.host}:{m.port}{auth} (MQTT 5), subscribes {cfg.topic_filter()} at QoS 1, "
+            + share,
+            f"session kept {cfg.session_expiry_s} s by the broker while the archiver is away",
+        ]
+    lines += [
         f"database: {where or 'libpq defaults'} (password from {secret})",
         f"batches of at most {cfg.batch_max_events} events or {cfg.batch_max_latency_ms} ms; "
         f"payloads over {cfg.max_payload_bytes} bytes kept aside",
