@@ -1,0 +1,348 @@
+"""The floor on a replicated engine: a 3-node NATS JetStream cluster
+(Debian's ``nats-server``; each node on free loopback ports, its own store,
+an MQTT listener), tables publishing over MQTT 3.1.1 to one node, and two
+archivers sharing one durable pull consumer of the stream in which NATS
+keeps its MQTT clients' QoS 1 messages, replicated on all three nodes,
+into the real PostgreSQL. One node is ``kill -9``ed mid-run
+and brought back, then another: at the end the archive holds every
+journalled event once, with its content (0 lost, 0 doubled).
+
+Which nodes are killed: the tables' config names one broker here (the broker
+lists of issue 28 item 3 had not landed when this was written), so the
+tables publish to a node that is never killed, and the two nodes killed in
+turn are the others, the stream's leader first when it is one of them. The
+archivers list all three nodes and follow the cluster (nats-py reconnects
+to the next server). Also: a table speaking MQTT 5 to a NATS node says, in
+one line, that the broker lacks MQTT 5 and what to set.
+
+The long form: ``NATS_FLOOR_TABLES=6 NATS_FLOOR_ROUNDS=5 pytest -s
+tests/test_nats_cluster.py -k archive`` (README, "On a NATS JetStream
+cluster", gives its numbers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import yaml
+
+from controller.archive.config import MQTT_STREAM
+from controller.archive.parse import canonical_json
+from controller.config import Config, MqttConfig
+from controller.journal import Journal
+from controller.outputs.mqtt import MqttOutput
+from tests.conftest import eventually, need_tool
+from tests.support.archiver import ArchiverProcess, migrate
+from tests.support.configs import write_config
+from tests.support.nats_cluster import NatsCluster
+
+pytestmark = pytest.mark.nats
+
+STREAM = MQTT_STREAM
+DURABLE = "archivers"
+TABLES = int(os.environ.get("NATS_FLOOR_TABLES", "2"))
+#: Kill-and-return rounds: each kills the two non-table nodes in turn.
+ROUNDS = int(os.environ.get("NATS_FLOOR_ROUNDS", "1"))
+CARDS_PER_SECOND = 30
+#: Events unsigned where tables sign them (issue 29): which archiver learns a
+#: table's key is that issue's (a work queue hands the announcement to one);
+#: this test is about the engine under the floor.
+UNSIGNED: dict[str, Any] = {"signing": False} if "signing" in Config.model_fields else {}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[NatsCluster]:
+    binary = need_tool("nats-server", "/usr/sbin/nats-server")
+    c = NatsCluster.make(binary, tmp_path / "nats")
+    try:
+        c.start()
+        assert eventually(c.ready, 30), "the cluster elected no JetStream meta leader"
+        yield c
+    finally:
+        c.stop()
+
+
+def _stream(urls: list[str]) -> dict[str, Any]:
+    """The stream's leader, its replicas (name, current, offline) and its
+    message count, asked of the cluster (nats-py)."""
+    import nats
+
+    async def ask() -> dict[str, Any]:
+        nc = await nats.connect(servers=urls, connect_timeout=2, max_reconnect_attempts=2)
+        try:
+            info = await nc.jetstream(timeout=5).stream_info(STREAM)
+        finally:
+            await nc.close()
+        cl = info.cluster
+        return {
+            "leader": cl.leader if cl else None,
+            "replicas": [(r.name, bool(r.current), bool(r.offline)) for r in (cl.replicas or [])]
+            if cl
+            else [],
+            "messages": info.state.messages,
+            "replicas_configured": info.config.num_replicas,
+        }
+
+    return asyncio.run(ask())
+
+
+def _stream_or_none(urls: list[str]) -> dict[str, Any] | None:
+    try:
+        return _stream(urls)
+    except Exception:  # no leader during an election, a node away
+        return None
+
+
+def _whole(urls: list[str]) -> bool:
+    """A leader, and both followers current and online."""
+    s = _stream_or_none(urls)
+    return bool(
+        s and s["leader"] and len(s["replicas"]) == 2 and all(c and not o for _, c, o in s["replicas"])
+    )
+
+
+def _first_mqtt_client(port: int) -> None:
+    """Connect an MQTT 3.1.1 client and leave: NATS then has its MQTT streams."""
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="first", protocol=mqtt.MQTTv311)
+    client.connect("127.0.0.1", port)
+    client.loop_start()
+    try:
+        assert eventually(client.is_connected, 30), "NATS did not accept an MQTT 3.1.1 client"
+    finally:
+        client.disconnect()
+        client.loop_stop()
+
+
+def _journal(path: Path) -> dict[str, str]:
+    """event_id -> JSON of every event in a daemon's journal (read-only)."""
+    if not path.exists():
+        return {}
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    try:
+        return {str(i): str(j) for i, j in db.execute("SELECT event_id, json FROM events")}
+    except sqlite3.OperationalError:  # not created yet
+        return {}
+    finally:
+        db.close()
+
+
+def _archived(dsn: str) -> int:
+    with psycopg.connect(dsn) as c:
+        return int(c.execute("SELECT count(*) FROM event_ids").fetchone()[0])  # type: ignore[index]
+
+
+def _archive_config(directory: Path, cluster: NatsCluster, dsn: str, name: str) -> Path:
+    cfg = {
+        "nats": {
+            "servers": cluster.urls,
+            "client_id": name,
+            "durable": DURABLE,
+            "replicas": 3,
+            "ack_wait_s": 30,
+        },
+        "dsn": dsn,
+        "batch_max_events": 200,
+        "batch_max_latency_ms": 100,
+    }
+    path = directory / f"archive-{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_a_table_speaking_mqtt5_to_nats_is_told_to_set_3_1_1(
+    cluster: NatsCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """NATS 2.9 answers an MQTT 5 CONNECT with "unsupported protocol
+    version" and closes: the table says so, and what to set, in one line
+    (not again at every retry, and not followed by a vague disconnect);
+    with "3.1.1" the same table connects."""
+    node = cluster.nodes[0]
+    journal = Journal(tmp_path / "journal.sqlite3")
+    caplog.set_level(logging.INFO, logger="controller.outputs.mqtt")
+    cfg = MqttConfig.model_validate({"host": "127.0.0.1", "port": node.mqtt_port})
+    out = MqttOutput(cfg, "T01", journal, poll_interval=0.1)
+    out.start()
+    try:
+        assert eventually(lambda: out.connect_failures + len(caplog.records) >= 1, 10)
+        time.sleep(3)  # paho retries after 1 s, then 2 s: the same refusal is not said again
+    finally:
+        out.stop(timeout=2)
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(
+        "the broker does not speak MQTT 5 (CONNACK: unsupported protocol version; NATS 2.9 and "
+        'RabbitMQ 3.x speak 3.1.1 only): set outputs.mqtt.protocol: "3.1.1"'
+    ), lines
+    assert not out.connected
+
+    cfg311 = MqttConfig.model_validate({"host": "127.0.0.1", "port": node.mqtt_port, "protocol": "3.1.1"})
+    out = MqttOutput(cfg311, "T01", journal, poll_interval=0.1)
+    out.start()
+    try:
+        assert eventually(lambda: out.connected, 15), "the table did not connect over MQTT 3.1.1"
+    finally:
+        out.stop(timeout=2)
+
+
+def test_the_archive_equals_the_journals_through_node_kills(
+    cluster: NatsCluster, tmp_path: Path, pg_dsn: str
+) -> None:
+    # NATS makes its MQTT streams (R3 here) at its first MQTT client
+    _first_mqtt_client(cluster.nodes[0].mqtt_port)
+    # two archivers on one durable consumer of NATS's MQTT stream
+    archivers = []
+    for name in ("archive-a", "archive-b"):
+        acfg = _archive_config(tmp_path, cluster, pg_dsn, name)
+        if not archivers:
+            migrate(acfg)
+        archivers.append(ArchiverProcess(acfg, tmp_path / f"{name}.log"))
+    for a in archivers:
+        a.start()
+    info = _stream(cluster.urls)
+    assert info["replicas_configured"] == 3 and len(info["replicas"]) == 2, info
+
+    # the tables publish over MQTT 3.1.1 to a node that is never killed
+    table_node = cluster.nodes[0]
+    others = cluster.nodes[1:]
+    procs: list[subprocess.Popen[Any]] = []
+    fakes: list[subprocess.Popen[str]] = []
+    journals: list[Path] = []
+    kills: list[str] = []
+    try:
+        for i in range(TABLES):
+            table = f"T{i + 1:02d}"
+            fake = subprocess.Popen(
+                [sys.executable, "-m", "controller.cli", "fake", "--pty", "--seed", str(i + 1),
+                 "--cards-per-second", str(CARDS_PER_SECOND)],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            )  # fmt: skip
+            fakes.append(fake)
+            assert fake.stdout is not None
+            port = fake.stdout.readline().strip()
+            assert port.startswith("/"), port
+            d = tmp_path / table
+            d.mkdir()
+            mqtt = {
+                "host": "127.0.0.1",
+                "port": table_node.mqtt_port,
+                "client_id": f"shoe-{table}",
+                "protocol": "3.1.1",
+            }
+            cfg = write_config(
+                d, {"driver": "serial", "port": port, "baudrate": 115200},
+                table=table, odds=True, outputs={"stdout": False, "mqtt": mqtt}, **UNSIGNED,
+            )  # fmt: skip
+            journals.append(d / "journal.sqlite3")
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "controller.cli", "run", "-c", str(cfg)],
+                    stdout=subprocess.DEVNULL,
+                    stderr=open(d / "daemon.log", "wb"),  # noqa: SIM115
+                )
+            )
+
+        def journalled() -> int:
+            return sum(len(_journal(j)) for j in journals)
+
+        def progress(what: str, more: int, count: Callable[[], int] = lambda: _archived(pg_dsn)) -> None:
+            start = count()
+            assert eventually(lambda: count() >= start + more, 120), f"no progress {what}"
+
+        progress("before the kills", 150)
+        for _ in range(ROUNDS):
+            leader = (_stream_or_none(cluster.urls) or {}).get("leader")
+            first = next((n for n in others if n.name == leader), others[0])
+            second = next(n for n in others if n is not first)
+            for node in (first, second):
+                node.kill9()
+                kills.append(node.name)
+                progress(f"with {node.name} killed", 150)
+                node.start()
+                assert eventually(lambda: _whole(cluster.urls), 60), (
+                    f"{node.name} did not catch up: {_stream_or_none(cluster.urls)}"
+                )
+                progress(f"after {node.name} came back", 100)
+        assert all(f.poll() is None for f in fakes), "the shoes stopped dealing before the kills were done"
+
+        # the shoes stop; the daemons deliver what they hold; the archive catches up
+        for f in fakes:
+            f.send_signal(signal.SIGTERM)
+            f.wait(20)
+
+        def caught_up() -> bool:
+            a, b = journalled(), _archived(pg_dsn)
+            return a == b and a == journalled()
+
+        assert eventually(caught_up, 120), (journalled(), _archived(pg_dsn))
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for f in fakes:
+            if f.poll() is None:
+                f.kill()
+        for a in archivers:
+            a.stop()
+
+    # every table warned once, at start, of what MQTT 3.1.1 cannot protect
+    for j in journals:
+        log = (j.parent / "daemon.log").read_text(errors="replace")
+        assert (
+            log.count('outputs.mqtt.protocol: \\"3.1.1\\" cannot show')
+            + log.count('outputs.mqtt.protocol: "3.1.1" cannot show')
+            == 1
+        ), log[-2000:]
+
+    journal: dict[str, str] = {}
+    for j in journals:
+        part = _journal(j)
+        assert not journal.keys() & part.keys()
+        journal.update(part)
+    with psycopg.connect(pg_dsn) as c:
+        stored = {str(i): bytes(d) for i, d in c.execute("SELECT event_id, digest FROM event_ids")}
+        copies = dict(c.execute("SELECT event_id, count(*) FROM events GROUP BY event_id").fetchall())
+        counters: dict[tuple[str, str], int] = {
+            (str(a), str(n)): int(v)
+            for a, n, v in c.execute("SELECT archiver, name, value FROM archive_counters")
+        }
+        conflicts = c.execute("SELECT count(*) FROM conflicts").fetchone()[0]  # type: ignore[index]
+        rejects = c.execute("SELECT count(*) FROM rejects").fetchone()[0]  # type: ignore[index]
+    archived = {a: v for (a, n), v in counters.items() if n == "archived"}
+    duplicates = sum(v for (_, n), v in counters.items() if n == "duplicates")
+    lost = len(set(journal) - set(stored))
+    print(
+        f"\nNATS cluster run: {TABLES} tables over MQTT 3.1.1 to {table_node.name}, nodes killed in turn: "
+        f"{', '.join(kills)}; journalled {len(journal)}, archived {len(stored)}, lost {lost}, "
+        f"rows per event max {max(copies.values(), default=0)}; duplicates delivered {duplicates}; "
+        f"per archiver {archived}; conflicts {conflicts}; rejects {rejects}"
+    )
+    assert set(stored) == set(journal), (lost, len(set(stored) - set(journal)))
+    assert all(n == 1 for n in copies.values()) and set(copies) == set(journal)
+    for event_id, text in journal.items():
+        digest = hashlib.sha256(canonical_json(json.loads(text)).encode()).digest()
+        assert stored[event_id] == digest, event_id
+    assert conflicts == 0 and rejects == 0
+    assert sum(archived.values()) == len(journal)
+    # one durable consumer, a work queue: both archivers took a share
+    assert set(archived) == {"archive-a", "archive-b"} and all(v > 0 for v in archived.values()), archived
