@@ -1,5 +1,7 @@
 """The published contract as JSON Schemas (package data under
-``controller/schemas/``): one per event type, and the supervisor command."""
+``controller/schemas/``): one per event type, the supervisor command, and
+the archive's mark (``archive.mark.json``, the payload of
+``<prefix>/<table>/archive/mark``)."""
 
 from __future__ import annotations
 
@@ -19,8 +21,12 @@ def event_schema(event_type: str) -> dict[str, Any]:
     return data
 
 
+#: schemas that are not events
+NOT_EVENTS = frozenset({"command.json", "archive.mark.json"})
+
+
 def event_types() -> list[str]:
     root = resources.files("controller").joinpath("schemas")
     return sorted(
-        p.name[:-5] for p in root.iterdir() if p.name.endswith(".json") and p.name != "command.json"
+        p.name[:-5] for p in root.iterdir() if p.name.endswith(".json") and p.name not in NOT_EVENTS
     )

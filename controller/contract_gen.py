@@ -96,6 +96,19 @@ def command_schema() -> dict[str, Any]:
     return command_json_schema()
 
 
+def archive_mark_schema() -> dict[str, Any]:
+    """The payload of ``<prefix>/<table>/archive/mark`` (issue 28)."""
+    from controller.mark_schema import ArchiveMark
+
+    return _document(
+        ArchiveMark,
+        {
+            "$id": "https://shoe-controller.invalid/schemas/archive.mark.json",
+            "title": "shoe-controller archive mark (v1): <prefix>/<table>/archive/mark, retained",
+        },
+    )
+
+
 def render(schema: dict[str, Any]) -> str:
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
@@ -104,6 +117,7 @@ def generated() -> dict[str, str]:
     """File name (under ``controller/schemas/``) -> its text."""
     files = {f"{t}.json": render(event_schema(t)) for t in sorted(EVENT_TYPES)}
     files["command.json"] = render(command_schema())
+    files["archive.mark.json"] = render(archive_mark_schema())
     return files
 
 

@@ -412,3 +412,22 @@ def test_marks_never_move_back_and_another_archivers_higher_mark_stands(conn: An
     assert again is not None and again.seq == 9
     assert [m.seq for m in marks.load_all(conn)] == [9]
     assert marks.advance(conn, "T99") == (None, None)
+
+
+def test_the_archivers_mark_is_valid_by_the_shipped_schema_and_read_by_the_table() -> None:
+    import jsonschema
+
+    from controller import contract_gen
+
+    schema = json.loads(contract_gen.generated()["archive.mark.json"])
+    payload = marks.TableMark(TABLE, 1, 42, f"{TABLE}/{SHOE}/42").payload()
+    jsonschema.validate(json.loads(payload), schema)
+    assert parse_mark(payload, TABLE) == (42, f"{TABLE}/{SHOE}/42")
+    for bad in (
+        mark_payload(0),
+        mark_payload(3, v=2),
+        mark_payload(3, extra=1),
+        mark_payload(3, table="T/1"),
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(json.loads(bad), schema)

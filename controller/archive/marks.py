@@ -127,16 +127,16 @@ def advance(
         hole: Hole | None = None
         while hole is None:
             rows = conn.execute(
-                "SELECT seq, event_id, type, payload->>'code' FROM events"
+                "SELECT seq, event_id, type FROM events"
                 " WHERE table_id = %s AND seq > %s ORDER BY seq LIMIT %s",
                 (table, seq, WALK_ROWS),
             ).fetchall()
-            for s, eid, etype, code in rows:
+            for s, eid, etype in rows:
                 s = int(s)
                 if s <= seq:
                     continue  # the same seq under another id (another journal's): not a step
                 if s != seq + 1:
-                    epoch = etype == "security.alert" and code == "JOURNAL_LOST"
+                    epoch = etype == "security.alert" and _journal_lost(conn, table, s)
                     if not (epoch and step_over == (seq + 1, s - 1)):
                         hole = Hole(table, seq + 1, s - 1, epoch)
                         break
@@ -151,6 +151,16 @@ def advance(
                 (table, first_seq, seq, event_id),
             )
     return TableMark(table, first_seq, seq, event_id), hole
+
+
+def _journal_lost(conn: Conn, table: str, seq: int) -> bool:
+    """Whether ``table``'s alert at ``seq`` is ``JOURNAL_LOST`` (read only at
+    a hole: the walk itself reads no payload)."""
+    row = conn.execute(
+        "SELECT 1 FROM security_alerts WHERE table_id = %s AND seq = %s AND code = 'JOURNAL_LOST' LIMIT 1",
+        (table, seq),
+    ).fetchone()
+    return row is not None
 
 
 def load_all(conn: Conn) -> list[TableMark]:

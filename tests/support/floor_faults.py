@@ -57,6 +57,8 @@ class Row:
     duplicates: int
     conflicts: int
     recovered_s: float | None  # seconds from the end of the fault to 0 missing; None: not within the bound
+    #: deliveries of an event the archive already held (re-offers, redeliveries)
+    delivered_again: int = 0
     backfill: bool = False  # the archive was never backfilled: the re-offer alone
 
     def line(self) -> str:
@@ -167,7 +169,10 @@ class Floor:
             stored = {str(i) for (i,) in c.execute("SELECT event_id FROM event_ids")}
             rows = c.execute("SELECT count(*), count(DISTINCT event_id) FROM events").fetchone()
             conflicts = c.execute("SELECT count(*) FROM conflicts").fetchone()
-        assert rows is not None and conflicts is not None
+            again = c.execute(
+                "SELECT coalesce(sum(value), 0) FROM archive_counters WHERE name = 'duplicates'"
+            ).fetchone()
+        assert rows is not None and conflicts is not None and again is not None
         return Row(
             fault=fault,
             journalled=len(journal),
@@ -176,6 +181,7 @@ class Floor:
             duplicates=int(rows[0]) - int(rows[1]),
             conflicts=int(conflicts[0]),
             recovered_s=recovered_s,
+            delivered_again=int(again[0]),
         )
 
     def stop_dealing(self) -> None:
