@@ -7,12 +7,11 @@ into the real PostgreSQL. One node is ``kill -9``ed mid-run
 and brought back, then another: at the end the archive holds every
 journalled event once, with its content (0 lost, 0 doubled).
 
-Which nodes are killed: the tables' config names one broker here (the broker
-lists of issue 28 item 3 had not landed when this was written), so the
-tables publish to a node that is never killed, and the two nodes killed in
-turn are the others, the stream's leader first when it is one of them. The
-archivers list all three nodes and follow the cluster (nats-py reconnects
-to the next server). Also: a table speaking MQTT 5 to a NATS node says, in
+Which nodes are killed: first the node the tables publish to (their
+config lists all three, theirs first: they fail over to the next, issue 28
+item 3), then, once it is back and caught up, the stream's leader among the
+other two. The archivers list all three nodes and follow the cluster
+(nats-py reconnects to the next server). Also: a table speaking MQTT 5 to a NATS node says, in
 one line, that the broker lacks MQTT 5 and what to set.
 
 The long form: ``NATS_FLOOR_TABLES=6 NATS_FLOOR_ROUNDS=5 pytest -s
@@ -218,7 +217,7 @@ def test_the_archive_equals_the_journals_through_node_kills(
     info = _stream(cluster.urls)
     assert info["replicas_configured"] == 3 and len(info["replicas"]) == 2, info
 
-    # the tables publish over MQTT 3.1.1 to a node that is never killed
+    # the tables publish over MQTT 3.1.1 to n1 first, and list the other two
     table_node = cluster.nodes[0]
     others = cluster.nodes[1:]
     procs: list[subprocess.Popen[Any]] = []
@@ -239,12 +238,9 @@ def test_the_archive_equals_the_journals_through_node_kills(
             assert port.startswith("/"), port
             d = tmp_path / table
             d.mkdir()
-            mqtt = {
-                "host": "127.0.0.1",
-                "port": table_node.mqtt_port,
-                "client_id": f"shoe-{table}",
-                "protocol": "3.1.1",
-            }
+            # every node, the tables' own first: a dead one costs one failed attempt
+            brokers = [{"host": "127.0.0.1", "port": n.mqtt_port} for n in [table_node, *others]]
+            mqtt = {"brokers": brokers, "client_id": f"shoe-{table}", "protocol": "3.1.1"}
             cfg = write_config(
                 d, {"driver": "serial", "port": port, "baudrate": 115200},
                 table=table, odds=True, outputs={"stdout": False, "mqtt": mqtt}, **UNSIGNED,
@@ -267,10 +263,11 @@ def test_the_archive_equals_the_journals_through_node_kills(
 
         progress("before the kills", 150)
         for _ in range(ROUNDS):
-            leader = (_stream_or_none(cluster.urls) or {}).get("leader")
-            first = next((n for n in others if n.name == leader), others[0])
-            second = next(n for n in others if n is not first)
-            for node in (first, second):
+            # the tables' node (they fail over), then the stream's leader
+            # among the others once the first is back
+            for k in range(2):
+                leader = (_stream_or_none(cluster.urls) or {}).get("leader")
+                node = table_node if k == 0 else next((n for n in others if n.name == leader), others[0])
                 node.kill9()
                 kills.append(node.name)
                 progress(f"with {node.name} killed", 150)
@@ -332,7 +329,8 @@ def test_the_archive_equals_the_journals_through_node_kills(
     duplicates = sum(v for (_, n), v in counters.items() if n == "duplicates")
     lost = len(set(journal) - set(stored))
     print(
-        f"\nNATS cluster run: {TABLES} tables over MQTT 3.1.1 to {table_node.name}, nodes killed in turn: "
+        f"\nNATS cluster run: {TABLES} tables over MQTT 3.1.1 to {table_node.name} first, "
+        f"nodes killed in turn: "
         f"{', '.join(kills)}; journalled {len(journal)}, archived {len(stored)}, lost {lost}, "
         f"rows per event max {max(copies.values(), default=0)}; duplicates delivered {duplicates}; "
         f"per archiver {archived}; conflicts {conflicts}; rejects {rejects}"

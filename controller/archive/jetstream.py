@@ -69,6 +69,7 @@ from nats.errors import Error as NatsError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from controller.archive import marks
 from controller.archive.config import MQTT_STREAM, MQTT_SUBJECT_PREFIX, ArchiveConfig, NatsConfig
 from controller.archive.metrics import ArchiveMetrics
 from controller.archive.service import MAINTAIN_EVERY_S, STATS_EVERY_S, Archiver, _Msg
@@ -94,8 +95,9 @@ def topic_of(subject: str) -> str:
 class JetStreamArchiver(Archiver):
     """The archiver with a JetStream durable pull consumer as its source.
     Reuses the MQTT archiver's writer (``_database``, ``_commit``,
-    ``_maintain``, ``_report``), which needs ``cfg``, ``stop``, ``store``,
-    ``totals``, ``metrics`` and ``_db``: set here, with no MQTT client."""
+    ``_maintain``, ``_report``, ``_step_marks``), which needs ``cfg``,
+    ``stop``, ``store``, ``totals``, ``metrics``, ``marks`` and ``_db``: set
+    here, with no MQTT client."""
 
     def __init__(self, cfg: ArchiveConfig, stop: threading.Event) -> None:
         assert cfg.nats is not None
@@ -116,6 +118,33 @@ class JetStreamArchiver(Archiver):
         if cfg.metrics is not None:
             self.metrics = ArchiveMetrics(parse_host_port(cfg.metrics))
         self.redelivered = 0
+        #: each table's archive/mark (controller/archive/marks.py), published
+        #: as a plain NATS message: NATS hands it to the table's MQTT
+        #: subscription live (QoS 0, not retained: see ``_send_marks``)
+        self.marks = marks.MarkKeeper(
+            cfg.topic_prefix,
+            self._queue_mark,
+            on_hole=None if self.metrics is None else self.metrics.holes,
+        )
+        self._marks_out: list[tuple[str, bytes]] = []
+
+    # --- marks -------------------------------------------------------------------
+
+    def _queue_mark(self, topic: str, payload: bytes) -> None:
+        self._marks_out.append((topic, payload))
+
+    async def _send_marks(self, nc: NATS) -> None:
+        """Publish the marks ``step`` made, each on its topic's subject.
+        Not retained (a retained MQTT message is NATS's own store): a table
+        that connects gets its mark with the next one published for it,
+        after its next event archived, or after its re-offer of what it
+        holds (every mark again after the archiver reconnects)."""
+        out, self._marks_out = self._marks_out, []
+        for topic, payload in out:
+            with contextlib.suppress(NatsError, OSError):
+                await nc.publish(topic.replace("/", "."), payload)
+                if self.metrics is not None:
+                    self.metrics.marks_published.inc()
 
     # --- NATS ---------------------------------------------------------------------
 
@@ -136,6 +165,7 @@ class JetStreamArchiver(Archiver):
         async def on_reconnected() -> None:
             if self.metrics is not None:
                 self.metrics.broker.set(1)
+            self.marks.reconnected()
             log.info(
                 "archive.nats_reconnected", server=str(nc.connected_url.netloc if nc.connected_url else "")
             )
@@ -299,10 +329,13 @@ class JetStreamArchiver(Archiver):
                             await m.ack()
                     with contextlib.suppress(NatsError, OSError, asyncio.TimeoutError):
                         await nc.flush(timeout=5)
+                    self.marks.touched(topic_of(m.subject) for m in msgs)
                     self.totals.counts.update(result.counts)
                     if self.metrics is not None:
                         self.metrics.committed(result.counts)
                     self._report(result)
+                self._step_marks()
+                await self._send_marks(nc)
                 now = time.monotonic()
                 if now >= next_maintain:
                     await asyncio.to_thread(self._maintain)
