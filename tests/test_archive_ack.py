@@ -431,3 +431,35 @@ def test_the_archivers_mark_is_valid_by_the_shipped_schema_and_read_by_the_table
     ):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(json.loads(bad), schema)
+
+
+def test_a_round_starts_again_from_the_mark_when_the_archiver_or_the_broker_comes_back(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a round re-offered before a broker crash (or to the session of
+    # an archiver that never came back) is gone: the round must not go on
+    # from where it was, above a hole it will never fill again.
+    clock = [1000.0]
+    monkeypatch.setattr(mqtt_out.time, "monotonic", lambda: clock[0])
+    journal.append_events([event(s) for s in range(1, 401)], now=0.0)
+    journal.mark_delivered("mqtt", 400)
+    journal.mark_delivered(ARCHIVE_OUTPUT, 100)
+    cfg = MqttConfig.model_validate({"host": "127.0.0.1", "port": 1, "reoffer_after_s": 2})
+    out = MqttOutput(cfg, TABLE, journal)
+    rec = _Recorder()
+    out._client = rec  # type: ignore[assignment]
+    out._reoffer()
+    assert out._round_from == 100 + mqtt_out.REOFFER_BURST
+    # the archiver publishes the same mark again (it reconnected)
+    out._on_mark(mark_payload(100))
+    out._take_mark()
+    clock[0] += 1.0
+    rec.sent.clear()
+    out._reoffer()
+    assert [json.loads(p)["seq"] for _, p, _ in rec.sent][:3] == [101, 102, 103]
+    # the table's own reconnect does the same
+    clock[0] += 1.0
+    out._round_restart = True  # what _on_connect sets
+    rec.sent.clear()
+    out._reoffer()
+    assert [json.loads(p)["seq"] for _, p, _ in rec.sent][:1] == [101]

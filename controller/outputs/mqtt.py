@@ -271,6 +271,7 @@ class MqttOutput:
         self.archive_ack = cfg.archive_ack and presence
         self._reoffer_after = cfg.reoffer_after_s
         self._mark_in: tuple[int, str] | None = None
+        self._mark_mid: int | None = None  # the mark subscription's SUBSCRIBE
         self._mark_in_lock = threading.Lock()
         self._archive_mark = journal.mark(ARCHIVE_OUTPUT)
         self._archive_written = self._archive_mark
@@ -286,6 +287,10 @@ class MqttOutput:
         #: was acknowledged ``reoffer_after_s`` ago
         self._acked_at: collections.deque[tuple[int, float]] = collections.deque([(self._mark, -1e18)])
         self._round_from: int | None = None  # the cursor of the round under way
+        #: set on a (re)connect and on a mark published again: what this
+        #: round re-offered may be lost with the broker, or the archiver's
+        #: session, so the next pass starts a round from the mark
+        self._round_restart = False
         self._round_start_mark = -1
         self._round_sent = 0
         self._round_at = 0.0
@@ -469,7 +474,8 @@ class MqttOutput:
                 client.subscribe(self.topic_cmd, qos=1)
             client.publish(self.topic_status, "online", qos=1, retain=True)
             if self.archive_ack:
-                client.subscribe(self.topic_mark, qos=1)
+                self._mark_mid = client.subscribe(self.topic_mark, qos=1)[1]
+                self._round_restart = True
         with self._state_lock:
             self._state_dirty = self._state is not None
         self._connected.set()
@@ -508,6 +514,12 @@ class MqttOutput:
         rcs: list[ReasonCode],
         properties: Properties | None,
     ) -> None:
+        if mid == self._mark_mid:
+            # the archive's mark, not the commands: its refusal is said, and
+            # the table goes on as with no archiver (the PUBACK is delivery)
+            if any(rc.is_failure for rc in rcs):
+                log.error("mqtt: broker refused the subscription to %s: %s", self.topic_mark, rcs[0])
+            return
         if any(rc.is_failure for rc in rcs):
             self._last_error = f"broker refused the subscription to {self.topic_cmd}: {rcs[0]}"
             log.error("mqtt: %s; no commands will arrive", self._last_error)
@@ -589,9 +601,13 @@ class MqttOutput:
             self._ignore_mark(f"{event_id} is not this journal's event {seq} ({held or 'none stored'})")
             return
         # an archiver published it (moved, or again after a reconnect): the
-        # next round soon, from the first wait
+        # next round soon, from the first wait; the same mark again is an
+        # archiver back (or the broker restarted): what was re-offered to it
+        # may be gone, so the round starts again from the mark
         self._round_wait = self._reoffer_after
         self._round_at = min(self._round_at, time.monotonic())
+        if seq == self._archive_mark:
+            self._round_restart = True
         if seq > self._archive_mark or not self.archive_heard:
             self._archive_mark = max(self._archive_mark, seq)
             self.archive_heard = True
@@ -609,6 +625,11 @@ class MqttOutput:
         if not self.archive_ack or not self.archive_heard or self._draining:
             return
         now = time.monotonic()
+        if self._round_restart:
+            self._round_restart = False
+            self._round_from = None
+            self._round_sent = 0  # not a round that moved nothing
+            self._round_at = now
         if self._round_from is None:
             if now < self._round_at:
                 return
