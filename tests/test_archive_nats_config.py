@@ -99,3 +99,10 @@ def test_check_config_reports_a_nats_archiver(tmp_path: Path, capsys: pytest.Cap
         "of NATS's MQTT stream (at least 3 replica(s)) through the durable pull consumer archivers"
     ) in out
     assert "acknowledged after its batch's COMMIT" in out
+
+
+def test_check_config_takes_the_shipped_nats_example(capsys: pytest.CaptureFixture[str]) -> None:
+    example = str(Path(__file__).resolve().parent.parent / "examples" / "archive-nats.yaml")
+    assert main(["check-config", example]) == 0
+    out, _ = capsys.readouterr()
+    assert out.startswith(f"ok: {example}\n") and "NATS JetStream: nats://n1.floor.lan:4222" in out
