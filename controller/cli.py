@@ -219,7 +219,42 @@ def _build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--csv", action="store_true", help="one CSV row per table and period")
     fmt.add_argument("--json", action="store_true", help="the whole report as one JSON object")
     _history_parser(sub)
+    _integrity_parsers(sub)
     return p
+
+
+def _integrity_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``keygen`` and ``verify`` (issue 29: signed, chained events)."""
+    kg = sub.add_parser(
+        "keygen",
+        help="make the table's signing key (mode 0600), or --rotate it",
+        description="Make the Ed25519 key a table signs its events with (README: Signed and chained events).",
+    )
+    kg.add_argument("-c", "--config", help="the table's config (the key goes to its signing_key path)")
+    kg.add_argument("--key", metavar="PATH", help="the key file (instead of -c)")
+    kg.add_argument(
+        "--rotate", action="store_true", help="a new key, endorsed by the old one (kept as PATH.<key id>)"
+    )
+    kg.add_argument("--public", action="store_true", help="print the existing key's id and public key only")
+    vf = sub.add_parser(
+        "verify",
+        help="check the signatures and the chain of a journal, the archive or a shoe report's events",
+        description="Name the first broken link or bad signature (exit 1), or say what was verified.",
+    )
+    src = vf.add_mutually_exclusive_group(required=True)
+    src.add_argument("--journal", metavar="PATH", help="a table's journal")
+    src.add_argument("-c", "--config", help="a table's config (its journal) or an archiver's (its dsn)")
+    src.add_argument("--dsn", help="the archive's PostgreSQL DSN")
+    src.add_argument("--events", metavar="FILE", help="a shoe report's events (history report --events)")
+    vf.add_argument("--table", help="the archive: the table to verify (required with --dsn or an archive -c)")
+    vf.add_argument("--from", dest="day_from", metavar="DAY", help="the archive: first day (UTC), 2026-11-20")
+    vf.add_argument("--to", dest="day_to", metavar="DAY", help="the archive: last day (UTC), included")
+    vf.add_argument(
+        "--key",
+        action="append",
+        metavar="PUBLIC_KEY",
+        help="trust only these public keys (base64url), not the ones the source lists",
+    )
 
 
 def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -260,6 +295,9 @@ def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     rp.add_argument("--html", metavar="OUT", help="write the report page here")
     rp.add_argument("--pdf", metavar="OUT", help="print it to PDF with headless Chromium")
     rp.add_argument("--chromium", metavar="PATH", help="the Chromium binary (default: found on PATH)")
+    rp.add_argument(
+        "--events", metavar="OUT", help="write the shoe's signed events (JSON lines) for verify --events"
+    )
 
 
 #: Arguments that name a file (or a program): any name the file system
@@ -268,7 +306,21 @@ def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 #: it (``textsafe.ONE_LINE_RULE``): argparse gives a non-UTF-8 argument as
 #: lone surrogates (surrogateescape), which no output or event can carry.
 PATH_ARGS = frozenset(
-    {"config", "journal", "files", "file", "output", "svg", "html", "pdf", "chromium", "backfill", "log"}
+    {
+        "config",
+        "journal",
+        "files",
+        "file",
+        "output",
+        "svg",
+        "html",
+        "pdf",
+        "chromium",
+        "backfill",
+        "log",
+        "key",
+        "events",
+    }
 )
 
 

@@ -471,6 +471,11 @@ class Config(_Model):
     device: Device
     journal: str = Field(default="./var/journal.sqlite3", min_length=1)
     journal_retention_days: int = Field(default=90, ge=1, le=36500)
+    #: Every event journalled is signed (Ed25519) and chained (issue 29);
+    #: the key is ``signing_key`` (default: ``signing.key`` beside the
+    #: journal), made on the first start if missing (or by ``keygen``).
+    signing: bool = True
+    signing_key: str | None = Field(default=None, min_length=1)
     odds: bool = True
     advantage_threshold: float = 0.0
     metrics: str | None = None
@@ -510,6 +515,12 @@ class Config(_Model):
 
     def metrics_address(self) -> tuple[str, int] | None:
         return None if self.metrics is None else parse_host_port(self.metrics)
+
+    def signing_key_path(self) -> str:
+        """The signing key's file: ``signing_key``, else beside the journal."""
+        if self.signing_key is not None:
+            return self.signing_key
+        return os.path.join(os.path.dirname(self.journal) or ".", "signing.key")
 
 
 def table_problem(value: str) -> str | None:

@@ -316,6 +316,8 @@ class Daemon:
         #: the journal's settings history (``controller.settings``), the
         #: settings the config asks for, and the decoder's in force
         self._history: settings_mod.History | None = None
+        #: the table's key list as announced on ``<prefix>/<table>/keys`` (signing on)
+        self._keys_text: str | None = None
         self._wanted: dict[str, Any] | None = None
         self._decoder_in_force: dict[str, Any] | None = None
         #: with the loop running: the journal's fsyncs, in their own thread
@@ -640,6 +642,7 @@ class Daemon:
                 on_command=self._commands.offer,
                 admit=self._commands.admit,
             )
+            self.mqtt.keys_text = self._keys_text
             self.mqtt.start()
 
     def _open_metrics(self) -> None:
@@ -724,6 +727,8 @@ class Daemon:
         history = journal.claim(cfg.table)
         if history.note:
             log.warning("journal", note=history.note)
+        if cfg.signing:
+            self._enable_signing(journal, history)
         # taken commands are remembered in the journal: a restart does not
         # make a captured command good again
         self.gate = CommandGate(cfg.table, journal, self._command_key)
@@ -899,6 +904,28 @@ class Daemon:
                 "journal checkpoints ahead failed; SQLite checkpoints inside commits again",
                 error=journal.ahead_failure,
             )
+
+    def _enable_signing(self, journal: Journal, history: History) -> None:
+        """Every event stored from here on is signed with the table's key
+        (made now if missing: README "Signed and chained events") and chained
+        to the journal's last; after lost history the next event says so."""
+        from controller import signing
+
+        path = self.cfg.signing_key_path()
+        key, created = signing.load_or_create(path)
+        signer = signing.Signer(key)
+        if created:
+            log.warning("signing key made", path=path, key_id=signer.key_id)
+        entry: dict[str, Any] = {"key_id": signer.key_id, "public_key": signer.public_key}
+        endorsement = signing.read_endorsement(path, signer.key_id)
+        if endorsement is not None:
+            entry.update(endorsement)
+        keys = journal.add_signing_key(entry)
+        self._keys_text = json.dumps({"table": self.cfg.table, "keys": keys}, separators=(",", ":"))
+        reset = None
+        if history.lost is not None:
+            reset = f"new epoch above seq {history.seq_floor}: {history.lost}"
+        journal.enable_signing(signer, chain_reset=reset)
 
     def _new_epoch(self, history: History) -> None:
         """The journal lost history: carry on above every seq ever issued

@@ -75,6 +75,15 @@ EVENT_ID_PATTERN = (
 )
 
 
+#: A chain link: the hex SHA-256 of an event's signed bytes.
+DIGEST_PATTERN = r"^[0-9a-f]{64}$"
+_KEY_ID = "the signing key's id: the first 16 hex digits of SHA-256 of its raw public key"
+_PREV = "SHA-256 (hex) of the signed bytes of the table's previous event; null on a chain's first"
+_RESET = "only on a new epoch's first event after a lost journal: why the chain starts again"
+_HEAD = "on shoe.ended: the table's chain head when the shoe ended (equal to its prev)"
+_SIG = "Ed25519 over the event's signed bytes (the line without its last member, sig), base64url"
+
+
 class Envelope(Struct, kw_only=True, forbid_unknown_fields=True):
     """The fields every event opens with, in this order (SPEC section 3.1);
     ``type`` is the payload's ``TYPE``. Defined here for the schema: the
@@ -90,6 +99,12 @@ class Envelope(Struct, kw_only=True, forbid_unknown_fields=True):
     seq: Annotated[int, Meta(ge=1)]
     ts: Ts
     replay: ReplayMark | UnsetType = UNSET
+    # Signed and chained events (envelope 1.1, issue 29): written by the
+    # journal after the payload, ``sig`` always last (controller.signing).
+    key_id: Annotated[str, Meta(pattern=r"^[0-9a-f]{16}$", description=_KEY_ID)] | UnsetType = UNSET
+    prev: Annotated[str, Meta(pattern=DIGEST_PATTERN, description=_PREV)] | UnsetType | None = UNSET
+    chain_reset: Annotated[str, Meta(min_length=1, description=_RESET)] | UnsetType = UNSET
+    sig: Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{86}$", description=_SIG)] | UnsetType = UNSET
 
 
 class Payload(Struct, kw_only=True, forbid_unknown_fields=True):
@@ -219,6 +234,12 @@ class ShoeEnded(Payload, kw_only=True, forbid_unknown_fields=True):
     tally: Tally
     reason: str | UnsetType = UNSET
     stats: dict[str, Any] | UnsetType = UNSET
+    #: written by the journal when it signs (issue 29), after the envelope's ``prev``
+    chain_head: (
+        Annotated[str, Meta(pattern=DIGEST_PATTERN, description="the table's chain head: equal to prev")]
+        | UnsetType
+        | None
+    ) = UNSET
 
 
 class CardEvent(Payload, kw_only=True, forbid_unknown_fields=True):

@@ -590,6 +590,26 @@ class Reader:
 
     # --- the shoe report ----------------------------------------------------
 
+    def shoe_lines(self, shoe: str) -> tuple[list[Any], list[str]]:
+        """A shoe's part of the table's signed chain (issue 29): the key list,
+        and every event line as journalled from the shoe's first event to its
+        last (other events between them included: the chain runs through
+        them), for ``history report --events``."""
+
+        def q(db: sqlite3.Connection) -> tuple[list[Any], list[str]]:
+            s = self._shoe(db, shoe)
+            row = db.execute("SELECT value FROM meta WHERE key = 'signing_keys'").fetchone()
+            keys = json.loads(row[0]) if row else []
+            lines = [
+                str(r[0])
+                for r in db.execute(
+                    "SELECT json FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq", (s.lo, s.hi)
+                )
+            ]
+            return (keys if isinstance(keys, list) else []), lines
+
+        return self.read(q)
+
     def shoe_report(self, shoe: str) -> dict[str, Any]:
         """Everything the shoe report prints, for an ended shoe."""
 

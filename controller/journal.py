@@ -57,6 +57,7 @@ from typing import Any, Literal, NamedTuple
 
 from controller.errors import RuntimeFailure
 from controller.events import dumps
+from controller.signing import SIGNING_FIELDS, Signer, digest, link_of
 
 SCHEMA_VERSION = 1
 INPUT_KINDS: frozenset[str] = frozenset({"rx", "tx", "cmd", "link", "tick"})
@@ -291,6 +292,15 @@ class Journal:
         self._commits = 0
         self._commits_checkpointed = 0
         self._ahead: _Checkpointer | None = None
+        #: signing (``enable_signing``): the key, the chain head (the link
+        #: the next event's ``prev`` holds), and a new epoch's reason, put on
+        #: the next event stored; ``_pending_head`` is the head a transaction
+        #: under way moves to, taken once it commits
+        self._signer: Signer | None = None
+        self._head: str | None = None
+        self._pending_head: str | None = None
+        self._reset: str | None = None
+        self._pending_reset: str | None = None
         #: why checkpoints are no longer taken ahead (None: they are, or
         #: were never asked for); SQLite's own came back in their place
         self.ahead_failure: str | None = None
@@ -483,6 +493,7 @@ class Journal:
                 )
                 stored: list[PendingEvent] = []
                 new = self._store_events(db, events, time.time(), stored) if events else []
+            self._chain_committed(new)
             self.last_stored = stored
             with self._sync_lock:
                 if stored:
@@ -592,6 +603,7 @@ class Journal:
             stored: list[PendingEvent] = []
             with self._guard("recording events"), self._transaction(durable=durable) as db:
                 new = self._store_events(db, events, created, stored)
+            self._chain_committed(new)
             self.last_stored = stored
             if stored:
                 with self._sync_lock:
@@ -610,6 +622,8 @@ class Journal:
         new: list[dict[str, Any]] = []
         retired = self._retired_seq(db)
         last = max(self._last_seq(db), retired)
+        self._pending_head = self._head
+        self._pending_reset = self._reset
         for event in events:
             seq, event_id, text = _identity(event)
             if seq <= last:
@@ -621,13 +635,15 @@ class Journal:
                         f"journal {self.path}: event {event_id} has seq {seq}, but the journal is"
                         f" already at seq {last} and holds no event {seq}"
                     )
-                if row[0] != event_id or (row[1] != text and json.loads(row[1]) != json.loads(text)):
+                if row[0] != event_id or (row[1] != text and _unsigned(row[1]) != _unsigned(text)):
                     raise JournalConflict(
                         f"journal {self.path}: seq {seq} is already {row[0]} with different content than"
                         f" the new {event_id}; the engine did not reproduce its past (or two tables share"
                         " this journal)"
                     )
                 continue
+            if self._signer is not None:
+                text = self._sign(event, text)
             try:
                 db.execute(
                     "INSERT INTO events (seq, event_id, type, shoe, ts, json, created)"
@@ -651,6 +667,68 @@ class Journal:
             if stored is not None:
                 stored.append(PendingEvent(seq, event_id, text, str(event["type"])))
         return new
+
+    # --- signing (issue 29) ---------------------------------------------
+
+    def enable_signing(self, signer: Signer, *, chain_reset: str | None = None) -> None:
+        """Sign every event stored from now on with ``signer`` and chain it
+        to the last event stored (``chain_reset``: the journal lost history,
+        the next event says so). The key is added to the journal's key list
+        (``signing_keys``) when new, endorsed by the key before it when
+        ``endorsement`` is given by ``keygen --rotate``."""
+        with self._lock, self._guard("reading events"):
+            row = self._db.execute("SELECT json FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+            self._head = link_of(str(row[0]).encode()) if row else None
+            self._signer = signer
+            self._reset = chain_reset
+
+    def signing_keys(self) -> list[dict[str, Any]]:
+        """The table's key list: every key it has signed with, oldest first."""
+        raw = self.get_meta("signing_keys")
+        if raw is None:
+            return []
+        keys = json.loads(raw)
+        return keys if isinstance(keys, list) else []
+
+    def add_signing_key(self, entry: dict[str, Any]) -> list[dict[str, Any]]:
+        """Add a key to the list (no-op when its ``key_id`` is there)."""
+        with self._lock:
+            keys = self.signing_keys()
+            if all(k.get("key_id") != entry.get("key_id") for k in keys):
+                keys.append(entry)
+                self.set_meta("signing_keys", json.dumps(keys, separators=(",", ":")))
+            return keys
+
+    def _sign(self, event: dict[str, Any], text: str) -> str:
+        """``event``'s stored line, signed and chained; ``event`` gets the
+        fields too (so that ``dumps(event)`` is the line)."""
+        signer = self._signer
+        assert signer is not None
+        if any(f in event for f in SIGNING_FIELDS):
+            for f in SIGNING_FIELDS:
+                event.pop(f, None)
+            text = dumps(event)
+        prev = self._pending_head
+        event["key_id"] = signer.key_id
+        event["prev"] = prev
+        tail = f',"key_id":"{signer.key_id}","prev":' + ("null" if prev is None else f'"{prev}"')
+        if self._pending_reset is not None:
+            event["chain_reset"] = self._pending_reset
+            tail += ',"chain_reset":' + json.dumps(self._pending_reset, ensure_ascii=False)
+            self._pending_reset = None
+        if event.get("type") == "shoe.ended":
+            event["chain_head"] = prev
+            tail += ',"chain_head":' + ("null" if prev is None else f'"{prev}"')
+        body = text[:-1] + tail + "}"
+        line = signer.seal(body)
+        event["sig"] = line[len(body) + 7 : -2]
+        self._pending_head = digest(body.encode())
+        return line
+
+    def _chain_committed(self, new: Sequence[dict[str, Any]]) -> None:
+        if self._signer is not None and new:
+            self._head = self._pending_head
+            self._reset = self._pending_reset
 
     @staticmethod
     def _last_seq(db: sqlite3.Connection) -> int:
@@ -1147,6 +1225,16 @@ class _HighWaterMark:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self._fd)
+
+
+def _unsigned(text: str) -> Any:
+    """An event's content without what signing added (a rebuild compares
+    the engine's event with the signed line stored)."""
+    obj = json.loads(text)
+    if isinstance(obj, dict):
+        for f in SIGNING_FIELDS:
+            obj.pop(f, None)
+    return obj
 
 
 def _identity(event: dict[str, Any]) -> tuple[int, str, str]:

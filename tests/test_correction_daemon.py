@@ -18,6 +18,7 @@ import yaml
 
 from controller.journal import Journal
 from tests.conftest import Broker, BrokerFactory, Subscriber
+from tests.support.signed import unsigned_line
 from tests.test_cli_errors import cli, one_line_error
 from tests.test_daemon import reference_events
 
@@ -136,4 +137,4 @@ def test_ctl_correct_is_published_journalled_and_refed_identically(
         daemon.wait(30)
     assert _journalled(tmp_path, "coup.corrected") == [published]
     fresh = [e for e in reference_events(tmp_path / "journal.sqlite3") if e["type"] == "coup.corrected"]
-    assert fresh == [published]
+    assert fresh == [json.loads(unsigned_line(json.dumps(published)))]  # re-fed: before the journal signs

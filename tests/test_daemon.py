@@ -7,6 +7,7 @@ import io
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from controller import signing
 from controller.config import load_config
 from controller.daemon import Daemon
 from controller.engine import Engine
@@ -26,6 +28,7 @@ from controller.rules import load_profile
 from firmware_protocols.detect import make_decoder
 from firmware_protocols.frames import Link
 from tests.support.configs import write_config
+from tests.support.signed import unsigned, unsigned_line
 
 CAPTURES = Path(__file__).parent / "captures"
 
@@ -43,7 +46,7 @@ def test_daemon_on_a_capture_emits_what_replay_emits(tmp_path: Path, capture: st
     rc = Daemon(cfg, stdout=out, stop_at_eof=True).run()
     assert rc == 0
     want = "".join(dumps(e) + "\n" for e in replay_events(path, ReplayOptions(roads=True)))
-    assert out.getvalue() == want
+    assert unsigned(out.getvalue()) == want
 
 
 def reference_events(
@@ -144,7 +147,16 @@ def test_kill_9_mid_coup_then_restart_delivers_what_an_uninterrupted_run_would(t
     assert [e["seq"] for e in firsts] == sorted(e["seq"] for e in firsts), "per-table order kept"
     # the daemon's deadline, not the profile's: they differ once frames were lost
     reference = reference_events(tmp_path / "journal.sqlite3", rules={"correction_deadline_s": 3})
-    assert firsts == reference
+    assert [json.loads(unsigned_line(json.dumps(e))) for e in firsts] == reference
+    # signed and chained across the kill and the restart (issue 29): each
+    # event's prev is the digest of the one before it, delivered or journalled
+    ring = signing.KeyRing()
+    ring.add(signing.Signer(signing.load_key(tmp_path / "signing.key")).public_key)
+    check = signing.ChainCheck(ring, anchored=False)
+    with sqlite3.connect(tmp_path / "journal.sqlite3") as db:
+        for seq, text in db.execute("SELECT seq, json FROM events ORDER BY seq"):
+            assert check.feed(f"seq {seq}", text.encode()) is None
+    assert check.signed == check.count == len(firsts)
     # The coup cut by the kill is finished (settled with its own cards, or
     # flagged): if bytes were lost while no one read the port, it is a
     # misdeal, never a silently dealt-over coup.

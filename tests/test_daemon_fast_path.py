@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from controller import signing
 from controller.config import load_config
 from controller.daemon import Daemon
 from controller.engine import Engine
@@ -27,6 +28,7 @@ from controller.rules import load_profile
 from firmware_protocols.detect import make_decoder
 from firmware_protocols.frames import Link
 from tests.support.configs import write_config
+from tests.support.signed import unsigned, unsigned_line
 
 CAPTURE = Path(__file__).parent / "captures" / "profile_punto_banco.shoelog"
 ANALYTICS = ("roads", "odds.update")
@@ -157,8 +159,20 @@ def _reference(journal_path: Path) -> list[dict[str, Any]]:
 
 
 def _stored(journal_path: Path) -> list[dict[str, Any]]:
+    """The journal's events as the engine made them (signing's fields out)."""
     with Journal(journal_path) as j:
-        return [json.loads(p.json) for p in j.events_since(0)]
+        return [json.loads(unsigned_line(p.json)) for p in j.events_since(0)]
+
+
+def _chained(journal_path: Path) -> int:
+    """Every event signed and chained to the one before it (issue 29)."""
+    ring = signing.KeyRing()
+    ring.add(signing.Signer(signing.load_key(journal_path.parent / "signing.key")).public_key)
+    check = signing.ChainCheck(ring, anchored=False)
+    with Journal(journal_path) as j:
+        for p in j.events_since(0):
+            assert check.feed(f"seq {p.seq}", p.json.encode()) is None
+    return check.signed
 
 
 class _Killed(BaseException):
@@ -220,6 +234,7 @@ def test_a_crash_between_the_two_commits_is_made_good_under_the_same_seqs(tmp_pa
     # the lost analytics are stored under the seqs and ids they would have had
     assert after == reference
     assert after[cut]["seq"] == before[-1]["seq"] + 1
+    assert _chained(journal) == len(after)  # the chain runs on across the crash
 
 
 def test_the_daemon_with_odds_on_stores_what_replay_emits(tmp_path: Path) -> None:
@@ -231,7 +246,7 @@ def test_the_daemon_with_odds_on_stores_what_replay_emits(tmp_path: Path) -> Non
     out = io.StringIO()
     assert Daemon(cfg, stdout=out, stop_at_eof=True).run() == 0
     want = [dumps(e) for e in replay_events(CAPTURE, ReplayOptions(odds=True, roads=True))]
-    assert out.getvalue().splitlines() == want
+    assert unsigned(out.getvalue()).splitlines() == want
     assert sum(1 for e in want if '"odds.update"' in e) >= 8
 
 
@@ -436,4 +451,4 @@ def test_a_card_whose_analytics_follow_is_published_before_they_are_computed(tmp
     assert all(published == dealt for dealt, published in daemon.seen), daemon.seen
     # and the stream is still the one replay gives
     want = [dumps(e) for e in replay_events(CAPTURE, ReplayOptions(odds=True, roads=True))]
-    assert out.getvalue().splitlines() == want
+    assert unsigned(out.getvalue()).splitlines() == want

@@ -67,6 +67,29 @@ def journal_messages(path: str, prefix: str, batch: int = BATCH) -> Iterator[lis
         db.close()
 
 
+def journal_keys(path: str, prefix: str) -> tuple[str, bytes] | None:
+    """The journal's signing keys as its table announces them on
+    ``<prefix>/<table>/keys`` (issue 29), or None (a journal never signed)."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        try:
+            keys = db.execute("SELECT value FROM meta WHERE key = 'signing_keys'").fetchone()
+            first = db.execute("SELECT json FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None  # journal_messages says what is wrong with it
+    if keys is None or first is None:
+        return None
+    table = _table_of(_bytes(first[0]))
+    try:
+        listed = json.loads(keys[0])
+    except ValueError:
+        return None
+    doc = json.dumps({"table": table, "keys": listed}, separators=(",", ":"))
+    return f"{prefix}/{table}/keys", doc.encode()
+
+
 def _bytes(value: object) -> bytes:
     """A column read with ``text_factory = bytes``: text and blobs as bytes."""
     if isinstance(value, bytes):
@@ -94,6 +117,9 @@ def backfill(
     out: dict[str, dict[str, int]] = {}
     for path in paths:
         total = BatchResult()
+        announcement = journal_keys(path, store.prefix)
+        if announcement is not None:  # the table's keys before its events
+            store.write(conn, [announcement])
         for rows in journal_messages(path, store.prefix):
             result = store.write(conn, [(topic, payload) for _, topic, payload in rows])
             if on_reject is not None:

@@ -194,6 +194,41 @@ class NatsConfig(_Model):
         return text.splitlines()[0] if text else ""
 
 
+class ArchiveSigning(_Model):
+    """Which signing keys the archive trusts (issue 29; README, "Signed and
+    chained events")."""
+
+    #: A table's first announced key is trusted when seen (default: a new
+    #: table needs no archive change; the first key is taken from the
+    #: table's own retained announcement, made at its install). Off: keys
+    #: come from the pins below only; an unpinned table's signed events are
+    #: then refused (no key known).
+    trust_on_first_use: bool = True
+    #: Pinned public keys (base64url, as ``keygen --public`` prints) per
+    #: table: such a table's keys come from here only, never the broker.
+    keys: dict[str, list[str]] = Field(default_factory=dict, max_length=10_000)
+
+    @field_validator("keys")
+    @classmethod
+    def _keys(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        from controller.signing import unb64
+
+        for table, keys in value.items():
+            for key in keys:
+                try:
+                    ok = len(unb64(key)) == 32
+                except ValueError:
+                    ok = False
+                if not ok:
+                    raise _error(
+                        "keys",
+                        "{table}: {key!r:.60} is not a base64url Ed25519 public key",
+                        table=table,
+                        key=key,
+                    )
+        return value
+
+
 class ArchiveConfig(_Model):
     #: MQTT 5 (``broker:``) or NATS JetStream (``nats:``): exactly one. The
     #: field is ``mqtt_broker``; the key and the property are ``broker``.
@@ -209,6 +244,7 @@ class ArchiveConfig(_Model):
     partitions_ahead: int = Field(default=2, ge=1, le=24)
     #: Optional Prometheus endpoint, host:port (controller/archive/metrics.py).
     metrics: str | None = None
+    signing: ArchiveSigning = ArchiveSigning()
 
     @field_validator("metrics")
     @classmethod

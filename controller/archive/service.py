@@ -94,6 +94,8 @@ class Archiver:
             max_payload_bytes=cfg.max_payload_bytes,
             retention_months=cfg.retention_months,
             partitions_ahead=cfg.partitions_ahead,
+            pinned=cfg.signing.keys,
+            trust_on_first_use=cfg.signing.trust_on_first_use,
         )
         self.totals = BatchResult()
         self._db: db.Conn | None = None
@@ -147,6 +149,11 @@ class Archiver:
         # Subscribing again on a resumed session replaces the subscription
         # with itself; retained copies only for a new subscription.
         client.subscribe(self.cfg.topic_filter(), options=SubscribeOptions(qos=1, retainHandling=1))
+        if self.cfg.share_group is not None:
+            # the tables' retained signing keys (issue 29) for every archiver:
+            # a shared subscription gets no retained message (MQTT 5, 4.8.2)
+            keys = f"{self.cfg.broker.topic_prefix}/+/keys"
+            client.subscribe(keys, options=SubscribeOptions(qos=1, retainHandling=0))
 
     def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
         log.warning("archive.broker_unreachable", broker=self._client.endpoint)

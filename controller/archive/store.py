@@ -60,11 +60,20 @@ import structlog
 
 from controller.archive import partitions
 from controller.archive.db import Conn, one_line
+from controller.archive.keys import TableKeys
 from controller.archive.parse import Event, Invalid, classify, parse, printable
 
 log = structlog.get_logger("archive")
 
-COUNTERS: tuple[str, ...] = ("received", "archived", "duplicates", "conflicts", "rejects", "ignored")
+COUNTERS: tuple[str, ...] = (
+    "received",
+    "archived",
+    "duplicates",
+    "conflicts",
+    "rejects",
+    "ignored",
+    "bad_signatures",  # rejects for a missing or bad signature (issue 29): each an alert
+)
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
     "coups": (
@@ -173,6 +182,8 @@ class Store:
         retention_months: int,
         partitions_ahead: int,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        pinned: dict[str, list[str]] | None = None,
+        trust_on_first_use: bool = True,
     ) -> None:
         self.archiver = archiver
         self.prefix = prefix
@@ -183,6 +194,8 @@ class Store:
         #: Months whose partitions are known to exist (per connection life:
         #: cleared on reconnect, since retention may have dropped some).
         self.months: set[dt.date] = set()
+        #: each table's trusted signing keys (issue 29)
+        self.keys = TableKeys(pinned or {}, trust_on_first_use=trust_on_first_use)
 
     # --- the batch ------------------------------------------------------------
 
@@ -274,8 +287,14 @@ class Store:
         events: list[Event] = []
         rejects: list[_Reject] = []
         low, high = partitions.window(self.now(), self.retention_months, self.partitions_ahead)
+        signed: dict[str, str] = {}
         for index, (topic, payload) in enumerate(messages, offset):
-            if classify(topic, self.prefix) is None:
+            table = classify(topic, self.prefix)
+            if table is None:
+                result.counts["ignored"] += 1
+                continue
+            if topic == f"{self.prefix}/{table}/keys":
+                self.keys.announced(conn, table, payload)
                 result.counts["ignored"] += 1
                 continue
             try:
@@ -293,6 +312,17 @@ class Store:
                 reason = f"ts {ev.ts.isoformat()} is outside the archive's window {span} (retention, ahead)"
                 rejects.append(_Reject(index, topic, reason, payload))
                 continue
+            if ev.replay is None:  # a replayed event is never signed
+                problem, line = self.keys.check(conn, ev, payload)
+                if problem is not None:
+                    result.counts["bad_signatures"] += 1
+                    rejects.append(_Reject(index, topic, f"signature: {problem}", payload))
+                    log.error(
+                        "archive.signature_alert", event_id=printable(ev.event_id), problem=printable(problem)
+                    )
+                    continue
+                if line is not None:
+                    signed.setdefault(ev.event_id, line)
             events.append(ev)
 
         # Within the batch: the first copy of an id is the candidate.
@@ -318,6 +348,8 @@ class Store:
                     [ev for ev in later if (ev.replay is None) == live],
                     result,
                 )
+            self.keys.save(cur)
+            _insert_signed(cur, [first[i] for i in sorted(signed) if first.get(i) is not None], signed)
             result.counts["rejects"] += len(rejects)
             self._insert_rejects(cur, rejects, result)
             self._count(cur, result.counts)
@@ -498,6 +530,25 @@ class Store:
         dropped = partitions.drop_expired(conn, now, self.retention_months)
         self.months.clear()
         return made, dropped
+
+
+def _insert_signed(cur: psycopg.Cursor[tuple[Any, ...]], evs: list[Event], signed: dict[str, str]) -> None:
+    """The signed lines of the events just claimed (``ON CONFLICT``: an id
+    already archived keeps the line it was archived with)."""
+    if not evs:
+        return
+    cur.execute(
+        "INSERT INTO signed_lines (event_id, ts, table_id, seq, line) "
+        "SELECT * FROM unnest(%s::text[], %s::timestamptz[], %s::text[], %s::bigint[], %s::text[]) "
+        "ON CONFLICT (event_id) DO NOTHING",
+        (
+            [e.event_id for e in evs],
+            [e.ts for e in evs],
+            [e.table for e in evs],
+            [e.seq for e in evs],
+            [signed[e.event_id] for e in evs],
+        ),
+    )
 
 
 def _part(mark: BatchMark | None, part: int) -> tuple[uuid.UUID, int] | None:

@@ -10,6 +10,7 @@ The queries are ``controller.history``; the pages ``controller.history_html``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -233,11 +234,35 @@ def _write(path: Path, text: str) -> None:
         raise RuntimeFailure(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def _write_events(args: argparse.Namespace, reader: Reader) -> None:
+    """The shoe's signed events for ``verify --events`` (issue 29): a first
+    line saying what the file is (the table's key list with it), then each
+    event line exactly as journalled."""
+    from controller.commands.verify import REPORT_FORMAT
+
+    keys, lines = reader.shoe_lines(args.shoe)
+    table = None
+    if lines:
+        with contextlib.suppress(ValueError, AttributeError):
+            table = json.loads(lines[0]).get("table")
+    head = {"format": REPORT_FORMAT, "table": table, "shoe": args.shoe, "keys": keys}
+    text = json.dumps(head, separators=(",", ":")) + "\n" + "".join(line + "\n" for line in lines)
+    _write(Path(args.events), text)
+    print(
+        f"report: shoe {visible(args.shoe)}, {len(lines)} events written to {visible(args.events)}",
+        file=sys.stderr,
+    )
+
+
 def _report(args: argparse.Namespace, reader: Reader) -> int:
     from controller.history_html import report_page
 
+    if args.events:
+        _write_events(args, reader)
+        if not args.html and not args.pdf:
+            return 0
     if not args.html and not args.pdf:
-        raise UsageError("history report: give --html OUT and/or --pdf OUT")
+        raise UsageError("history report: give --html OUT and/or --pdf OUT (or --events OUT)")
     if args.pdf:
         require_chromium(args.chromium)  # before any work
     rep = reader.shoe_report(args.shoe)

@@ -214,6 +214,9 @@ class MqttOutput:
         self.topic_cmd = f"{prefix}/{table}/cmd"
         self.topic_reply = f"{prefix}/{table}/cmd/reply"
         self.topic_mark = f"{prefix}/{table}/archive/mark"
+        self.topic_keys = f"{prefix}/{table}/keys"
+        #: the table's signing keys (issue 29), retained on ``keys`` at every connect
+        self.keys_text: str | None = None
 
         # Written by callbacks (network thread), read by the sender.
         self._acks: collections.deque[tuple[int, bool, str]] = collections.deque()
@@ -472,6 +475,8 @@ class MqttOutput:
                 client.subscribe(self.topic_cmd, options=SubscribeOptions(qos=1, retainAsPublished=True))
             else:
                 client.subscribe(self.topic_cmd, qos=1)
+            if self.keys_text is not None:
+                client.publish(self.topic_keys, self.keys_text, qos=1, retain=True)
             client.publish(self.topic_status, "online", qos=1, retain=True)
             if self.archive_ack:
                 self._mark_mid = client.subscribe(self.topic_mark, qos=1)[1]
