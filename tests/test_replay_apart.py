@@ -178,3 +178,39 @@ def test_an_older_consumer_that_ignores_unknown_fields_reads_a_replay_as_before(
         return state.view()
 
     assert board_view(marked) == board_view(plain)
+
+
+def test_the_board_shows_no_replay_on_a_table_whose_controller_is_online() -> None:
+    """``--force-live-table`` publishes onto a live table's topics: the board
+    (a consumer of those topics, no archive) keeps showing the table's own
+    play, and counts what it left out; with no controller online (a demo
+    board driven by a replay) the replay is shown as before."""
+    from controller.board.state import TableState
+    from controller.events import dumps
+    from controller.replay import ReplayOptions, mark_replayed, new_run, replay_events
+
+    live = list(replay_events(Path(__file__).parent / "captures" / "x_sequence_gap.shoelog", ReplayOptions()))
+    plain = list(replay_events(SAMPLE, ReplayOptions(roads=True)))
+    marked = list(mark_replayed(iter(plain), new_run(), SAMPLE.name))
+
+    def board(status: str | None, *streams: list[dict[str, Any]]) -> TableState:
+        state = TableState("T01")
+        state.connected(True)
+        if status is not None:
+            state.apply("baccarat/T01/status", status.encode())
+        for events in streams:
+            for e in events:
+                state.apply(topic_of(e), dumps(e).encode())
+        return state
+
+    online = board("online", live, marked)
+    assert online.view() == {**board("online", live).view(), "version": online.view()["version"]}
+    # every one the board reads (it shows no shoe.burn or security.alert)
+    shown_types = {e["type"] for e in marked} - {"shoe.burn", "security.alert"}
+    assert online.replays_ignored == sum(1 for e in marked if e["type"] in shown_types) > 500
+    # no controller online: a replay drives the board as it always did
+    for status in (None, "offline"):
+        shown = board(status, marked)
+        assert shown.replays_ignored == 0
+        assert shown.view()["tally"]["coups"] == 82
+        assert shown.view() == {**board(status, plain).view(), "version": shown.view()["version"]}

@@ -516,6 +516,9 @@ class TableState:
         self._fresh_roads = False
         #: counts the board's connections to the broker
         self.epoch = 0
+        #: replayed events (``replay`` in the envelope) not shown because the
+        #: table's controller is online: a replay never mixes into live play
+        self.replays_ignored = 0
 
     # --- input ------------------------------------------------------------------
 
@@ -547,7 +550,13 @@ class TableState:
             if entry is None:
                 return False  # security/alert, cmd, cmd/reply...: not shown
             read, use = entry
-            msg = read(_obj(payload))  # raises BadMessage: nothing is applied yet
+            data = _obj(payload)
+            if "replay" in data and self.status == "online":
+                # a replay published onto a live table's topics (replay
+                # --force-live-table): the table's own play is what it shows
+                self.replays_ignored += 1
+                return False
+            msg = read(data)  # raises BadMessage: nothing is applied yet
             shown = self.shoe
             changed = use(self, msg) or self.shoe is not shown
         if changed:
