@@ -16,6 +16,7 @@ defaults are; the systemd unit sets that to the state directory.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import math
 import os
 import re
@@ -213,20 +214,30 @@ class TlsConfig(_Model):
         return self
 
 
-#: A host name (RFC 1123 labels) or an IPv4 or IPv6 literal: nothing a log
-#: line, a status line or a socket call could take for anything else.
+#: A host name (RFC 1123 labels, and '_') or an IPv4 address; an IPv6
+#: address is checked as one (``_is_host``): nothing a log line, a status
+#: line or a socket call could take for anything else.
 _HOST_RE = re.compile(
     r"(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
     r"(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?"
-    r"|[0-9A-Fa-f:.]{2,45}"
 )
 #: The most brokers one ``brokers:`` list may name (a cluster's nodes, a
 #: primary and standbys: a handful; each is one connection attempt in turn).
 MAX_BROKERS = 16
 
 
+def _is_host(value: str) -> bool:
+    if ":" not in value:
+        return _HOST_RE.fullmatch(value) is not None
+    try:
+        ipaddress.IPv6Address(value)  # no zone (%eth0), no brackets
+    except ValueError:
+        return False
+    return True
+
+
 def _check_host(value: str) -> str:
-    if not _HOST_RE.fullmatch(value) or (":" in value and not re.fullmatch(r"[0-9A-Fa-f:.]+", value)):
+    if not _is_host(value):
         raise _error(
             "host",
             "must be a host name or an IP address (letters, digits, '-', '_', '.'; an IPv6 address "
@@ -313,7 +324,7 @@ class MqttConfig(_Model):
         brokers = data["brokers"]
         first = brokers[0] if isinstance(brokers, list) and brokers else None
         host = first.get("host") if isinstance(first, dict) else None
-        if isinstance(first, dict) and isinstance(host, str) and _HOST_RE.fullmatch(host):
+        if isinstance(first, dict) and isinstance(host, str) and _is_host(host):
             port = first.get("port", 1883)
             ok = isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535
             # a bad first entry is reported once, under brokers.0

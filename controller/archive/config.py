@@ -42,10 +42,10 @@ from __future__ import annotations
 
 import os
 import re
-from typing import ClassVar
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from controller.config import (
     MqttConfig,
@@ -71,6 +71,16 @@ MAX_NATS_SERVERS = 16
 
 #: MQTT 5 Session Expiry Interval is a 32-bit count of seconds.
 MAX_SESSION_EXPIRY_S = 0xFFFF_FFFF
+#: A share group's member: its session's default and greatest expiry. The
+#: broker (mosquitto 2.0) keeps handing a member whose session lives its
+#: share of the messages, queued, whether or not it is connected, and never
+#: gives them to another member; when the session expires they are dropped,
+#: and the tables re-offer from their journals what the archive's marks do
+#: not cover (outputs.mqtt.archive_ack), which then reaches the members
+#: alive. So this bounds how long a member that died for good holds back
+#: its share (README, Archive, "Several archivers").
+GROUP_SESSION_EXPIRY_S = 60
+MAX_GROUP_SESSION_EXPIRY_S = 3600
 #: A batch bigger than the broker may keep in flight to us could never fill.
 MAX_BATCH_EVENTS = 10_000
 
@@ -236,7 +246,8 @@ class ArchiveConfig(_Model):
     nats: NatsConfig | None = None
     dsn: str = Field(min_length=1, max_length=4096)
     share_group: str | None = None
-    session_expiry_s: int = Field(default=7 * 24 * 3600, ge=60, le=MAX_SESSION_EXPIRY_S)
+    #: 7 days; in a share group ``GROUP_SESSION_EXPIRY_S`` (``_group_expiry``).
+    session_expiry_s: int = Field(default=7 * 24 * 3600, ge=10, le=MAX_SESSION_EXPIRY_S)
     batch_max_events: int = Field(default=500, ge=1, le=MAX_BATCH_EVENTS)
     batch_max_latency_ms: int = Field(default=200, ge=1, le=60_000)
     max_payload_bytes: int = Field(default=256 * 1024, ge=1024, le=16 * 1024 * 1024)
@@ -278,6 +289,28 @@ class ArchiveConfig(_Model):
     def _group(cls, value: str | None) -> str | None:
         if value is not None and not _GROUP_RE.fullmatch(value):
             raise _error("share_group", "must match [A-Za-z0-9_-]{{1,64}}, not {value!r}", value=value)
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _group_expiry(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("share_group") is not None and "session_expiry_s" not in data:
+            data = {**data, "session_expiry_s": GROUP_SESSION_EXPIRY_S}
+        return data
+
+    @field_validator("session_expiry_s")
+    @classmethod
+    def _group_bound(cls, value: int, info: ValidationInfo) -> int:
+        if info.data.get("share_group") is not None and value > MAX_GROUP_SESSION_EXPIRY_S:
+            raise _error(
+                "session_expiry_s",
+                "with share_group, at most {most} s (default {default}): a member that dies for good "
+                "holds its share of the messages queued on the broker for this long before the "
+                "tables re-offer them to the members alive, not {value}",
+                most=MAX_GROUP_SESSION_EXPIRY_S,
+                default=GROUP_SESSION_EXPIRY_S,
+                value=value,
+            )
         return value
 
     @model_validator(mode="after")

@@ -168,7 +168,6 @@ def _archive(path: str) -> list[str] | None:
         ]
     else:
         m = cfg.broker
-        scheme = "mqtts" if m.tls else "mqtt"
         auth = f" as {m.username}" if m.username else ""
         share = (
             f"shared with the archivers of group {cfg.share_group}"
@@ -176,9 +175,16 @@ def _archive(path: str) -> list[str] | None:
             else "not shared (one archiver takes every message)"
         )
         lines += [
-            f"broker: {scheme}://{m.host}:{m.port}{auth} (MQTT 5), subscribes {cfg.topic_filter()} at QoS 1, "
-            + share,
-            f"session kept {cfg.session_expiry_s} s by the broker while the archiver is away",
+            f"broker: {m.where()}{auth} (MQTT 5), subscribes {cfg.topic_filter()} at QoS 1, "
+            + share
+            + m.failover(),
+            f"session kept {cfg.session_expiry_s} s by the broker while the archiver is away"
+            + (
+                "; if it dies for good, its share queued there is dropped then and the tables "
+                "re-offer it (outputs.mqtt.archive_ack) to the members alive"
+                if cfg.share_group
+                else ""
+            ),
         ]
     lines += [
         f"database: {where or 'libpq defaults'} (password from {secret})",
