@@ -67,6 +67,8 @@ OTHER_KEYS: frozenset[str] = frozenset(
         "journal",
         "journal_retention_days",
         "journal_max_mb",
+        "signing",
+        "signing_key",
         "metrics",
         "outputs.stdout",
         "outputs.jsonl",

@@ -282,6 +282,10 @@ next:
   shoe-controller check-config $cfgs
   systemctl enable --now $unit
   journalctl -u $unit -f
+the first start makes the table's signing key (mode 0600, the service user's) in its state
+directory; its public key, to pin in the archive's signing.keys:
+  shoe-controller keygen --public --key /var/lib/shoe-controller/<table>/var/signing.key
+  (shoe-controller.service: /var/lib/shoe-controller/var/signing.key)
 an upgrade takes effect at the next restart (between shoes): systemctl restart 'shoe-controller*'
 EOF
 for name in "${ARCHIVES[@]}"; do
