@@ -157,7 +157,8 @@ class MqttReplay:
                 if output is not None:
                     output.stop(timeout=5.0)
                 journal.close()
-        where = f"mqtt://{self.cfg.host}:{self.cfg.port}/{self.cfg.topic_prefix}/{table}"
+        scheme = "mqtts" if self.cfg.tls else "mqtt"
+        where = f"{scheme}://{output.endpoint}/{self.cfg.topic_prefix}/{table}"
         as_run = f" as replay run {run}" if run else ""
         return f"replay: {total} events published to {where}{as_run}, every one acknowledged (QoS 1)"
 
@@ -179,6 +180,6 @@ class MqttReplay:
             elif time.monotonic() - last_progress > self.stall_timeout:
                 why = f" ({output.last_error})" if output.last_error else ""
                 raise RuntimeFailure(
-                    f"the broker at {self.cfg.host}:{self.cfg.port} acknowledged {total - left} of "
+                    f"the broker at {output.endpoint} acknowledged {total - left} of "
                     f"{total} events, then none for {self.stall_timeout:g} s{why}"
                 )
