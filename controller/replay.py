@@ -255,9 +255,14 @@ def replay_event_id(run: str, table: str, shoe: str | None, seq: int) -> str:
 
 def replay_source(path: str | Path) -> str:
     """The ``replay.source`` of a capture: its file name (no directories),
-    cut to ``MAX_SOURCE_CHARS``."""
+    made visible text (``textsafe.visible``: a control character or a byte
+    that is not UTF-8, a lone surrogate here, written as its escape, so the
+    event stays valid UTF-8 JSON the archive takes), cut to
+    ``MAX_SOURCE_CHARS``."""
+    from controller.textsafe import visible
+
     name = Path(path).name or str(path)
-    return name[:MAX_SOURCE_CHARS]
+    return visible(name)[:MAX_SOURCE_CHARS]
 
 
 def mark_replayed(events: Iterator[Event], run: str, source: str) -> Iterator[Event]:

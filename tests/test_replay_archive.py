@@ -16,7 +16,7 @@ import pytest
 from controller.archive import partitions
 from controller.archive.parse import Invalid, parse
 from controller.events import dumps
-from controller.replay import mark_replayed, replay_event_id
+from controller.replay import MAX_SOURCE_CHARS, mark_replayed, replay_event_id, replay_source
 from tests.test_archive import MAX, NOW, card, conn, count, event, msg, result, store
 
 __all__ = ["conn"]  # the fixture, used by name
@@ -194,3 +194,14 @@ def test_a_replayed_event_as_published_is_what_parse_stores() -> None:
     assert payload == dumps(ev).encode()
     got = parse(topic, payload, prefix="baccarat", max_bytes=MAX)
     assert json.loads(got.canonical)["replay"] == {"run": RUN, "source": "sample-shoe.shoelog"}
+
+
+def test_a_capture_of_any_name_gives_a_source_the_archive_takes() -> None:
+    """A file name is outside text: a control character, or bytes that are
+    not UTF-8 (a lone surrogate once decoded), would make the event one the
+    archive refuses; it is written as its escape and cut at the bound."""
+    hostile = "shoe\n\x1b[2J" + b"\xff".decode("utf-8", "surrogateescape") + ".shoelog"
+    source = replay_source(f"/captures/{hostile}")
+    assert source == "shoe\\n\\x1b[2J\\udcff.shoelog"
+    assert parsed(replayed(card(5), source=source)).replay == RUN
+    assert replay_source("x" * 300) == "x" * MAX_SOURCE_CHARS == replay_source("x" * MAX_SOURCE_CHARS)
