@@ -102,11 +102,15 @@ def test_a_replay_onto_a_live_table_is_refused_and_when_forced_is_kept_apart(
         )
     finally:
         assert stop(daemon) == 0
-    # the daemon has stopped: let the archive take the last live events
+    # the daemon has stopped: let the archive take what it published (what a
+    # SIGTERM cut short stays in the journal, re-offered at its next start)
     journal = live_dir / "journal.sqlite3"
-    journalled = int(sqlite3.connect(f"file:{journal}?mode=ro", uri=True).execute(
-        "SELECT count(*) FROM events").fetchone()[0])  # fmt: skip
-    assert eventually(lambda: _one(pg_dsn, "SELECT count(*) FROM events") == journalled, 60)
+    jdb = sqlite3.connect(f"file:{journal}?mode=ro", uri=True)
+    try:
+        journalled = {str(r[0]) for r in jdb.execute("SELECT event_id FROM events")}
+    finally:
+        jdb.close()
+    eventually(lambda: _one(pg_dsn, "SELECT count(*) FROM events") == len(journalled), 20)
     archiver.stop()
 
     # the replay's first device.status has its own id; the daemon's T01/-/1 is the daemon's
@@ -120,13 +124,26 @@ def test_a_replay_onto_a_live_table_is_refused_and_when_forced_is_kept_apart(
     assert _one(pg_dsn, "SELECT count(*) FROM conflicts") == 0
     assert _one(pg_dsn, "SELECT count(*) FROM replays.conflicts") == 0
     assert _one(pg_dsn, "SELECT count(*) FROM rejects") == 0
+    # the live table signs (the default) and the replay, with the very same
+    # config, signs nothing: no table's signature on a replayed event
+    assert _one(pg_dsn, "SELECT count(*) FROM events WHERE NOT payload ? 'sig'") == 0
+    assert (
+        _one(pg_dsn, "SELECT count(*) FROM replays.events WHERE payload ?| array['sig', 'key_id', 'prev']")
+        == 0
+    )
     # the recorded 2025 shoe is not one of T01's live shoes
     assert _one(pg_dsn, "SELECT count(*) FROM shoes WHERE started_at < '2026-01-01'") == 0
     assert _one(pg_dsn, "SELECT count(*) FROM replays.shoes WHERE table_id = 'T01'") == 1
 
-    # report: only the live coups, exactly those the daemon journalled
+    # every live event archived is one the daemon journalled, none a replay's
+    with psycopg.connect(pg_dsn) as c:
+        archived = {str(r[0]) for r in c.execute("SELECT event_id FROM events")}
+    assert archived <= journalled and len(archived) > 0
+    # report: only the live coups, exactly those archived, all of them the daemon's
     live = _report(pg_dsn)
-    assert _settled(live) == _live_results(journal) > 0
+    settled_live = _one(pg_dsn, "SELECT count(*) FROM coups WHERE NOT void AND NOT demo")
+    assert _settled(live) == settled_live > 0
+    assert settled_live <= _live_results(journal)
     # the replay's day has no live coups at all
     day = ("--from", "2025-11-22", "--to", "2025-11-22")
     assert _settled(_report(pg_dsn, *day)) == 0
