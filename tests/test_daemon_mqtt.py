@@ -57,6 +57,8 @@ def _events(sub: Subscriber) -> list[dict[str, Any]]:
         # roads event itself (published once, retained)
         if m.topic in ("baccarat/T01/status", "baccarat/T01/shoe/state", "baccarat/T01/odds"):
             continue
+        if m.topic == "baccarat/T01/keys":  # the table's signing keys (issue 29), not an event
+            continue
         if m.topic.startswith("baccarat/T01/cmd"):
             continue
         out.append(json.loads(m.payload))
@@ -119,10 +121,16 @@ def test_daemon_publishes_every_topic_and_answers_commands(
                     "baccarat/T01/shoe/state",
                     "baccarat/T01/roads",
                     "baccarat/T01/odds",
+                    "baccarat/T01/keys",
                 }
             ),
             20,
         )
+        # the retained keys (issue 29) name the key every event is signed with
+        keys = json.loads(late.on("baccarat/T01/keys")[-1].payload)
+        assert keys["table"] == "T01" and len(keys["keys"]) == 1
+        signed_with = {json.loads(m.payload)["key_id"] for m in sub.on("baccarat/T01/coup/result")}
+        assert signed_with == {keys["keys"][0]["key_id"]}
 
         settled = json.loads(sub.on("baccarat/T01/coup/result")[0].payload)["coup"]
         r = _ctl(cfg, "void", "--coup", str(settled), "--reason", "test", "--json")
