@@ -35,6 +35,19 @@ class Metrics:
             "shoe_journal_backlog", "Journalled events not yet delivered, by output", ["output"], registry=reg
         )
         self.broker = Gauge("shoe_broker_connected", "1 when the MQTT broker connection is up", registry=reg)
+        self.archive_mark = Gauge(
+            "shoe_archive_mark",
+            "The seq up to which the floor archive confirmed this table's events (issue 28)",
+            registry=reg,
+        )
+        self.marks_ignored = Gauge(
+            "shoe_archive_marks_ignored",
+            "Archive marks ignored since start (malformed, another journal's, from the future)",
+            registry=reg,
+        )
+        self.reoffered = Gauge(
+            "shoe_reoffered_events", "Events re-offered above the archive's mark since start", registry=reg
+        )
         self.output_up = Gauge(
             "shoe_output_up",
             "1 while an output delivers, 0 while it fails (and is retried)",
@@ -94,3 +107,6 @@ class Metrics:
             self.backlog.labels(name).set(journal.backlog(name))
         if mqtt is not None:
             self.broker.set(1 if mqtt.connected else 0)
+            self.archive_mark.set(mqtt.archive_mark)
+            self.marks_ignored.set(mqtt.marks_ignored)
+            self.reoffered.set(mqtt.reoffered)
