@@ -106,6 +106,8 @@ soak: $(STAMP) deps-system
 	$(BIN)/python -m tests.soak --coups 10000 $(SOAK_ARGS)
 	$(BIN)/python -m tests.dealer_model --coups $(DEALER_COUPS) --jobs 2
 	$(BIN)/python -m tests.soak.ack_faults --tables 6 --events 3000 --down 15
+	@# the NATS cluster run's long form: six tables, three rounds of two node kills (README, "On a NATS JetStream cluster")
+	NATS_FLOOR_TABLES=6 NATS_FLOOR_ROUNDS=3 $(BIN)/pytest -q -s -p no:cacheprovider tests/test_nats_cluster.py -k archive
 
 fuzz: $(STAMP)
 	$(BIN)/python -m pip install -q atheris
