@@ -463,7 +463,7 @@ class MqttOutput:
             line = refusal_line(self._cfg, rc)
             self._connack_refused = True
             if line != self._last_error:
-                log.error("mqtt %s:%s: %s", self._cfg.host, self._cfg.port, line)
+                log.error("mqtt %s: %s", self._client.endpoint, line)
             self._last_error = line
             return
         self._connack_refused = False
@@ -507,7 +507,7 @@ class MqttOutput:
             # closed before any CONNACK (paho: "Unspecified error")
             line = closed_before_connack_line(self._cfg, rc)
             if line != self._last_error:
-                log.error("mqtt %s:%s: %s", self._cfg.host, self._cfg.port, line)
+                log.error("mqtt %s: %s", self._client.endpoint, line)
             self._last_error = line
         self._connack_refused = False
 
