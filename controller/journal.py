@@ -678,7 +678,8 @@ class Journal:
         ``endorsement`` is given by ``keygen --rotate``."""
         with self._lock, self._guard("reading events"):
             row = self._db.execute("SELECT json FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-            self._head = link_of(str(row[0]).encode()) if row else None
+            # every event pruned by retention: the link to the newest of them
+            self._head = link_of(str(row[0]).encode()) if row else self.get_meta("retired_link")
             self._signer = signer
             self._reset = chain_reset
 
@@ -1045,7 +1046,15 @@ class Journal:
                 ).fetchall()
                 if rows:
                     top = int(rows[-1][0])
+                    # the chain's link to the newest event pruned: the next
+                    # event links to it even when no event is left (issue 29)
+                    tail = db.execute("SELECT json FROM events WHERE seq = ?", (top,)).fetchone()
                     db.execute("DELETE FROM events WHERE seq <= ? AND seq >= ?", (top, int(rows[0][0])))
+                    db.execute(
+                        "INSERT INTO meta (key, value) VALUES ('retired_link', ?)"
+                        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                        (link_of(str(tail[0]).encode()),),
+                    )
                     db.execute(
                         "INSERT INTO meta (key, value) VALUES ('retired_seq', ?)"
                         " ON CONFLICT (key) DO UPDATE"

@@ -306,12 +306,18 @@ def _archive_verify(capsys: pytest.CaptureFixture[str], dsn: str) -> tuple[int, 
 
 
 def test_verify_a_clean_archive(
-    signed: Path, conn: Any, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+    signed: Path, conn: Any, pg_dsn: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     _archived(signed, conn)
     n = len(_rows(signed / "journal.sqlite3"))
     rc, line = _archive_verify(capsys, pg_dsn)
     assert rc == 0 and f"{n} events" in line and f"{n} signed" in line, line
+    # the same through the archiver's own config (-c archive.yaml)
+    from tests.support.archiver import write_archive_config
+
+    cfg = write_archive_config(tmp_path, host="127.0.0.1", port=1883, dsn=pg_dsn)
+    rc, line = _verify(capsys, "-c", str(cfg), "--table", "T01", "--from", "2025-11-22", "--to", "2025-11-22")
+    assert rc == 0 and f"{n} events" in line, line
     capsys.readouterr()
     too_long = ["--from", "2024-12-30", "--to", "2025-12-31"]  # 366 days is the bound: one over
     assert main(["verify", "--dsn", pg_dsn, "--table", "T01", *too_long]) == 2
@@ -549,3 +555,27 @@ def test_a_key_readable_by_others_is_refused(tmp_path: Path) -> None:
     os.chmod(key, 0o640)
     with pytest.raises(signing.SigningKeyError, match="chmod 600"):
         signing.load_key(key)
+
+
+def test_the_chain_runs_on_after_retention_pruned_every_event(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A table idle past its retention: every event pruned, and the next one,
+    after a restart, still links to the last one the journal held."""
+    key = signing.Signer(signing.create_key(tmp_path / "k"))
+    path = tmp_path / "journal.sqlite3"
+    j = Journal(path)
+    j.claim("T01")
+    j.enable_signing(key)
+    j.append_events(_events(3), now=0.0)
+    last = _rows(path)[-1][1]
+    j.mark_delivered("out", 3)
+    assert j.retention(1, 10 * 86400.0).events_deleted == 3
+    j.close()
+    j = Journal(path)
+    j.claim("T01")
+    j.enable_signing(key)  # a restart
+    j.append_events(_events(1, 4))
+    (row,) = _rows(path)
+    j.close()
+    assert json.loads(row[1])["prev"] == signing.link_of(last.encode())
