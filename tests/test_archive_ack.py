@@ -463,3 +463,28 @@ def test_a_round_starts_again_from_the_mark_when_the_archiver_or_the_broker_come
     rec.sent.clear()
     out._reoffer()
     assert [json.loads(p)["seq"] for _, p, _ in rec.sent][:1] == [101]
+
+
+@pytest.mark.mqtt
+def test_the_shipped_acl_lets_the_archiver_publish_marks_and_no_table_another_tables(
+    mosquitto: BrokerFactory, certs: Any, subscriber: Callable[..., Subscriber], tmp_path: Path
+) -> None:
+    from tests.conftest import mqtt_client
+    from tests.test_mqtt_output import shipped_broker
+
+    broker = shipped_broker(mosquitto, certs, tmp_path)
+    ca = certs.path("ca.crt")
+    watch = subscriber(
+        broker, ["baccarat/+/archive/mark"], username="supervisor", password="pw-supervisor", ca_file=ca
+    )
+    for user, table, seq in (("archive", "T01", 7), ("shoe-T02", "T01", 8), ("archive", "T02", 9)):
+        client, rc = mqtt_client(broker, username=user, password=f"pw-{user}", ca_file=ca)
+        assert rc is not None and not rc.is_failure
+        client.publish(
+            marks.mark_topic("baccarat", table), mark_payload(seq, table=table), qos=1
+        ).wait_for_publish(10)
+        client.disconnect()
+        client.loop_stop()
+    assert watch.wait_for(lambda ms: len(ms) >= 2)
+    assert not eventually(lambda: len(watch.messages) > 2, timeout=2)
+    assert sorted(json.loads(m.payload)["seq"] for m in watch.messages) == [7, 9]  # T02 may not write T01's

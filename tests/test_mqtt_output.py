@@ -616,11 +616,11 @@ def test_tls_with_a_client_certificate_delivers_events(
 
 def shipped_broker(mosquitto: BrokerFactory, certs: Certs, tmp_path: Path) -> Broker:
     """mosquitto running deploy/mosquitto/ with only paths, port and user
-    replaced: test users shoe-T01 and supervisor with known passwords."""
+    replaced: test users shoe-T01, shoe-T02, supervisor and archive with known passwords."""
     passwd_tool = need_tool("mosquitto_passwd")
     passwd = tmp_path / "passwd"
     passwd.touch(mode=0o600)
-    for user in ("shoe-T01", "supervisor", "shoe-T02"):
+    for user in ("shoe-T01", "supervisor", "shoe-T02", "archive"):
         subprocess.run([passwd_tool, "-b", str(passwd), user, f"pw-{user}"], check=True, capture_output=True)
     acl = tmp_path / "acl"
     shutil.copy(REPO / "deploy" / "mosquitto" / "acl", acl)
