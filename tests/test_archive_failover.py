@@ -30,8 +30,9 @@ import pytest
 import yaml
 
 from controller.archive.config import GROUP_SESSION_EXPIRY_S, MAX_GROUP_SESSION_EXPIRY_S, ArchiveConfig
-from controller.config import MAX_BROKERS, parse_config, parse_model
+from controller.config import MAX_BROKERS, MqttConfig, parse_config, parse_model
 from controller.errors import ConfigError
+from controller.mqtt_client import connect_options, make_client
 from tests.conftest import Broker, BrokerFactory, eventually
 from tests.support.archiver import BROKER_CONFIG, ArchiverProcess, migrate
 from tests.support.configs import write_config
@@ -369,3 +370,41 @@ def test_a_share_group_member_dead_for_good_loses_nothing(
     assert not missing, (
         f"{len(missing)} of {len(everything)} journalled events not archived in {GROUP_BOUND_S} s"
     )
+
+
+@pytest.mark.mqtt
+def test_a_client_tries_the_next_broker_after_a_failure_and_the_first_after_a_connection(
+    mosquitto: BrokerFactory,
+) -> None:
+    """The order of ``Client.set_endpoints``: the first broker dead -> the
+    second; the second dies while the first is back -> the first again
+    (after a connection that was up, the list starts over), not the third,
+    which is up too (a plain round would take it)."""
+    first = mosquitto()
+    second = mosquitto()
+    third = mosquitto()
+    cfg = MqttConfig.model_validate(
+        {
+            "brokers": [
+                {"host": "127.0.0.1", "port": first.port},
+                {"host": "127.0.0.1", "port": second.port},
+                {"host": "127.0.0.1", "port": third.port},
+            ]
+        }
+    )
+    client = make_client(cfg, "failover-order")
+    client.reconnect_delay_set(1, 1)
+    seen: list[int] = []
+    client.on_connect = lambda c, u, f, rc, p: seen.append(c.port) if not rc.is_failure else None
+    first.kill()
+    client.connect_async(*cfg.endpoints()[0], keepalive=5, **connect_options(cfg))
+    client.loop_start()
+    try:
+        assert eventually(lambda: seen == [second.port], 20), seen
+        first.start()
+        second.kill()
+        assert eventually(lambda: len(seen) >= 2, 20), seen
+        assert seen[:2] == [second.port, first.port], seen
+    finally:
+        client.disconnect()
+        client.loop_stop()
