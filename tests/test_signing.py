@@ -579,3 +579,13 @@ def test_the_chain_runs_on_after_retention_pruned_every_event(
     (row,) = _rows(path)
     j.close()
     assert json.loads(row[1])["prev"] == signing.link_of(last.encode())
+
+
+def test_verify_a_journal_nothing_signed_is_no_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    j = Journal(tmp_path / "journal.sqlite3")
+    j.append_events(_events(2))  # signing off
+    j.close()
+    rc, line = _verify(capsys, "--journal", str(tmp_path / "journal.sqlite3"))
+    assert rc == 1 and "2 events, none signed: nothing to verify" in line

@@ -64,6 +64,9 @@ def _walk(check: ChainCheck, items: Iterator[tuple[str, bytes]]) -> None:
 def _summary(what: str, check: ChainCheck) -> str:
     if check.count == 0:
         return f"verified {what}: no events"
+    if check.signed == 0:
+        # nothing vouched for: not a pass (signing off, or written before it)
+        raise Broken(f"{what}: {check.count} events, none signed: nothing to verify")
     keys = ", ".join(sorted(check.ring.keys)) or "none"
     resets = f", {check.resets} new epoch(s) after a lost journal" if check.resets else ""
     return (
