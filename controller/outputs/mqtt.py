@@ -165,6 +165,11 @@ CommandHandler = Callable[[Command], None]
 #: outage gets its events within ~2 s, not after a backoff grown to 30 s; a
 #: connection attempt every 2 s is nothing for a broker, even from a hall of tables.
 RECONNECT_DELAY_S: tuple[float, float] = (1.0, 2.0)
+#: A subscription the broker refused is asked for again after this, doubling
+#: up to the cap, while connected (issue 28: NATS refuses one while its MQTT
+#: streams elect a leader after a node's death; the table subscribed again
+#: only on its next reconnect, taking no commands and no marks until then).
+RESUBSCRIBE_DELAY_S: tuple[float, float] = (2.0, 60.0)
 
 
 def event_topic(prefix: str, table: str, event_type: str) -> str:
@@ -275,6 +280,10 @@ class MqttOutput:
         self._reoffer_after = cfg.reoffer_after_s
         self._mark_in: tuple[int, str] | None = None
         self._mark_mid: int | None = None  # the mark subscription's SUBSCRIBE
+        #: refused subscriptions (topic -> when to ask again, the wait after
+        #: that), retried by the sender while connected (``_resubscribe_due``)
+        self._resubscribe: dict[str, tuple[float, float]] = {}
+        self._resubscribe_lock = threading.Lock()
         self._mark_in_lock = threading.Lock()
         self._archive_mark = journal.mark(ARCHIVE_OUTPUT)
         self._archive_written = self._archive_mark
@@ -469,22 +478,52 @@ class MqttOutput:
         self._connack_refused = False
         self._last_error = ""
         log.info("mqtt: connected to %s", self._client.endpoint)
+        with self._resubscribe_lock:
+            self._resubscribe.clear()  # subscribed afresh below
         if self._presence:
-            if self._cfg.protocol == "5":
-                # the broker keeps a retained command's flag on live delivery too
-                client.subscribe(self.topic_cmd, options=SubscribeOptions(qos=1, retainAsPublished=True))
-            else:
-                client.subscribe(self.topic_cmd, qos=1)
+            self._subscribe_cmd(client)
             if self.keys_text is not None:
                 client.publish(self.topic_keys, self.keys_text, qos=1, retain=True)
             client.publish(self.topic_status, "online", qos=1, retain=True)
             if self.archive_ack:
-                self._mark_mid = client.subscribe(self.topic_mark, qos=1)[1]
+                self._subscribe_mark(client)
                 self._round_restart = True
         with self._state_lock:
             self._state_dirty = self._state is not None
         self._connected.set()
         self._wake.set()
+
+    def _subscribe_cmd(self, client: mqtt.Client) -> None:
+        if self._cfg.protocol == "5":
+            # the broker keeps a retained command's flag on live delivery too
+            client.subscribe(self.topic_cmd, options=SubscribeOptions(qos=1, retainAsPublished=True))
+        else:
+            client.subscribe(self.topic_cmd, qos=1)
+
+    def _subscribe_mark(self, client: mqtt.Client) -> None:
+        self._mark_mid = client.subscribe(self.topic_mark, qos=1)[1]
+
+    def _refused_subscription(self, topic: str) -> bool:
+        """Ask for ``topic`` again later; True the first time in a row (say it)."""
+        first, top = RESUBSCRIBE_DELAY_S
+        with self._resubscribe_lock:
+            _, wait = self._resubscribe.get(topic, (0.0, 0.0))
+            self._resubscribe[topic] = (time.monotonic() + (wait or first), min(2 * (wait or first), top))
+            return wait == 0.0
+
+    def _resubscribe_due(self) -> None:
+        """The sender, while connected: subscribe again to what was refused
+        and is due. Each try's refusal is logged only the first time."""
+        now = time.monotonic()
+        with self._resubscribe_lock:
+            due = [t for t, (at, _) in self._resubscribe.items() if at <= now]
+            for topic in due:
+                self._resubscribe[topic] = (float("inf"), self._resubscribe[topic][1])  # until its SUBACK
+        for topic in due:
+            if topic == self.topic_mark:
+                self._subscribe_mark(self._client)
+            else:
+                self._subscribe_cmd(self._client)
 
     def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
         self.connect_failures += 1
@@ -519,16 +558,27 @@ class MqttOutput:
         rcs: list[ReasonCode],
         properties: Properties | None,
     ) -> None:
-        if mid == self._mark_mid:
-            # the archive's mark, not the commands: its refusal is said, and
-            # the table goes on as with no archiver (the PUBACK is delivery)
-            if any(rc.is_failure for rc in rcs):
-                log.error("mqtt: broker refused the subscription to %s: %s", self.topic_mark, rcs[0])
-            return
+        topic = self.topic_mark if mid == self._mark_mid else self.topic_cmd
         if any(rc.is_failure for rc in rcs):
+            # asked again with backoff (``_resubscribe_due``); said once in a row
+            first = self._refused_subscription(topic)
+            if topic == self.topic_mark:
+                # the archive's mark, not the commands: the table goes on as
+                # with no archiver (the PUBACK is delivery) until it is taken
+                if first:
+                    log.error("mqtt: broker refused the subscription to %s: %s; asking again", topic, rcs[0])
+                return
             self._last_error = f"broker refused the subscription to {self.topic_cmd}: {rcs[0]}"
-            log.error("mqtt: %s; no commands will arrive", self._last_error)
-        else:
+            if first:
+                log.error(
+                    "mqtt: %s; no commands will arrive until it is taken (asking again)", self._last_error
+                )
+            return
+        with self._resubscribe_lock:
+            self._resubscribe.pop(topic, None)
+        if topic == self.topic_cmd:
+            if self._last_error.startswith("broker refused the subscription"):
+                self._last_error = ""
             self._subscribed.set()
 
     def _on_publish(
@@ -696,6 +746,8 @@ class MqttOutput:
                 with self._send_lock:
                     self._settle_acks()
                     if self._connected.is_set():
+                        if self._resubscribe:
+                            self._resubscribe_due()
                         self._send_state()
                         self._fill()
                         self._reoffer()
