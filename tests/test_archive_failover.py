@@ -408,3 +408,30 @@ def test_a_client_tries_the_next_broker_after_a_failure_and_the_first_after_a_co
     finally:
         client.disconnect()
         client.loop_stop()
+
+
+@pytest.mark.mqtt
+def test_the_archivers_reconnect_backoff_is_capped_as_a_tables(
+    tmp_path: Path, mosquitto: BrokerFactory, pg_dsn: str
+) -> None:
+    # Counted in failed attempts, as the table's test does: with the old
+    # backoff (1, 2, 4, 8, 16, then 30 s) five failures took 31 s and the
+    # broker, once back, waited up to 30 s for the next attempt (the issue
+    # measured the archiver back 31 s after a crash); capped (1, then 2 s)
+    # they take 9 s and the next is at most 2 s away. The timeouts only
+    # stop a hung test.
+    broker = mosquitto(persistence=True, config=BROKER_CONFIG)
+    acfg = _archive_config(tmp_path, "archive-1", [broker], pg_dsn)
+    migrate(acfg)
+    archiver = ArchiverProcess(acfg, tmp_path / "archive-1.log")
+    archiver.start()
+    try:
+        broker.kill()
+        assert eventually(lambda: archiver.log_text().count("archive.broker_unreachable") >= 5, 25)
+        before = archiver.log_text().count("archive.broker_connected")
+        broker.start()
+        assert eventually(lambda: archiver.log_text().count("archive.broker_connected") > before, 8), (
+            "the archiver did not reconnect within its capped backoff"
+        )
+    finally:
+        archiver.stop()
