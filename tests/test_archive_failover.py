@@ -16,6 +16,7 @@ session expiry. The counts are printed (pytest -s)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import subprocess
@@ -33,7 +34,7 @@ from controller.archive.config import GROUP_SESSION_EXPIRY_S, MAX_GROUP_SESSION_
 from controller.config import MAX_BROKERS, MqttConfig, parse_config, parse_model
 from controller.errors import ConfigError
 from controller.mqtt_client import connect_options, make_client
-from tests.conftest import Broker, BrokerFactory, eventually
+from tests.conftest import Broker, BrokerFactory, eventually, free_port
 from tests.support.archiver import BROKER_CONFIG, ArchiverProcess, migrate
 from tests.support.configs import write_config
 
@@ -251,6 +252,66 @@ def tables() -> Iterator[list[_Table]]:
         t.stop()
 
 
+def _ctl_void(directory: Path, brokers: list[Broker], table: str) -> dict[str, Any]:
+    """``ctl void --coup 999 --json`` with a supervisor's config listing
+    ``brokers``: the table's raw reply (a refusal is a reply too)."""
+    cfg = directory / "supervisor.yaml"
+    brokers_cfg = [{"host": b.host, "port": b.port} for b in brokers]
+    cfg.write_text(yaml.safe_dump({"table": table, "outputs": {"mqtt": {"brokers": brokers_cfg}}}))
+    argv = ["ctl", "void", "--coup", "999", "--json", "-c", str(cfg), "--timeout", "20"]
+    out = subprocess.run(
+        [sys.executable, "-m", "controller.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode in (0, 1) and out.stdout.strip(), out.stderr
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+def test_ctl_says_what_each_broker_did_when_none_answers(tmp_path: Path) -> None:
+    ports = [free_port(), free_port()]  # nothing listens there
+    cfg = tmp_path / "supervisor.yaml"
+    brokers = [{"host": "127.0.0.1", "port": p} for p in ports]
+    cfg.write_text(yaml.safe_dump({"table": "T01", "outputs": {"mqtt": {"brokers": brokers}}}))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "ctl",
+            "void",
+            "--coup",
+            "1",
+            "-c",
+            str(cfg),
+            "--timeout",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    (line,) = out.stderr.splitlines()  # one line, no traceback
+    assert out.returncode == 1, out
+    assert line.startswith("shoe-controller ctl: cannot reach any of the brokers 127.0.0.1:"), line
+    assert all(f"127.0.0.1:{p}: " in line for p in ports), line
+
+
+def test_check_config_names_every_broker(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from controller.cli import main
+
+    path = tmp_path / "t.yaml"
+    path.write_text(MINIMAL + "outputs: {mqtt: {brokers: [{host: mqtt1.lan, port: 8883}, {host: '::1'}]}}\n")
+    assert main(["check-config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "mqtt mqtt://mqtt1.lan:8883/baccarat/T01 (MQTT 5); when one fails, the next in turn: [::1]:1883"
+        in out
+    )
+
+
 def _connected(broker: Broker, client_id: str) -> bool:
     """The broker's log says the client connected to it (mosquitto: log_type all)."""
     return f" as {client_id} " in broker.log
@@ -304,6 +365,12 @@ def test_a_dead_broker_stalls_nothing_and_the_second_carries_every_event(
         assert all(_connected(second, f"shoe-{t}") for t in ("T01", "T02")) and _connected(
             second, "archive-1"
         )
+
+        # commands come in through the second broker; ctl, given the same
+        # list, passes over the dead first one
+        reply = _ctl_void(tmp_path, [first, second], "T01")
+        assert reply.get("id") and "ok" in reply, reply
+        assert " as ctl-" in second.log  # ctl reached the second broker
 
         everything, missing, took = _all_archived(tables, pg_dsn, FAILOVER_BOUND_S)
         since_kill = time.monotonic() - killed
