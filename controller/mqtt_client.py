@@ -113,7 +113,9 @@ class Client(mqtt.Client):
         accepting it), round the list; paho's reconnect backoff runs between
         attempts. So a dead broker costs one failed attempt, the others are
         tried in turn while none answers, and the clients of a floor come
-        back to the first broker once it answers again."""
+        back to the first broker once it answers again. "Up" is learnt in
+        paho 2.x's ``_handle_connack`` (tests/test_archive_failover.py's
+        order test fails if that changes)."""
         if not endpoints:
             raise ValueError("no broker to connect to")
         self._endpoints = list(endpoints)

@@ -1,8 +1,11 @@
 """The archiver: the broker's events into PostgreSQL, acknowledged only
 once committed.
 
-MQTT side (paho's network thread): MQTT 5, a persistent session
-(``clean_start`` false, a session expiry of ``session_expiry_s``), the
+MQTT side (paho's network thread): MQTT 5, the brokers of ``broker`` in
+turn (the first that answers; ``Client.set_endpoints``), reconnecting
+after 1, then 2 s as a table does, a persistent session
+(``clean_start`` false, a session expiry of ``session_expiry_s``: short
+in a share group, see controller/archive/config.py), the
 subscription ``[$share/<group>/]<prefix>/+/#`` at QoS 1, manual acks, and
 a Receive Maximum of twice the batch size, so the broker keeps a batch
 and a half in flight while the last one commits and never more (the queue
