@@ -250,6 +250,8 @@ class TrueShoe:
     shoe_kinds: list[str] = field(default_factory=list)
     #: the shoe ended with a coup half dealt
     cut_short: bool = False
+    #: the engine's id of this shoe (its shoe after the burn)
+    sid: str | None = None
 
 
 @dataclass
@@ -460,6 +462,8 @@ class Dealer:
         for _ in range(burn):
             self.card(order[pos], "burn")
             pos += 1
+        # the engine's shoe the dealer deals now (the check reads its events)
+        truth.sid = self.engine.shoe.id if self.engine.shoe is not None else None  # type: ignore[attr-defined]
         number = 0
         last: int | None = None
         self._cut_out = False
@@ -728,8 +732,20 @@ def check(
             flagged[kind] += 1  # refused
         elif kind == "accept_right":
             out.append(Violation(-1, None, kind, f"accept with the true next coup refused: {reply['error']}"))
-    for truth, sid in zip(shoes, ids, strict=False):
+    # Each shoe's events by the id the engine gave it when the dealer dealt
+    # it (zipped in order, an extra shoe the engine started would shift
+    # every later one: README, "Coup numbers after a gap": frames lost
+    # after a shoe ended may have held the next shoe's start, and a card
+    # after them starts one). A shoe the dealer never started settles
+    # nothing: every coup of it is void (its numbering lost).
+    sids = [t.sid or sid for t, sid in zip(shoes, ids, strict=False)]
+    for truth, sid in zip(shoes, sids, strict=False):
         _check_shoe(truth, by_shoe.get(sid, []), out, flagged)
+    for sid in ids:
+        if sid not in sids:
+            for e in by_shoe.get(sid, []):
+                if e["type"] == "coup.result":
+                    out.append(Violation(-1, e["coup"], None, f"settled in shoe {sid}, never dealt"))
     return Verdict(out, flagged)
 
 
@@ -745,8 +761,16 @@ def _check_shoe(truth: TrueShoe, evs: list[Event], out: list[Violation], flagged
     delta = 0
     accepts = iter(truth.accepts)
     by_number: dict[int | None, set[str]] = {}
+    last_coup: int | None = None
     for e in evs:
         t = e["type"]
+        if e.get("coup") is not None:
+            last_coup = e["coup"]
+        elif t == "security.alert" and e["code"] == "SEQUENCE_GAP":
+            # frames lost after the last permitted coup (README, "Dealing
+            # errors": the alert has no coup, none is opened for it): the
+            # flag of the coup then last seen
+            by_number.setdefault(last_coup, set()).add("SEQUENCE_GAP")
         if t == "security.alert" and e["code"] == "COUP_NUMBERING_LOST":
             lost = ever_lost = True
         elif t == "security.alert" and e["code"] == "COUP_NUMBERING_RESTORED":

@@ -268,3 +268,148 @@ def test_a_cut_card_after_an_early_results_due_cards_counts_from_the_next_coup()
     out = [ev for f in frames for ev in e.feed(f)]
     assert [(c["coup"], c["last_coup"]) for c in out if c["type"] == "shoe.cut_card"] == [(3, 4)]
     assert [r["coup"] for r in out if r["type"] == "coup.result"] == [1, 3, 4]
+
+
+def test_a_coup_void_at_its_deadline_with_no_result_held_keeps_the_next_coups_cards_apart() -> None:
+    # Coup 2 is dealt to its P3 (B3 due), then 2 frames are lost (its B3
+    # and RESULT), then coup 3's four cards; coup 2's deadline passes
+    # before coup 3's RESULT. Coup 3's cards were taken as coup 2's extra
+    # cards, so coup 3's RESULT closed nothing and coup 4 was numbered 3
+    # (the count of coup ends the loss holds, one, was not used).
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"])
+    frames += [Card(T0, 9 + i, c) for i, c in enumerate(("AH", "KS", "AC", "QC", "JH"))]
+    frames.append(SequenceGap(T0, 16, 14, 2))  # (B3 and RESULT, seq 14-15)
+    frames += [Card(T0, 16 + i, c) for i, c in enumerate(("8D", "2C", "KD", "5C"))]
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    out += e.feed(Button(T0 + 11, 20, "RESULT"))
+    out += [ev for f in coup_frames([["9D", "KC", "TH", "QD"]], seq=21, t=T0 + 12) for ev in e.feed(f)]
+    results = [(r["coup"], r["player"]["cards"]) for r in out if r["type"] == "coup.result"]
+    assert results == [(1, ["9S", "TS"]), (3, ["8D", "KD"]), (4, ["9D", "TH"])]
+    assert [(v["coup"], v["code"]) for v in out if v["type"] == "coup.void"] == [(2, "SEQUENCE_GAP")]
+    assert "COUP_NUMBERING_LOST" not in alerts(out)
+
+
+def test_a_cut_card_after_a_lost_result_came_out_in_the_next_coup() -> None:
+    # Coup 2's B2 comes unread (it holds: nobody enters it), then 2 frames
+    # are lost (its RESULT among them), the cut card, coup 3's cards and
+    # RESULT, coup 4's first card; coup 2's deadline passes. Coup 3 is the
+    # phantom (void: its first cards may be lost); the cut card came out
+    # after coup 2's RESULT, in coup 3, so coup 4 is the last. It was
+    # applied in coup 2, and coup 4 was void as past the last coup.
+    e = Engine("T01", load_profile("punto_banco", {"correction_deadline_s": 2.0}), 8)
+    frames = opening(["9S", "KH", "TS", "QH"])
+    frames += [Card(T0, 9 + i, c) for i, c in enumerate(("8D", "2C", "KD", "5C"))]
+    frames = [*frames[:-1], Card(T0, 12, None)]
+    frames.append(SequenceGap(T0, 15, 13, 2))
+    frames.append(CutCard(T0, 15))
+    frames += [Card(T0, 16 + i, c) for i, c in enumerate(("7H", "7D", "TC", "JS"))]
+    frames.append(Button(T0, 20, "RESULT"))
+    frames += [Card(T0, 21, "9D")]
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    assert [c["coup"] for c in out if c["type"] == "shoe.cut_card"] == [3]
+    out += [ev for f in coup_frames([["KC", "TH", "QD"]], seq=22, t=T0 + 11) for ev in e.feed(f)]
+    assert "CUT_CARD_OVERRUN" not in [m["code"] for m in out if m["type"] == "misdeal"]
+    assert [(r["coup"], r["player"]["cards"]) for r in out if r["type"] == "coup.result"] == [
+        (1, ["9S", "TS"]),
+        (4, ["9D", "TH"]),
+    ]
+
+
+def test_a_shoe_ending_on_a_coup_opened_by_frames_lost_counts_it_unsure() -> None:
+    # Coup 1 is complete and its RESULT lost: coup 2's three cards are held
+    # and it is void at its deadline. Then 2 frames are lost (coup 2's last
+    # card and RESULT, or its RESULT and coup 3's first card) and NEWSHOE
+    # comes. Coup 3 was opened by the loss, nothing of it seen: whether it
+    # was dealt is not known, yet shoe.ended counted it with coups_exact
+    # true (the dealer model's shoe.ended counts one coup too many).
+    e = engine()
+    frames: list[Frame] = [Hello(T0, 0, "FAKE", "1.0", "1"), Button(T0, 1, "NEWSHOE")]
+    frames += [Card(T0, 2, "AS"), Card(T0, 3, "2S")]
+    frames += [Card(T0, 4 + i, c) for i, c in enumerate(("9S", "KH", "TS", "QH"))]
+    frames.append(SequenceGap(T0, 9, 8, 1))  # (coup 1's RESULT)
+    frames += [Card(T0, 9 + i, c) for i, c in enumerate(("8D", "2C", "KD"))]
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    assert [(v["coup"], v["code"]) for v in out if v["type"] == "coup.void"] == [(2, "SEQUENCE_GAP")]
+    out = [ev for f in (SequenceGap(T0 + 11, 14, 12, 2), Button(T0 + 11, 14, "NEWSHOE")) for ev in e.feed(f)]
+    ended = [x for x in out if x["type"] == "shoe.ended"]
+    assert [(x["coups"], x["coups_exact"]) for x in ended] == [(3, False)]
+
+
+def test_an_angel_eye_loss_after_an_early_result_leaves_the_p1_card_to_the_next_coup() -> None:
+    # Coup 1 has two cards (P1, B1) and its RESULT came early: the cards
+    # up to the next RESULT are its due cards or the next coup's, and the
+    # device's labels tell which. Frames are lost before any RESULT: the
+    # wait ends there. Cards the device placed on P1, B1, P2, B2 were taken
+    # as coup 1's due cards by the tableau, the next coup opened on P2.
+    e = engine()
+    frames: list[Frame] = [Hello(T0, 0, "ANGEL-EYE", "1.0", "1"), Card(T0, 1, "AS", hand="first")]
+    frames += [Card(T0, 2, "2S", hand="burn")]
+    frames += [Card(T0, 3, "9S", hand="P1"), Card(T0, 4, "KH", hand="B1")]
+    frames.append(DeviceResult(T0, 5, "tie", False, False))
+    frames += [
+        Card(T0, 6 + i, c, hand=h)
+        for i, (c, h) in enumerate(zip(("2D", "JC", "6S", "4C"), ("P1", "B1", "P2", "B2"), strict=True))
+    ]
+    frames.append(SequenceGap(T0, 11, 10, 1))
+    out = [ev for f in frames for ev in e.feed(f)]
+    cards = [
+        (c["coup"], c["position"], c["card"]) for c in out if c["type"] == "card" and c["coup"] is not None
+    ]
+    assert (2, "P1", "2D") in cards and (2, "P2", "6S") in cards, cards
+    assert "WRONG_HAND" not in [m["code"] for m in out if m["type"] == "misdeal"]
+
+
+def test_a_cut_card_while_the_numbering_is_lost_is_placed_by_the_accept() -> None:
+    # Coups 1 and 2, then 5 frames lost (coup 3 whole, or its first
+    # cards): the numbering is lost. Coup 4 is dealt, then the cut card
+    # comes out in coup 5 (the engine's 4, number unknown); the supervisor
+    # says the next coup is 6, the one more after the cut card. The cut
+    # card stayed in the engine's coup 4, so coup 6 was void as past the
+    # last coup (5) and the shoe ended a coup early.
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"], ["8D", "2C", "KD", "5C"])
+    frames.append(SequenceGap(T0, 19, 14, 5))
+    frames += coup_frames([["7H", "7D", "TC", "JS"]], seq=19)
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    assert alerts(out) == ["COUP_NUMBERING_LOST"]
+    frames = [CutCard(T0 + 11, 24), *coup_frames([["9D", "KC", "TH", "QD"]], seq=25, t=T0 + 11)]
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert [c["coup"] for c in out if c["type"] == "shoe.cut_card"] == [4]
+    reply, out = e.command(Accept(id="a", coup=6, confirm=True), T0 + 12)
+    assert reply["ok"] is True, reply
+    out = [ev for f in coup_frames([["8C", "2H", "KS", "5S"]], seq=30, t=T0 + 13) for ev in e.feed(f)]
+    assert [(r["coup"], r["player"]["cards"]) for r in out if r["type"] == "coup.result"] == [
+        (6, ["8C", "KS"])
+    ]
+    assert "CUT_CARD_OVERRUN" not in [m["code"] for m in out if m["type"] == "misdeal"]
+
+
+def test_an_accept_among_a_void_coups_held_frames_numbers_the_coup_after_it() -> None:
+    # Coup 2 is dealt to two cards, 3 frames lost; coup 3's four cards come
+    # and coup 2's deadline passes with no RESULT held: the loss may hold
+    # coup 2's end, so the void coup holds on (numbering lost). The
+    # supervisor says the next coup is 4; then coup 4 is dealt with frames
+    # lost before, inside and after it, and a RESULT. Coup 4's cards were
+    # dealt as one phantom with coup 3's, gaps dropped: coup 4 was settled
+    # with cards from both sides of a loss.
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"])
+    frames += [Card(T0, 9, "6S"), Card(T0, 10, "6D"), SequenceGap(T0, 14, 11, 3)]
+    frames += [Card(T0, 14 + i, c) for i, c in enumerate(("6H", "QD", "JH", "7H"))]
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    assert alerts(out) == ["COUP_NUMBERING_LOST"]
+    reply, out = e.command(Accept(id="a", coup=4, confirm=True), T0 + 11)
+    assert reply["ok"] is True, reply
+    t = T0 + 12
+    frames = [SequenceGap(t, 19, 18, 1), Card(t, 19, "TH"), Card(t, 20, "8D"), SequenceGap(t, 24, 21, 3)]
+    frames += [Card(t, 24, "3S"), Card(t, 25, "QC"), SequenceGap(t, 27, 26, 1), Card(t, 27, "4H")]
+    frames.append(Button(t, 28, "RESULT"))
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(t + 10)
+    assert [r for r in out if r["type"] == "coup.result"] == []
+    # (coup 2 void at its deadline above; coup 3 lost whole, by the number)
+    assert [(v["coup"], v["code"]) for v in out if v["type"] == "coup.void"] == [
+        (3, "SEQUENCE_GAP"),
+        (4, "SEQUENCE_GAP"),
+    ]
+    assert e.shoe is not None and e.shoe.next_coup == 5

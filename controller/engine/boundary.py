@@ -149,7 +149,9 @@ def flush_after_premature(eng: Engine, s: Shoe, frame: Frame | None = None) -> W
     cards, s.after_premature = s.after_premature or [], None
     s.after_premature_void = None
     if void is not None and len(void.cards) < 4:
-        while cards and tableau.next_position(eng, void) not in (None, UNKNOWN):
+        # (an Angel Eye's labels say whose they are: from the first card it
+        # places on P1, the next coup's, as ``after_void_early_result``)
+        while cards and cards[0].hand != "P1" and tableau.next_position(eng, void) not in (None, UNKNOWN):
             dealing.deal_void(eng, s, void, cards.pop(0))
         void = None  # (the rest are past its complete tableau: no due card among them)
     yield from release(cards)

@@ -148,6 +148,21 @@ def open_coup(eng: Engine, s: Shoe, t: float) -> Steps[Coup]:
                 None,
             )
         elif s.next_coup < target:
+            if (
+                s.cut_coup is not None
+                and s.last_coup is not None
+                and s.window is not None
+                and s.window[0] < s.cut_coup < s.next_coup <= s.last_coup
+            ):
+                # The cut card came out in a coup whose number was unknown
+                # (opened after the loss): the supervisor's number places
+                # it. The coups counted lost whole came before it, the coup
+                # after it is still one more (README, "Coup numbers after
+                # a gap"). (One that came between coups counts from the
+                # engine's next number, as before the accept.)
+                shift = target - s.next_coup
+                s.cut_coup += shift
+                s.last_coup += shift
             # each is void with no card; the odds are those of the coup
             # after the last of them, published once
             eng._odds_quiet = True

@@ -11,6 +11,7 @@ bound on held frames and what a void coup's held frames become
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from controller.cards import RANK_BURN
@@ -21,6 +22,7 @@ from controller.event_types import ShoeBurn
 from firmware_protocols.frames import (
     Button,
     Card,
+    CutCard,
     DeviceResult,
     DeviceSeen,
     Frame,
@@ -202,6 +204,22 @@ def discard_held(
     first = next((i for i, f in enumerate(held) if isinstance(f, boundary)), None)
     head = held if first is None else held[:first]
     rest = [] if first is None else held[first + 1 :]
+    if (
+        first is None
+        and boundary
+        and coup.lost_frames
+        and coup.anchor_prev is None
+        and not any(_restart(f) or isinstance(f, Renumbered) for f in held)
+        and ends_in(eng, coup, held, result=False) != {0}
+    ):
+        # No RESULT held, and the frames lost may hold this coup's end:
+        # the cards held may be the next coup's, and only the next RESULT
+        # tells how many coups ended among them (``ends_at_result``).
+        # Taken here as this coup's extra cards, they would take a coup
+        # out of the count: the void coup holds on until then (README,
+        # "Coup numbers after a gap").
+        machine.hold(coup, held)
+        return [], [], 0
     if first is None:
         # no RESULT held: frames lost after this coup's cards (a gap, a
         # restart) still apply to what comes next
@@ -239,7 +257,16 @@ def discard_held(
         ends_in(eng, coup, head, result=False)
     if phantom and first is not None:
         phantom_frames = held[: first + 1]
-        head = [f for f in head if not isinstance(f, Card)]
+        # a cut card after the frames lost (this coup's RESULT among them)
+        # came out in the phantom's coup: ``void_phantom`` applies it there
+        # (applied here, it would make this coup the one the cut card
+        # came in, and the last permitted coup one too early)
+        cut = 0 if coup.gap_missing else next((i for i, f in enumerate(head) if _loss(f)), len(head))
+        head = [
+            f
+            for i, f in enumerate(head)
+            if not isinstance(f, Card) and not (i >= cut and isinstance(f, CutCard))
+        ]
         second = next((i for i, f in enumerate(rest) if isinstance(f, boundary)), None)
         if (
             m < MIN_COUP_CARDS
@@ -319,7 +346,7 @@ def bound_held(eng: Engine, t: float) -> Work:
         yield from release([x for x in held if not isinstance(x, SequenceGap)])
 
 
-def void_phantom(eng: Engine, frames: list[Frame], t: float, before: int = 0) -> Work:
+def void_phantom(eng: Engine, frames: Sequence[Frame], t: float, before: int = 0) -> Work:
     """The coup whose RESULT and some frames were lost: its cards were
     read but cannot be placed. Counted (coups are numbered as dealt),
     reported, void; so are the ``before`` coups lost whole before it."""
@@ -336,6 +363,8 @@ def void_phantom(eng: Engine, frames: list[Frame], t: float, before: int = 0) ->
     for f in frames:
         if isinstance(f, Card):
             dealing.set_aside(eng, s, coup, f)
+        elif isinstance(f, CutCard):
+            yield f  # it came out in this coup (after the RESULT lost)
     if coup.resolved:  # after the last coup: void already (CUT_CARD_OVERRUN)
         yield from boundary.close_dealing(eng, coup, t)
         return
@@ -445,6 +474,23 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> Work:
     frames.append(f)
     if coup.void_code is not None:
         machine.unhold(coup)
+        every = [*held, f]  # (the frames lost among them too: they apply where they came)
+        given = next((i for i, x in enumerate(every) if isinstance(x, Renumbered)), None)
+        if given is not None and ends != {0}:
+            # A supervisor's number came while this void coup held, before
+            # any RESULT: it names the coup dealt after the command, so the
+            # frames after it are that coup's and those after (dealt on:
+            # the number applies as they come). The cards before it, in the
+            # stretch whose numbers are unknown, are this coup's extra
+            # cards. (Counted as one phantom with the frames after the
+            # number, they would put the number on the coup after that.)
+            for x in every[:given]:
+                if isinstance(x, Card):
+                    dealing.set_aside(eng, s, coup, x)
+            yield from boundary.close_dealing(eng, coup, f.t)
+            before = [x for x in every[:given] if not isinstance(x, (Card, SequenceGap))]
+            yield from release(before + every[given:])
+            return
         if ends == {0}:
             yield from release(frames)  # the void coup's own cards and RESULT
             return
@@ -454,7 +500,9 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> Work:
             yield from release(frames)
         else:
             yield from void_phantom(eng, frames, f.t, min(ends) - 1)
-            yield from release([x for x in frames if not isinstance(x, (Card, Button, DeviceResult))])
+            yield from release(
+                [x for x in frames if not isinstance(x, (Card, Button, DeviceResult, CutCard))]
+            )
         return
     prev = coup.anchor_prev
     if ends == {0}:

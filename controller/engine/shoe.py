@@ -12,7 +12,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from controller.cards import RANK_BURN, ShoeComposition
-from controller.engine import analytics, article_x, boundary, dealing, machine, settings, tableau
+from controller.engine import analytics, article_x, boundary, dealing, loss, machine, settings, tableau
 from controller.engine.loss import _frames_lost
 from controller.engine.machine import DEALING_OVER
 from controller.engine.state import AWAITING, BURN_HANDS, Shoe, Work, _Commit, _copy_stats, release
@@ -21,6 +21,7 @@ from controller.events import shoe_id_for
 from firmware_protocols.frames import (
     Card,
     CutCard,
+    Renumbered,
     ShuffleCommit,
     ShuffleOrder,
 )
@@ -110,6 +111,7 @@ def end_shoe(eng: Engine, t: float, reason: str) -> Work:
     # Void what is still open, lowest first. Frames a voided coup held
     # past its RESULT are dealt on (they were dealt before this shoe
     # ended), which may open, settle or leave open further coups: loop.
+    unsure = False  # whether a coup was dealt is not known
     while True:
         if s.after_premature is not None:
             yield from boundary.flush_after_premature(eng, s)
@@ -119,11 +121,30 @@ def end_shoe(eng: Engine, t: float, reason: str) -> Work:
             yield from boundary.past_as_extras(eng, s, cur)
         if cur is not None and cur.resolved and cur.held is not None:
             # a void coup still dealt, holding frames to tell whose they
-            # are: with the shoe ending, its held cards are its extras
+            # are: with the shoe ending, its held cards are its extras,
+            # unless the frames lost before them held its end (they are
+            # then the next coup's: counted, void)
             held = machine.unhold(cur)
-            for x in held:
-                if isinstance(x, Card):
-                    dealing.set_aside(eng, s, cur, x)
+            cards = [x for x in held if isinstance(x, Card)]
+            ends = loss.ends_in(eng, cur, held, result=False) if cur.lost_frames and cards else {0}
+            if min(ends) >= 1 and not any(isinstance(x, Renumbered) for x in held):
+                yield from boundary.close_dealing(eng, cur, t)
+                yield from loss.void_phantom(eng, cards, t, min(ends) - 1)
+                continue
+            for x in cards:
+                dealing.set_aside(eng, s, cur, x)
+        if (
+            cur is not None
+            and not cur.resolved
+            and cur.lost_frames
+            and not cur.cards
+            and not cur.extras
+            and not any(isinstance(x, Card) for x in cur.held or [])
+        ):
+            # a coup opened by frames lost, nothing of it seen: they may
+            # have been the coup before's last frames, or this one's
+            # first; whether it was dealt is not known
+            unsure = True
         if cur is not None and cur.resolved and cur.carry:
             # a card set aside to open the next coup: it opens it now
             carry, cur.carry = cur.carry, []
@@ -147,7 +168,7 @@ def end_shoe(eng: Engine, t: float, reason: str) -> Work:
             coups=s.coups_count,
             # false: frames lost may have held whole coups, so ``coups``
             # counts those seen (the numbering was never given back)
-            coups_exact=s.numbering_lost is None,
+            coups_exact=s.numbering_lost is None and not unsure,
             cards_dealt=s.comp.dealt,
             tally=Tally(player=s.tally["player"], banker=s.tally["banker"], tie=s.tally["tie"]),
             reason=reason,
