@@ -157,6 +157,8 @@ SHOE_FIELDS = (
     "after_premature",
     "after_premature_coup",
     "after_premature_void",
+    "past_read",
+    "burn_unread",
     "ended_by_rule",
     "numbering_lost",
     "renumber_to",

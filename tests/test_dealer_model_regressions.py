@@ -23,7 +23,17 @@ from controller.commands_schema import Accept
 from controller.engine import Engine
 from controller.events import Event
 from controller.rules import load_profile
-from firmware_protocols.frames import Button, Card, CutCard, DeviceResult, Frame, Hello, SequenceGap, Status
+from firmware_protocols.frames import (
+    UNREAD_CARD_ERROR,
+    Button,
+    Card,
+    CutCard,
+    DeviceResult,
+    Frame,
+    Hello,
+    SequenceGap,
+    Status,
+)
 
 T0 = 1_763_800_000.0
 
@@ -268,6 +278,113 @@ def test_a_cut_card_after_an_early_results_due_cards_counts_from_the_next_coup()
     out = [ev for f in frames for ev in e.feed(f)]
     assert [(c["coup"], c["last_coup"]) for c in out if c["type"] == "shoe.cut_card"] == [(3, 4)]
     assert [r["coup"] for r in out if r["type"] == "coup.result"] == [1, 3, 4]
+
+
+def test_a_coup_that_may_have_begun_with_the_extra_cards_before_it_is_not_settled() -> None:
+    # Coup 1 is dealt (a natural, 9S KH TS QH) and its RESULT not pressed;
+    # coup 2's first card 7C is dealt and RESULT pressed early; then the
+    # rest of coup 2 (JC 8C 3S QC 3H, a whole tableau with 7C) and RESULT.
+    # Read the other way (7C an extra card of coup 1, then JC 8C 3S QC a
+    # natural with 3H an extra card) it is two dealing errors too, and coup
+    # 2 was settled as Banker 8-3 on that guess. Both readings fit: coup 2
+    # is void (its number is 2 either way), coup 1 stands.
+    e = engine()
+    frames: list[Frame] = [*opening()]
+    frames += [Card(T0, 4 + i, c) for i, c in enumerate(["9S", "KH", "TS", "QH", "7C"])]
+    frames.append(Button(T0, 9, "RESULT"))
+    frames += coup_frames([["JC", "8C", "3S", "QC", "3H"], ["8D", "2C", "KD", "5C"]], seq=10)
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert [(r["coup"], r["player"]["cards"]) for r in out if r["type"] == "coup.result"] == [
+        (1, ["9S", "TS"]),
+        (3, ["8D", "KD"]),
+    ]
+    assert [(v["coup"], v["code"]) for v in out if v["type"] == "coup.void"] == [(2, "PREMATURE_RESULT")]
+
+
+def test_a_coup_after_extra_cards_that_cannot_have_begun_with_them_is_settled() -> None:
+    # The same extra card 7C, but JC 8C 3S QC with 7C before them do not
+    # make one coup (7C JC 8C 3S is Player 0, Banker 1: P3 and B3 due, and
+    # QC then one more): only one reading fits, coup 2 is settled.
+    e = engine()
+    frames: list[Frame] = [*opening()]
+    frames += [Card(T0, 4 + i, c) for i, c in enumerate(["9S", "KH", "TS", "QH", "7C"])]
+    frames.append(Button(T0, 9, "RESULT"))
+    frames += coup_frames([["JC", "8C", "KS", "QC"]], seq=10)
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert [(r["coup"], r["banker"]["cards"]) for r in out if r["type"] == "coup.result"] == [
+        (1, ["KH", "QH"]),
+        (2, ["8C", "QC"]),
+    ]
+
+
+def test_a_coup_after_extra_cards_with_none_of_its_own_is_settled() -> None:
+    # The extra card AC, then AD AH 2C 8C (Banker 9, a natural): with AC
+    # first they would make one coup too (AC AD AH 2C, Player 8 drawn), but
+    # that reading has two dealing errors (RESULT never pressed, then
+    # pressed early) against one (an extra card): coup 2 is settled.
+    e = engine()
+    frames: list[Frame] = [*opening()]
+    frames += [Card(T0, 4 + i, c) for i, c in enumerate(["9S", "KH", "TS", "QH", "AC"])]
+    frames.append(Button(T0, 9, "RESULT"))
+    frames += coup_frames([["AD", "AH", "2C", "8C"]], seq=10)
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert [(r["coup"], r["banker"]["cards"]) for r in out if r["type"] == "coup.result"] == [
+        (1, ["KH", "QH"]),
+        (2, ["AH", "8C"]),
+    ]
+
+
+def angel_burn(*cards: tuple[str | None, str]) -> list[Event]:
+    """An Angel Eye shoe: its first card 3S (three burn cards called), then
+    ``cards`` as (card, label); an unread card is the device's error and
+    its clearing, as the shoe reports it."""
+    e = engine()
+    frames: list[Frame] = [Hello(T0, 0, "ANGEL-EYE", "1.0", "1"), Card(T0, 1, "3S", hand="first")]
+    for card, label in cards:
+        seq = len(frames)
+        if card is None:
+            frames += [
+                Status(T0, seq, "ERROR", UNREAD_CARD_ERROR),
+                Status(T0, seq + 1, "OK", "error cleared"),
+            ]
+        else:
+            frames.append(Card(T0, seq, card, hand=label))
+    return [ev for f in frames for ev in e.feed(f)]
+
+
+def test_an_angel_eye_burn_one_short_with_coup_ones_first_card_unread() -> None:
+    # Two burn cards of the three called, then coup 1's P1 unread (the
+    # device reports only an error), then 7S it places on B1. The unread
+    # card was counted as the last burn card: 7S became coup 1's P1 with a
+    # WRONG_HAND misdeal on each card after it, and no BURN_MISMATCH.
+    out = angel_burn(("4D", "burn"), ("5D", "burn"), (None, "P1"), ("7S", "B1"), ("7D", "P2"), ("9C", "B2"))
+    assert alerts(out) == ["BURN_MISMATCH"]
+    assert [(c["coup"], c["position"], c["card"]) for c in out if c["type"] == "card"] == [
+        (None, "burn", "3S"),
+        (None, "burn", "4D"),
+        (None, "burn", "5D"),
+        (1, "P1", None),
+        (1, "B1", "7S"),
+        (1, "P2", "7D"),
+        (1, "B2", "9C"),
+    ]
+    assert [b["burned"] for b in out if b["type"] == "shoe.burn"] == [2]
+    assert [(m["code"], m["action"]) for m in out if m["type"] == "misdeal"] == [
+        ("UNREAD_CARD", "awaiting_supervisor")
+    ]
+
+
+def test_an_angel_eye_last_burn_card_unread_is_burned() -> None:
+    # The same unread card as the third burn card called, then 7S placed
+    # on P1: it is burned, as called, with no alert.
+    out = angel_burn(("4D", "burn"), ("5D", "burn"), (None, "burn"), ("7S", "P1"), ("7D", "B1"))
+    assert alerts(out) == []
+    assert [(c["coup"], c["position"], c["card"]) for c in out if c["type"] == "card"][3:] == [
+        (None, "burn", None),
+        (1, "P1", "7S"),
+        (1, "B1", "7D"),
+    ]
+    assert [b["burned"] for b in out if b["type"] == "shoe.burn"] == [3]
 
 
 def test_a_coup_void_at_its_deadline_with_no_result_held_keeps_the_next_coups_cards_apart() -> None:

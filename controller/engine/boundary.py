@@ -205,10 +205,18 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
             dealing.card_event(eng, c, prev, "extra")
         return
     coup = s.current if s is not None else None
+    fits = coup is not None and _early_fits(eng, s, coup)
     if s is not None and coup is not None and coup.past:
         # the RESULT came before a fourth card after the complete tableau:
-        # the cards between were its extra cards, placed now
+        # the cards between were its extra cards, placed now (or the next
+        # coup's first, its RESULT pressed early, with this coup's RESULT
+        # never pressed: kept to tell at the next RESULT, ``_early_fits``)
+        read = [c.card for c in coup.past]
         yield from past_as_extras(eng, s, coup)
+        if not fits and coup.void_code is None:
+            # (a coup void, or read as beginning with the extra cards before
+            # it, is not read as ending without its RESULT too: a third error)
+            s.past_read = (coup.number, read)
     if s is not None and s.phase == BURN and coup is None:
         eng._alert(f.t, "BURN_MISMATCH", "RESULT pressed before the burn was complete", s.next_coup)
     if s is None or coup is None or not coup.dealing:
@@ -249,6 +257,13 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
         return
     nxt = tableau.next_position(eng, coup)
     if nxt is None:
+        if fits:
+            detail = (
+                f"the card(s) read as coup {coup.number - 1}'s extra cards and this coup's make one coup "
+                f"with its RESULT pressed after them: coup {coup.number - 1}'s RESULT may not have been "
+                "pressed, so this coup's hands are not known"
+            )
+            yield from article_x.void_misdeal(eng, f.t, coup, "PREMATURE_RESULT", detail)
         yield from close_dealing(eng, coup, f.t)
     elif nxt == UNKNOWN:
         if tableau.complete_whatever_unread(eng, coup):
@@ -276,6 +291,29 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
         article_x.misdeal(
             eng, f.t, coup, "PREMATURE_RESULT", f"RESULT pressed with {nxt} still due", AWAITING
         )
+
+
+def _early_fits(eng: Engine, s: Shoe | None, coup: Coup) -> bool:
+    """Whether ``coup``, complete at its RESULT with extra cards of its own
+    (placed or waiting), may as well be another coup: the cards the RESULT
+    before it placed as its predecessor's extra cards (fewer than four,
+    ``Shoe.past_read``) were its first, that RESULT pressed early, and its
+    cards and extras then exactly its due cards. Two dealing errors each
+    way (two coups with extra cards; a RESULT never pressed and one
+    pressed early): both readings fit, so it is not settled on a guess
+    (README, "Dealing errors": the engine never guesses a coup's
+    boundary). The number is the same either way. Without extra cards of
+    its own the first reading has one error, and is taken."""
+    if s is None or s.past_read is None:
+        return False
+    number, read = s.past_read
+    s.past_read = None
+    if number != coup.number - 1 or coup.void_code is not None or coup.held is not None:
+        return False
+    own = [*coup.extras, *(c.card for c in coup.past)]
+    if not own:
+        return False  # (one dealing error, the extra card, against two: read so)
+    return tableau.tableau_exact(eng, [*read, *coup.cards, *own])
 
 
 def await_due_cards(s: Shoe, coup: Coup) -> None:

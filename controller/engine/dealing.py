@@ -33,6 +33,8 @@ def on_card(eng: Engine, f: Card) -> Work | None:
     plain card dealt into its coup has none: the hot path makes no
     generator)."""
     s = eng.shoe
+    if s is not None and s.burn_unread is not None:
+        return shoe.after_burn_unread(eng, s, f)
     if s is not None and f.hand == "first" and s.phase != ENDED:
         # An Angel Eye marks a new shoe's first card itself (it has no
         # NEWSHOE button): the shoe in play has ended, whatever it still

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from controller.engine import article_x, boundary, dealing, loss, shoe, tableau
-from controller.engine.machine import DEAL, DEALING_OVER
+from controller.engine.machine import BURN, DEAL, DEALING_OVER
 from controller.engine.state import FAULT_CODES, Coup, Work
 from controller.event_types import UNSET, DeviceStatus
 from firmware_protocols.frames import (
@@ -115,9 +115,21 @@ def on_status(eng: Engine, f: Status) -> Work:
         # sends no card message for it) still dealt that card: it takes
         # the next position, so the cards after it stay where they are
         # (the first card of a coup opens it).
-        work = dealing.on_card(eng, Card(f.t, f.seq, None))
-        if work is not None:
-            yield from work
+        burning = eng.shoe
+        if (
+            burning.phase is BURN
+            and burning.burn_left == 1
+            and burning.current is None
+            and burning.burn_unread is None
+        ):
+            # the last burn card called for, or coup 1's P1 if the burn was
+            # one short: this device labels every card it reads, so the
+            # next card's label tells (``shoe.after_burn_unread``)
+            burning.burn_unread = Card(f.t, f.seq, None)
+        else:
+            work = dealing.on_card(eng, Card(f.t, f.seq, None))
+            if work is not None:
+                yield from work
         coup = coup_in_play(eng)
     if (code in FAULT_CODES or code == "OK") and held_behind(eng, f):
         return

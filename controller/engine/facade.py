@@ -260,6 +260,14 @@ class Engine:
         if type(frame) is DeviceSeen:  # (its device.status was sent when it came)
             return device.on_seen(self, frame)
         s = self.shoe
+        if (
+            s is not None
+            and s.burn_unread is not None
+            and not isinstance(frame, (Card, HostRequest, Ack))
+            and not (isinstance(frame, Status) and not frame.card_unread)
+        ):
+            # (a status, the link's chatter: nothing of where the unread card goes)
+            return shoe.after_burn_unread(self, s, frame)
         cur = s.current if s is not None else None
         if cur is not None and cur.past and boundary.ends_past_wait(frame):
             return self._past_then(cur, frame)

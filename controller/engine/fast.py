@@ -157,6 +157,7 @@ def result(eng: Engine, f: Button) -> Work | Literal[False] | None:
         or f.name != "RESULT"
         or s.phase != DEAL
         or s.after_premature is not None
+        or s.past_read is not None  # (the coup may have begun with them: boundary._early_fits)
         or eng._fault_waiting is not None
     ):
         return False

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING
 from controller.cards import RANK_BURN, ShoeComposition
 from controller.engine import analytics, article_x, boundary, dealing, loss, machine, settings, tableau
 from controller.engine.loss import _frames_lost
-from controller.engine.machine import DEALING_OVER
+from controller.engine.machine import BURN, DEALING_OVER
 from controller.engine.state import AWAITING, BURN_HANDS, Shoe, Work, _Commit, _copy_stats, release
 from controller.event_types import UNSET, ShoeBurn, ShoeCutCard, ShoeEnded, ShoeStarted, Tally
 from controller.events import shoe_id_for
 from firmware_protocols.frames import (
     Card,
     CutCard,
+    Frame,
     Renumbered,
     ShuffleCommit,
     ShuffleOrder,
@@ -280,6 +281,33 @@ def burn_ended_by_label(eng: Engine, s: Shoe, f: Card) -> bool:
     s.burn_left = 0
     finish_burn(eng, s, f.t)
     return True
+
+
+def after_burn_unread(eng: Engine, s: Shoe, f: Frame) -> Work:
+    """The frame after an unread card that waits to be placed
+    (``Shoe.burn_unread``): a card the device places on a hand other than
+    P1 says the unread card was coup 1's P1 (the burn one short: it ends
+    before it, BURN_MISMATCH); a card labelled burn or placed on P1, or
+    any other frame that can tell nothing of it, leaves it the last burn
+    card, as called. Then ``f`` applies (README, "Dealing errors": where
+    the device labels each card's place, its labels decide where the burn
+    ends)."""
+    unread = s.burn_unread
+    assert unread is not None
+    s.burn_unread = None
+    hand = f.hand if isinstance(f, Card) else None
+    if hand is not None and hand not in BURN_HANDS and hand != "P1" and s.phase is BURN and s.burn_left == 1:
+        eng._alert(
+            f.t,
+            "BURN_MISMATCH",
+            f"the first card ({s.first_card}) calls for {s.burned + 1} burn card(s); {s.burned} burned, "
+            f"then an unread card, and the device placed the next on {hand}: the unread card is coup 1's "
+            "P1 and the burn ends before it",
+            s.next_coup,
+        )
+        s.burn_left = 0
+        finish_burn(eng, s, unread.t)
+    yield from release([unread, f])
 
 
 def before_coup_one(eng: Engine, s: Shoe, f: Card) -> bool:

@@ -192,6 +192,15 @@ class Shoe:
     #: set when that coup is void: a second RESULT before a fourth card
     #: says the cards between were its own (due cards after an early press)
     after_premature_void: Coup | None = None
+    #: the cards a RESULT placed past a coup's complete tableau as its
+    #: extra cards, and that coup's number: the next coup's first cards if
+    #: its RESULT was never pressed and the next one pressed early
+    #: (``boundary._early_fits``, at the next coup's RESULT)
+    past_read: tuple[int, list[str | None]] | None = None
+    #: an unread card the device reported only as an error (no label) when
+    #: one burn card was still called for: the last burn card, or coup 1's
+    #: P1 if the burn was short; the next card's label tells (``shoe.after_burn_unread``)
+    burn_unread: Card | None = None
     ended_by_rule: bool = False  # it ended because its last permitted coup was dealt
     #: frames lost on the line may have held a coup's end, or not: the number
     #: of every later coup is unknown (each is void) until a supervisor says it
