@@ -502,3 +502,24 @@ def test_the_archivers_reconnect_backoff_is_capped_as_a_tables(
         )
     finally:
         archiver.stop()
+
+
+@pytest.mark.mqtt
+def test_replay_to_mqtt_passes_over_a_dead_broker_of_its_list(
+    tmp_path: Path, mosquitto: BrokerFactory
+) -> None:
+    from tests.test_cli_errors import cli
+
+    capture = Path(__file__).parent / "captures" / "x_sequence_gap.shoelog"
+    live = mosquitto()
+    dead = free_port()  # nothing listens there
+    cfg = tmp_path / "supervisor.yaml"
+    brokers = [{"host": "127.0.0.1", "port": dead}, {"host": live.host, "port": live.port}]
+    cfg.write_text(yaml.safe_dump({"table": "T01", "outputs": {"mqtt": {"brokers": brokers}}}))
+    r = cli("replay", str(capture), "--table", "T07", "--out", "mqtt", "-c", str(cfg))
+    assert r.returncode == 0, r.stderr
+    last = r.stderr.splitlines()[-1]
+    assert (
+        last.startswith("replay: ") and f"published to mqtt://{live.host}:{live.port}/baccarat/T07 " in last
+    ), last
+    assert "every one acknowledged" in last and " as replay-" in live.log
