@@ -660,7 +660,14 @@ class Dealer:
                     rec = list(cards)
                     rec[unread] = wrong
                     places = draws(rec + ["2C"] * 2)
-                    phys.wrong_entry = places != positions
+                    # (the engine refuses, or holds for confirm, an entry that
+                    # makes the cards dealt after it illegal by the tableau:
+                    # one set aside or one missing; README, "An entry is
+                    # checked against what the shoe itself dealt". One whose
+                    # tableau takes the same cards, the Player drawing where
+                    # the Banker did, no card contradicts: the record is the
+                    # supervisor's, checked as ``record`` below)
+                    phys.wrong_entry = len(places) != len(positions)
                     p = [c for q, c in zip(places, rec, strict=False) if q[0] == "P"]
                     b = [c for q, c in zip(places, rec, strict=False) if q[0] == "B"]
                     phys.record = (p, b)
@@ -761,6 +768,7 @@ def _check_shoe(truth: TrueShoe, evs: list[Event], out: list[Violation], flagged
     delta = 0
     accepts = iter(truth.accepts)
     by_number: dict[int | None, set[str]] = {}
+    voided: set[int] = set()  # coups the engine voided
     last_coup: int | None = None
     for e in evs:
         t = e["type"]
@@ -779,6 +787,8 @@ def _check_shoe(truth: TrueShoe, evs: list[Event], out: list[Violation], flagged
             delta = accepted - true_next
         for code in _codes_of(e):
             by_number.setdefault(e.get("coup"), set()).add(code)
+        if t == "coup.void":
+            voided.add(e["coup"])
         if t != "coup.result":
             continue
         n = e["coup"]
@@ -871,6 +881,12 @@ def _check_shoe(truth: TrueShoe, evs: list[Event], out: list[Violation], flagged
             seen |= set(want) if seen else set()
         if ever_lost or c.kind in ("no_result",):
             seen |= set().union(*by_number.values()) if by_number else set()
+        if c.kind.startswith("unread") and voided & set(near) and c.number not in settled:
+            # void by something else before its card was entered (a copy
+            # the shoe no longer holds, e.g. after a wrong entry took it:
+            # FOREIGN_CARD): a void coup has nothing left to enter, so no
+            # UNREAD_CARD is raised on it; nothing of it is settled
+            seen |= set(want)
         if seen & set(want):
             flagged[c.kind] += 1
         else:
