@@ -488,3 +488,28 @@ def test_the_shipped_acl_lets_the_archiver_publish_marks_and_no_table_another_ta
     assert watch.wait_for(lambda ms: len(ms) >= 2)
     assert not eventually(lambda: len(watch.messages) > 2, timeout=2)
     assert sorted(json.loads(m.payload)["seq"] for m in watch.messages) == [7, 9]  # T02 may not write T01's
+
+
+def test_a_seq_two_journals_share_stops_the_mark_below_it(conn: Any) -> None:
+    # A table id reused by a second journal (a misconfiguration, or two
+    # tables named alike on one broker): the mark must not step over the
+    # one journal's hole on the other's events.
+    other = event(6)
+    other["shoe"] = "20000101T000000Z"  # a shoe id is its first frame's time: an older journal's
+    other["event_id"] = f"{TABLE}/20000101T000000Z/6"
+    _archive(conn, [*(event(s) for s in range(1, 6)), other, event(7), event(8)])
+    with structlog.testing.capture_logs() as logs:
+        mark, hole = marks.advance(conn, TABLE)
+    assert mark is not None and mark.seq == 5 and hole is None  # not over the other's 6
+    _archive(conn, [event(6)])  # the journal's own 6 comes: two events share seq 6
+    with structlog.testing.capture_logs() as logs:
+        mark, hole = marks.advance(conn, TABLE)
+    assert mark is not None and mark.seq == 5
+    assert [x["seq"] for x in logs if x["event"] == "archive.seq_clash"] == [6]
+    # a journal's shoes follow one another without a clash
+    later = [event(s) for s in range(1, 4)] + [
+        {**event(s), "shoe": "20991231T000000Z", "event_id": f"T02/20991231T000000Z/{s}"} for s in (4, 5)
+    ]
+    _archive(conn, [{**e, "table": "T02", "event_id": e["event_id"].replace("T01/", "T02/")} for e in later])
+    mark, hole = marks.advance(conn, "T02")
+    assert mark is not None and mark.seq == 5

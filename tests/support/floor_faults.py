@@ -46,6 +46,17 @@ def journal_ids(path: Path) -> set[str]:
         db.close()
 
 
+def _mark_and_top(path: Path) -> tuple[int, int]:
+    """A journal's ``mqtt`` mark and its last seq (read-only)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    try:
+        mark = db.execute("SELECT coalesce(max(seq), 0) FROM marks WHERE output = 'mqtt'").fetchone()[0]
+        top = db.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
+        return int(mark), int(top)
+    finally:
+        db.close()
+
+
 @dataclass
 class Row:
     """One line of the fault table."""
@@ -59,6 +70,8 @@ class Row:
     recovered_s: float | None  # seconds from the end of the fault to 0 missing; None: not within the bound
     #: deliveries of an event the archive already held (re-offers, redeliveries)
     delivered_again: int = 0
+    #: per table: the lowest and highest missing seq, and the archive's mark
+    missing_by_table: dict[str, Any] = field(default_factory=dict)
     backfill: bool = False  # the archive was never backfilled: the re-offer alone
 
     def line(self) -> str:
@@ -152,6 +165,17 @@ class Floor:
                 raise AssertionError(f"the tables did not deal on {what}")
             time.sleep(0.2)
 
+    def wait_acked(self, timeout: float = 60.0) -> None:
+        """Until the broker has PUBACKed every event journalled now (each
+        table's ``mqtt`` mark at its journal's last seq): what the broker then
+        loses, the tables count as delivered."""
+        tops = [_mark_and_top(j)[1] for j in self.journals]
+        deadline = time.monotonic() + timeout
+        while any(_mark_and_top(j)[0] < top for j, top in zip(self.journals, tops, strict=True)):
+            if time.monotonic() > deadline:
+                raise AssertionError("the broker did not acknowledge the tables' events")
+            time.sleep(0.1)
+
     def caught_up(self, timeout: float) -> float | None:
         """Seconds until the archive holds every journalled event (None: not
         within ``timeout``)."""
@@ -169,6 +193,9 @@ class Floor:
             stored = {str(i) for (i,) in c.execute("SELECT event_id FROM event_ids")}
             rows = c.execute("SELECT count(*), count(DISTINCT event_id) FROM events").fetchone()
             conflicts = c.execute("SELECT count(*) FROM conflicts").fetchone()
+            table_marks = {
+                str(t): int(m) for t, m in c.execute("SELECT table_id, seq FROM archive_table_marks")
+            }
             again = c.execute(
                 "SELECT coalesce(sum(value), 0) FROM archive_counters WHERE name = 'duplicates'"
             ).fetchone()
@@ -182,6 +209,7 @@ class Floor:
             conflicts=int(conflicts[0]),
             recovered_s=recovered_s,
             delivered_again=int(again[0]),
+            missing_by_table=_missing_by_table(journal - stored, table_marks),
         )
 
     def stop_dealing(self) -> None:
@@ -221,6 +249,14 @@ class Floor:
         return n
 
 
+def _missing_by_table(missing: set[str], table_marks: dict[str, int]) -> dict[str, Any]:
+    by: dict[str, list[int]] = {}
+    for event_id in missing:
+        table, _, seq = event_id.split("/")
+        by.setdefault(table, []).append(int(seq))
+    return {t: [min(v), max(v), len(v), table_marks.get(t)] for t, v in sorted(by.items())}
+
+
 # --- the faults ---------------------------------------------------------------------
 
 
@@ -233,6 +269,7 @@ def broker_kill_behind_the_archiver(floor: Floor, events: int, down_s: float) ->
     archiver.proc.send_signal(signal.SIGSTOP)
     try:
         floor.grow("while the archiver is paused", events)
+        floor.wait_acked()
         floor.broker.kill()
     finally:
         archiver.proc.send_signal(signal.SIGCONT)
@@ -249,6 +286,7 @@ def archiver_away_then_broker_kill(floor: Floor, events: int, down_s: float) -> 
     assert archiver is not None
     archiver.kill9()
     floor.grow("while the archiver is away", events)
+    floor.wait_acked()
     floor.broker.kill()
     floor.grow("while the broker is down", 1)
     time.sleep(down_s)
