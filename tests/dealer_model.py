@@ -312,6 +312,7 @@ class Dealer:
         self.trace: list[str] | None = None
         self._unread = 0
         self._cut_out = False
+        self._cut_past_tableau = False
 
     # -- the wire -----------------------------------------------------------
 
@@ -437,7 +438,13 @@ class Dealer:
         truth = TrueShoe(len(self.shoes))
         self.shoes.append(truth)
         order, self._next_order = self._next_order or self._shuffled(), None
-        cut_at = len(order) - 14 - rng.randint(0, 2)
+        # (the cut card some 14-16 cards from the end, or, in a shoe dealt
+        # to a shallow cut card, after 60-150 cards: the rules only want at
+        # least ``cut_card_min`` cards behind it, so both are legal; the
+        # shallow ones give the coup past the last permitted one its 500
+        # and more injections in the long run)
+        shallow = rng.random() < 0.2
+        cut_at = rng.randint(60, 150) if shallow else len(order) - 14 - rng.randint(0, 2)
         first = order[0]
         opening = len(self.shoes) == 1
         if opening and not self.angel:
@@ -446,10 +453,13 @@ class Dealer:
             self.card(first, "first")  # (an Angel Eye's: sent as the last shoe's end)
         pos = 1
         burn = RANKS.index(first[0]) + 1 if first[0] not in "TJQK" else 10
-        # a quarter of the shoes dealt to the cut card, the rest ended
-        # between two coups after 8-30 (more shoes: more burns)
-        length = None if rng.random() < 0.25 else rng.randint(8, 30)
-        if self.angel and self.burns and rng.random() < 0.7:
+        # the shoes with a shallow cut card and a sixth of the others dealt
+        # to the cut card, the rest ended between two coups after 6-20 (more
+        # shoes: more burns); a shoe dealt to its cut card is not ended
+        # half dealt (shoe_ended), so that it reaches it
+        to_cut = shallow or rng.random() < 1 / 6
+        length = None if to_cut else rng.randint(6, 20)
+        if self.angel and self.burns and rng.random() < 0.9:
             kind = rng.choice(self.burns)
             if kind == "burn_short" and burn >= 2:
                 burn -= 1
@@ -466,7 +476,9 @@ class Dealer:
         truth.sid = self.engine.shoe.id if self.engine.shoe is not None else None  # type: ignore[attr-defined]
         number = 0
         last: int | None = None
+        prev: str | None = None
         self._cut_out = False
+        self._cut_past_tableau = False
         while True:
             if last is not None and number >= last:
                 break
@@ -474,11 +486,33 @@ class Dealer:
                 break
             number += 1
             kind = rng.choice(self.kinds) if self.kinds and rng.random() < self.error_rate else None
-            if kind == "shoe_ended" and number < 3:
+            if kind == "shoe_ended" and (number < 3 or to_cut):
                 kind = None
+            elif prev == "no_result" and kind in ("early_result_1", "early_result_2", "early_result_3"):
+                # (not after a RESULT never pressed: fewer than four cards
+                # then a RESULT are that coup's extra cards and its RESULT
+                # (README, "A RESULT never pressed"), one dealing error
+                # against these two, so the bytes read so and no engine
+                # can tell the two apart; so are fewer than four then
+                # NEWSHOE, below)
+                kind = None
+            elif prev == "no_result" and kind == "shoe_ended":
+                kind = None
+            elif prev == "no_result" and "supervisor_void" in self.kinds and rng.random() < 0.4:
+                # the supervisor voids the coup after one whose RESULT was
+                # never pressed: its first cards wait unseen (README, "A
+                # RESULT never pressed"), so often nothing of it is shown
+                # and no void can be sent (supervisor_void_unseen)
+                kind = "supervisor_void"
+            prev = kind
             pos, ended = self.deal_coup(truth, order, pos, number, kind, cut_at)
             if self._cut_out and last is None:
-                last = number + 1  # the cut card came out in this coup: one more (after_cut one_more)
+                # the cut card came out in this coup: one more (after_cut
+                # one_more); out past its complete tableau (before an extra
+                # card), it counts from the next coup (README, "Dealing
+                # errors": a cut card after a complete tableau counts from
+                # the next coup), so two more
+                last = number + 1 + self._cut_past_tableau
             if ended:
                 return len(truth.coups)
             self.supervise(truth)
@@ -499,7 +533,7 @@ class Dealer:
         if not self._numbering_lost() or self.rng.random() < 0.3:
             return
         nxt = len(truth.coups) + 1
-        kind = "accept_right" if self.rng.random() < 0.6 else "accept_wrong"
+        kind = "accept_right" if self.rng.random() < 0.5 else "accept_wrong"
         number = nxt if kind == "accept_right" else nxt + 1
         self.injected[kind] += 1
         reply = self.command(kind, cmd="accept", coup=number)
@@ -607,7 +641,8 @@ class Dealer:
                     deck=DECKS + 1 if op == "foreign" else None,
                 )
             elif op == "extra":
-                self._cut_card(drawn, cut_at)
+                if self._cut_card(drawn, cut_at):
+                    self._cut_past_tableau = True
                 drawn += 1
                 self.card(step[1], step[2], lost=lost)
             elif op == "result":
@@ -685,10 +720,13 @@ class Dealer:
         elif kind in ("wrong_hand_deadline", "gap", "restart"):
             self.tick(DEADLINE_S + 1)
 
-    def _cut_card(self, index: int, cut_at: int) -> None:
+    def _cut_card(self, index: int, cut_at: int) -> bool:
+        """The cut card out before the card ``index`` of the order: whether it came now."""
         if index == cut_at and not self._cut_out:
             self._cut_out = True
             self.send(lambda t, q: CutCard(t, q))
+            return True
+        return False
 
     def _wrong_card(self, true_card: str) -> str:
         while True:
