@@ -22,6 +22,7 @@ measured rate / (10 x that).
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import tempfile
@@ -31,16 +32,22 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 import psycopg
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from paho.mqtt.enums import CallbackAPIVersion
 
 from benchmarks.bench_latency import broker
 from benchmarks.bench_replay import make_capture
+from controller import signing
 from controller.events import dumps, format_ts
 from controller.replay import ReplayOptions, replay_events
 from tests.support.archiver import ArchiverProcess, migrate, write_archive_config
 from tests.support.postgres import temporary_database, unavailable
 
 TABLE_COUNTS = (10, 100, 500)
+#: Signed events (issue 29): ingest with every signature verified, at this
+#: many tables, against the same events unsigned in the same runs.
+SIGNED_TABLES = 100
+TARGET_VERIFIED_PER_CPU_S = 5000
 EVENTS = 20_000
 RUNS = 3
 FAST_COUP_S = 20.0
@@ -55,11 +62,21 @@ def template_events() -> list[dict[str, Any]]:
         return list(replay_events(path, ReplayOptions(odds=True, roads=True)))
 
 
-def messages(template: list[dict[str, Any]], tables: int, total: int, run: int) -> list[tuple[str, bytes]]:
+def messages(
+    template: list[dict[str, Any]],
+    tables: int,
+    total: int,
+    run: int,
+    signers: dict[str, signing.Signer] | None = None,
+    letter: str = "B",
+) -> list[tuple[str, bytes]]:
     """``total`` events round-robin over ``tables`` tables, each table
-    walking through the template from its own start."""
+    walking through the template from its own start. With ``signers``
+    (issue 29): each table's events signed and chained as its journal would
+    (``keys`` has the announcements to publish first)."""
     now = format_ts(time.time())
     out: list[tuple[str, bytes]] = []
+    heads: dict[str, str | None] = {}
     per_table = -(-total // tables)
     for i in range(per_table):
         for t in range(tables):
@@ -67,11 +84,29 @@ def messages(template: list[dict[str, Any]], tables: int, total: int, run: int) 
                 return out
             k = i + t * 7
             src = template[k % len(template)]
-            table = f"B{t:03d}"
+            table = f"{letter}{t:03d}"
             shoe = f"R{run}W{k // len(template)}X{src['shoe'] or '-'}"  # unique ids when the template wraps
             ev = {**src, "table": table, "shoe": shoe, "ts": now, "event_id": f"{table}/{shoe}/{src['seq']}"}
-            out.append((f"baccarat/{table}/{ev['type'].replace('.', '/')}", dumps(ev).encode()))
+            text = dumps(ev)
+            if signers is not None:
+                signer = signers.setdefault(table, signing.Signer(Ed25519PrivateKey.generate()))
+                ev["key_id"], ev["prev"] = signer.key_id, heads.get(table)
+                text = dumps(ev)
+                heads[table] = signing.digest(text.encode())
+                text = signer.seal(text)
+            out.append((f"baccarat/{table}/{ev['type'].replace('.', '/')}", text.encode()))
     return out
+
+
+def keys(signers: dict[str, signing.Signer]) -> list[tuple[str, bytes]]:
+    """Each table's retained key announcement, as its daemon publishes it."""
+    return [
+        (
+            f"baccarat/{table}/keys",
+            json.dumps({"table": table, "keys": [{"key_id": s.key_id, "public_key": s.public_key}]}).encode(),
+        )
+        for table, s in signers.items()
+    ]
 
 
 def archived(dsn: str) -> int:
@@ -82,8 +117,14 @@ def archived(dsn: str) -> int:
     return int(row[0]) if row else 0
 
 
-def publish_and_wait(port: int, dsn: str, msgs: list[tuple[str, bytes]]) -> float:
-    """Seconds from the first publish until all are committed."""
+def publish_and_wait(
+    port: int,
+    dsn: str,
+    msgs: list[tuple[str, bytes]],
+    preface: list[tuple[str, bytes]] = (),  # type: ignore[assignment]
+) -> float:
+    """Seconds from the first publish until all are committed (``preface``:
+    published first, not counted: the tables' key announcements)."""
     base = archived(dsn)
     pub = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
     pub.max_inflight_messages_set(1000)
@@ -91,6 +132,8 @@ def publish_and_wait(port: int, dsn: str, msgs: list[tuple[str, bytes]]) -> floa
     pub.connect("127.0.0.1", port)
     pub.loop_start()
     try:
+        for topic, payload in preface:
+            pub.publish(topic, payload, qos=1, retain=True)
         t0 = time.perf_counter()
         for topic, payload in msgs:
             pub.publish(topic, payload, qos=1)
@@ -126,6 +169,8 @@ def run() -> list[dict[str, Any]]:
     need = GOAL_TABLES * table_peak * HEADROOM
     rates: dict[int, list[float]] = {n: [] for n in TABLE_COUNTS}
     cpu: dict[int, list[float]] = {n: [] for n in TABLE_COUNTS}
+    signed_rates: list[float] = []
+    signed_cpu: list[float] = []
     with tempfile.TemporaryDirectory() as d, temporary_database("shoe_archive_bench") as dsn:
         directory = Path(d)
         with broker(directory, "max_queued_messages 0\n") as port:
@@ -148,6 +193,16 @@ def run() -> list[dict[str, Any]]:
                         c0 = cpu_seconds(pid)
                         rates[n].append(len(msgs) / publish_and_wait(port, dsn, msgs))
                         cpu[n].append(len(msgs) / (cpu_seconds(pid) - c0))
+                    # the same at SIGNED_TABLES tables, every event signed
+                    # and verified (new tables, so the archive learns their keys)
+                    signers: dict[str, signing.Signer] = {}
+                    msgs = messages(
+                        template, SIGNED_TABLES, EVENTS, run=7000 + r, signers=signers, letter=f"S{r}"
+                    )
+                    announce = keys(signers)
+                    c0 = cpu_seconds(pid)
+                    signed_rates.append(len(msgs) / publish_and_wait(port, dsn, msgs, announce))
+                    signed_cpu.append(len(msgs) / (cpu_seconds(pid) - c0))
             finally:
                 archiver.stop()
     rows: list[dict[str, Any]] = []
@@ -166,6 +221,21 @@ def run() -> list[dict[str, Any]]:
             "unit": "events/CPU-s",
             "note": "events per second of the archiver's own CPU time (its capacity on a core of its own)",
         })  # fmt: skip
+    unsigned_cpu = statistics.median(cpu[SIGNED_TABLES])
+    rows.append({
+        "name": f"archive ingest, {SIGNED_TABLES} tables, signed (each verified)",
+        "value": statistics.median(signed_rates),
+        "unit": "events/s",
+        "note": f"median of {RUNS} x {EVENTS:,} events, wall clock; runs " + _list(signed_rates),
+    })  # fmt: skip
+    rows.append({
+        "name": f"archiver process, {SIGNED_TABLES} tables, signed (each verified)",
+        "value": statistics.median(signed_cpu),
+        "unit": "events/CPU-s",
+        "target": f">= {TARGET_VERIFIED_PER_CPU_S:,}",
+        "note": f"runs {_list(signed_cpu)}; unsigned at {SIGNED_TABLES} tables "
+        f"{unsigned_cpu:,.0f}: signed / unsigned {statistics.median(signed_cpu) / unsigned_cpu:.2f}x",
+    })  # fmt: skip
     slowest = min(statistics.median(rates[n]) for n in TABLE_COUNTS)
     rows.append({
         "name": "a table's peak event rate",

@@ -384,6 +384,7 @@ def daemon_run(
     frames: list[tuple[float, bytes, str | None]],
     *,
     odds: bool = True,
+    signing: bool = True,
     trace: dict[str, Any] | None = None,
 ) -> list[float]:
     """One run through the daemon: per-card write -> subscriber latency.
@@ -397,6 +398,7 @@ def daemon_run(
             "device": {"driver": "serial", "port": tty, "baudrate": 115200},
             "journal": str(directory / "journal.sqlite3"),
             "odds": odds,
+            "signing": signing,
             "outputs": {"stdout": False, "mqtt": {"host": "127.0.0.1", "port": port, "client_id": "bench"}},
         }
         config.write_text(yaml.safe_dump(cfg))
@@ -528,6 +530,7 @@ def trace_run(seed: int = 100) -> list[str]:
 
 def run() -> list[dict[str, Any]]:
     daemon_stats, mid_stats, no_odds_stats, tmpfs_stats, pipeline_stats = [], [], [], [], []
+    unsigned_stats: list[tuple[float, float, float]] = []
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as d:
         base = Path(d)
         with broker(base) as port:
@@ -545,6 +548,11 @@ def run() -> list[dict[str, Any]]:
                 no_odds_dir = base / f"no-odds{i}"
                 no_odds_dir.mkdir()
                 no_odds_stats.append(stats_ms(daemon_run(port, no_odds_dir, frames, odds=False)))
+                # the same cards with signing off (issue 29): what signing
+                # and chaining every event costs on a card's path
+                unsigned_dir = base / f"unsigned{i}"
+                unsigned_dir.mkdir()
+                unsigned_stats.append(stats_ms(daemon_run(port, unsigned_dir, frames, signing=False)))
                 # the same cards through the daemon's I/O alone, in one
                 # piece, on the same file system: the floor under this run
                 pipeline_dir = base / f"pipeline{i}"
@@ -604,6 +612,14 @@ def run() -> list[dict[str, Any]]:
             "value": med(no_odds_stats, 1),
             "unit": "ms",
             "note": f"the same cards: p50 {med(no_odds_stats, 0):.2f}, max {med(no_odds_stats, 2):.2f} ms",
+        },
+        {
+            "name": "card-to-subscriber latency p99, signing off (comparison)",
+            "value": med(unsigned_stats, 1),
+            "unit": "ms",
+            "note": f"the same cards, every event unsigned: p50 {med(unsigned_stats, 0):.2f}, max "
+            f"{med(unsigned_stats, 2):.2f} ms; signing on / off p99: "
+            f"{med(daemon_stats, 1) / med(unsigned_stats, 1):.2f}x (the rows above sign every event)",
         },
         {
             "name": "floor p99: a straightforward pipeline doing the daemon's I/O, same cards",

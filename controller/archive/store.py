@@ -539,7 +539,7 @@ def _insert_signed(cur: psycopg.Cursor[tuple[Any, ...]], evs: list[Event], signe
         return
     cur.execute(
         "INSERT INTO signed_lines (event_id, ts, table_id, seq, line) "
-        "SELECT * FROM unnest(%s::text[], %s::timestamptz[], %s::text[], %s::bigint[], %s::text[]) "
+        "SELECT * FROM unnest(%b::text[], %b::timestamptz[], %b::text[], %b::bigint[], %b::text[]) "
         "ON CONFLICT (event_id) DO NOTHING",
         (
             [e.event_id for e in evs],
@@ -548,7 +548,8 @@ def _insert_signed(cur: psycopg.Cursor[tuple[Any, ...]], evs: list[Event], signe
             [e.seq for e in evs],
             [signed[e.event_id] for e in evs],
         ),
-    )
+    )  # %b: the arrays go in binary, their elements as they are (in text, every
+    # quote of every line is escaped in Python: 3 times the rest of the cost)
 
 
 def _part(mark: BatchMark | None, part: int) -> tuple[uuid.UUID, int] | None:
