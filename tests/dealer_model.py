@@ -143,10 +143,11 @@ KINDS: dict[str, Kind] = {
     ),
     "no_result": Kind(
         LABELLESS,
-        ("MISSING_RESULT", "EXTRA_CARD", "PREMATURE_RESULT", "COUP_NUMBERING_LOST"),
+        ("MISSING_RESULT", "EXTRA_CARD", "PREMATURE_RESULT", "COUP_NUMBERING_LOST", "SHOE_ENDED"),
         "either",
         "RESULT never pressed, the next coup dealt: four cards past a complete tableau are the next "
-        "coup (README), the coup ends as dealt (MISSING_RESULT); fewer, extra cards",
+        "coup (README), the coup ends as dealt (MISSING_RESULT); fewer, extra cards; the shoe's last "
+        "coup, then NEWSHOE: void with the shoe (SHOE_ENDED, a coup open when a new shoe is loaded)",
     ),
     "burn_short": Kind(frozenset((ANGEL,)), ("BURN_MISMATCH",), "settle", "one burn card fewer than called"),
     "burn_long": Kind(frozenset((ANGEL,)), ("BURN_MISMATCH",), "settle", "one burn card more than called"),
