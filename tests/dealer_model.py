@@ -130,6 +130,11 @@ _GAP = ("SEQUENCE_GAP", "COUP_NUMBERING_LOST", "DEVICE_FAULT")
 #: (at once) is its flag; its coup is then settled only if its cards fit
 _RESTART = (*_GAP, "HELLO")
 
+#: kinds whose flag a void of their coup for another reason stands for
+_VOID_EXEMPT = frozenset(
+    ("unread_enter_right", "unread_enter_wrong", "unread_deadline", "unread_void", "jam", "restart", "gap")
+)
+
 #: Every kind the model injects: where, the flag it must raise, the truth.
 KINDS: dict[str, Kind] = {
     "early_result_1": Kind(ALL, ("PREMATURE_RESULT",), "void", "RESULT after 1 card: void, due cards follow"),
@@ -920,11 +925,15 @@ def _check_shoe(truth: TrueShoe, evs: list[Event], out: list[Violation], flagged
             seen |= set(want) if seen else set()
         if ever_lost or c.kind in ("no_result",):
             seen |= set().union(*by_number.values()) if by_number else set()
-        if c.kind.startswith("unread") and voided & set(near) and c.number not in settled:
-            # void by something else before its card was entered (a copy
-            # the shoe no longer holds, e.g. after a wrong entry took it:
-            # FOREIGN_CARD): a void coup has nothing left to enter, so no
-            # UNREAD_CARD is raised on it; nothing of it is settled
+        own = {c.number + d for d in shifts}  # (its own number, no neighbour's)
+        if c.kind in _VOID_EXEMPT and voided & own and c.number not in settled:
+            # void by something else first (frames lost before it, held and
+            # voided; a copy the shoe no longer holds, e.g. after a wrong
+            # entry took it: FOREIGN_CARD): a void coup has nothing left to
+            # enter or correct, so no misdeal of its own is raised on it
+            # (the engine reports none on a coup already void; a fault's
+            # device.status is sent at once all the same); nothing of it is
+            # settled, and its void is its flag
             seen |= set(want)
         if seen & set(want):
             flagged[c.kind] += 1
