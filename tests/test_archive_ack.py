@@ -513,3 +513,29 @@ def test_a_seq_two_journals_share_stops_the_mark_below_it(conn: Any) -> None:
     _archive(conn, [{**e, "table": "T02", "event_id": e["event_id"].replace("T01/", "T02/")} for e in later])
     mark, hole = marks.advance(conn, "T02")
     assert mark is not None and mark.seq == 5
+
+
+def test_the_daemons_retention_waits_for_the_archive_only_once_one_has_answered(journal: Journal) -> None:
+    from types import SimpleNamespace
+
+    journal.append_events([event(s) for s in range(1, 101)], now=0.0)  # 100 events, long ago
+    journal.mark_delivered("mqtt", 100)
+    journal.mark_delivered(ARCHIVE_OUTPUT, 40)
+    alerts: list[Any] = []
+    cfg = SimpleNamespace(journal_retention_days=1, journal_max_mb=4096, journal="j")
+
+    def daemon(heard: bool, ack: bool = True) -> Any:
+        return SimpleNamespace(
+            cfg=cfg,
+            outputs=[],
+            mqtt=SimpleNamespace(archive_ack=ack, archive_heard=heard),
+            _checkpoint_input=0,
+            _input_command=lambda cmd, t: alerts.append(cmd),
+            _now=lambda: 0.0,
+        )
+
+    Daemon._retention(daemon(heard=True), journal)  # type: ignore[arg-type]
+    assert journal.retired_seq() == 40 and journal.event_id_at(41) is not None
+    Daemon._retention(daemon(heard=True, ack=False), journal)  # type: ignore[arg-type]
+    assert journal.retired_seq() == 100  # archive_ack false: the PUBACK is delivery
+    assert alerts == []

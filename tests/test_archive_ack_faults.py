@@ -2,8 +2,9 @@
 shoes over pseudo-terminals, SQLite journals) publish to a Mosquitto that
 persists only at its autosave (1,800 s away), one archiver writes to
 PostgreSQL, and the broker is ``kill -9``ed (a) while it holds events it
-PUBACKed that the archiver (paused) has not taken, and (b) after the
-archiver was ``kill -9``ed and while it is away. Before issue 28 what the
+PUBACKed that the archiver (paused) has not taken, (b) after the
+archiver was ``kill -9``ed and while it is away, and (c) under a running
+archiver. Before issue 28 what the
 broker held was gone from the archive until someone ran ``--backfill``; now
 every journal ends up in the archive, each event once, with no backfill:
 the archiver's retained marks and the tables' re-offer
@@ -17,7 +18,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BrokerFactory
-from tests.support.floor_faults import BROKER_CONFIG, FAULTS, Floor, print_table, run_fault, summary
+from tests.support.floor_faults import (
+    BROKER_CONFIG,
+    CERTAIN_LOSS,
+    FAULTS,
+    Floor,
+    print_table,
+    run_fault,
+    summary,
+)
 
 pytestmark = pytest.mark.mqtt
 
@@ -40,7 +49,8 @@ def test_a_broker_kill_loses_nothing_from_the_archive_without_backfill(
     assert row.recovered_s is not None
     # the tables re-offered; every hole the archiver reported open it
     # reported closed (one archiver process throughout in the first fault)
-    assert floor.reoffered() > 0
+    if fault in CERTAIN_LOSS:
+        assert floor.reoffered() > 0
     assert floor.archiver is not None
     log = floor.archiver.log_text()
     opened, closed = log.count('"archive.hole_opened"'), log.count('"archive.hole_closed"')

@@ -295,10 +295,25 @@ def archiver_away_then_broker_kill(floor: Floor, events: int, down_s: float) -> 
     archiver.start()
 
 
+def broker_kill(floor: Floor, events: int, down_s: float) -> None:
+    """The issue's first row: the broker ``kill -9``ed before its first
+    autosave under a running archiver, back after ``down_s``. It loses what
+    it held for the archiver at that instant (its queue, and what was in
+    flight): little or nothing when the archiver keeps up."""
+    floor.wait_acked()
+    floor.broker.kill()
+    floor.grow("while the broker is down", 1)
+    time.sleep(down_s)
+    floor.broker.start()
+
+
 FAULTS: dict[str, Callable[[Floor, int, float], None]] = {
     "broker `kill -9` before its first autosave, archiver behind": broker_kill_behind_the_archiver,
     "archiver away, then broker `kill -9`": archiver_away_then_broker_kill,
+    "broker `kill -9` before its first autosave": broker_kill,
 }
+#: the faults that certainly lose events at the broker (the re-offer must act)
+CERTAIN_LOSS = frozenset(list(FAULTS)[:2])
 
 
 def run_fault(floor: Floor, fault: str, *, events: int, down_s: float, settle_s: float) -> Row:
