@@ -132,7 +132,16 @@ _RESTART = (*_GAP, "HELLO")
 
 #: kinds whose flag a void of their coup for another reason stands for
 _VOID_EXEMPT = frozenset(
-    ("unread_enter_right", "unread_enter_wrong", "unread_deadline", "unread_void", "jam", "restart", "gap")
+    (
+        *("unread_enter_right", "unread_enter_wrong", "unread_deadline", "unread_void"),
+        *("jam", "restart", "gap"),
+        # (the dealing errors a coup already void raises no misdeal for: its
+        # further cards are shown as dealt (extra cards included), a RESULT
+        # or the device's result only closes it, a void or an accept has
+        # nothing to act on; README, "Dealing errors")
+        *("extra_card", "early_result_1", "early_result_2", "early_result_3", "early_result_due"),
+        *("wrong_hand_accept", "wrong_hand_deadline", "device_disagrees", "supervisor_void"),
+    )
 )
 
 #: Every kind the model injects: where, the flag it must raise, the truth.
