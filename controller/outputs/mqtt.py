@@ -286,7 +286,6 @@ class MqttOutput:
         self._resubscribe_lock = threading.Lock()
         self._mark_in_lock = threading.Lock()
         self._archive_mark = journal.mark(ARCHIVE_OUTPUT)
-        self._archive_written = self._archive_mark
         #: a mark was ever taken (then retention waits for the archive)
         self.archive_heard = ARCHIVE_OUTPUT in journal.outputs()
         #: marks ignored (malformed, another journal's, from the future)
@@ -726,11 +725,6 @@ class MqttOutput:
             self._round_at = now + (
                 self._round_wait if self._round_sent else max(1.0, self._reoffer_after / 4)
             )
-
-    def _write_archive_mark(self) -> None:
-        if self._archive_mark > self._archive_written:
-            self._journal.mark_delivered(ARCHIVE_OUTPUT, self._archive_mark, durable=False)
-            self._archive_written = self._archive_mark
 
     # --- the sender thread ----------------------------------------------
 
