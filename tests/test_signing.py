@@ -589,3 +589,16 @@ def test_verify_a_journal_nothing_signed_is_no_pass(
     j.close()
     rc, line = _verify(capsys, "--journal", str(tmp_path / "journal.sqlite3"))
     assert rc == 1 and "2 events, none signed: nothing to verify" in line
+
+
+def test_retention_drops_the_signed_lines_with_their_events(signed: Path, conn: Any) -> None:
+    _archived(signed, conn)
+    n = len(_rows(signed / "journal.sqlite3"))
+    assert conn.execute("SELECT count(*) FROM signed_lines").fetchone()[0] == n
+    import datetime as dt
+
+    later = _store(now=lambda: dt.datetime(2026, 1, 2, tzinfo=dt.UTC))  # the events are of 2025-11
+    later.retention_months = 1
+    later.maintain(conn)
+    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM signed_lines").fetchone()[0] == 0
