@@ -530,3 +530,27 @@ def test_an_accept_among_a_void_coups_held_frames_numbers_the_coup_after_it() ->
         (4, "SEQUENCE_GAP"),
     ]
     assert e.shoe is not None and e.shoe.next_coup == 5
+
+
+def test_frames_lost_while_cards_wait_past_a_complete_tableau_lose_the_numbering() -> None:
+    # Coup 2 is complete (a natural, 4 cards) and the dealer presses no
+    # RESULT: coup 3's first three cards wait past its tableau, its fourth
+    # is lost on the line, its fifth and RESULT come. The waiting cards, the
+    # frame lost and the card after it may be coup 3 (four cards or more
+    # before the next RESULT are the next coup) or coup 2's extra cards:
+    # the engine placed them as extra cards and numbered coup 4 as 3,
+    # unflagged (the dealer model: "numbering off by -1, not flagged").
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"])
+    frames += [Card(T0, 9 + i, c) for i, c in enumerate(("8D", "2C", "KD", "5C"))]
+    frames += [Card(T0, 13 + i, c) for i, c in enumerate(("2D", "TH", "4C"))]
+    frames += [SequenceGap(T0, 17, 16, 1), Card(T0, 17, "KS"), Button(T0, 18, "RESULT")]
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    assert "COUP_NUMBERING_LOST" in alerts(out)
+    # the next coup's number is not guessed: void until an accept
+    out = [ev for f in coup_frames([["QC", "2H", "4D", "6D"]], seq=19, t=T0 + 11) for ev in e.feed(f)]
+    assert [r["coup"] for r in out if r["type"] == "coup.result"] == []
+    reply, out = e.command(Accept(id="a", coup=5, confirm=True), T0 + 12)
+    assert reply["ok"] is True, reply
+    out = [ev for f in coup_frames([["8C", "2S", "KS", "5S"]], seq=24, t=T0 + 13) for ev in e.feed(f)]
+    assert [r["coup"] for r in out if r["type"] == "coup.result"] == [5]

@@ -290,7 +290,15 @@ class Engine:
 
     def _past_then(self, coup: Coup, frame: Frame) -> Work:
         assert self.shoe is not None
+        waiting, dealt = len(coup.past), self.shoe.comp.dealt
         yield from boundary.past_as_extras(self, self.shoe, coup)
+        if isinstance(frame, SequenceGap):
+            # The cards that waited, the frames lost and what follows them
+            # may be one coup (the dealer did not press RESULT: README,
+            # "Dealing errors", four cards or more before the next RESULT
+            # are the next coup) or this coup's extra cards: which is not
+            # known, so neither is the number of the coups after it.
+            loss.lose_past_numbering(self, frame, coup, waiting, dealt)
         work = self._handlers[type(frame)](self, frame)
         if work is not None:
             yield from work

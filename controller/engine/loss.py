@@ -589,6 +589,31 @@ def lose_numbering(eng: Engine, t: float, coup: Coup, lost: int, ends: set[int])
     )
 
 
+def lose_past_numbering(eng: Engine, f: SequenceGap, coup: Coup, waiting: int, dealt: int) -> None:
+    """Frames lost while ``waiting`` cards waited past ``coup``'s complete
+    tableau (``boundary.past_tableau``): they are placed as its extra cards,
+    but with the frames lost and the cards after them they may have been
+    the next coup's (the dealer pressed no RESULT), so how many coups were
+    dealt is not known: the numbering is lost, never guessed. Its window
+    starts at the coup after ``coup``, with the shoe's ``dealt`` cards
+    before the waiting ones (they may be that coup's first)."""
+    s = eng.shoe
+    if s is None or waiting == 0 or s.numbering_lost is not None:
+        return
+    s.window = (coup.number + 1, dealt)
+    s.numbering_lost = (
+        f"the {_frames_lost(_lost(f))} after {waiting} card(s) past the complete tableau of coup "
+        f"{coup.number} may hold its end or the next coup's cards (no RESULT pressed)"
+    )
+    eng._alert(
+        f.t,
+        "COUP_NUMBERING_LOST",
+        s.numbering_lost + ": every later coup of this shoe is void until a supervisor sends accept "
+        "with the number of the next coup to be dealt, or a new shoe starts",
+        coup.number + 1,
+    )
+
+
 def gap(eng: Engine, coup: Coup, t: float, missing: int, detail: str) -> None:
     coup.lost_frames = True
     coup.gap_missing += missing
