@@ -468,7 +468,13 @@ def test_poison_published_then_a_good_event_the_archiver_lives_and_never_sees_th
         )
         assert _count(pg_dsn, "SELECT count(*) FROM rejects") == 2
         with psycopg.connect(pg_dsn) as c:
-            assert counters(c)["archive-test"]["received"] == 4  # 2 poison + 2 good, none twice
+            n = counters(c)["archive-test"]
+            # 2 poison + 2 good, none twice; besides them the archiver receives
+            # only its own retained archive/mark back on each subscribe (issue
+            # 28), counted as ignored, never as an event
+            marks = c.execute("SELECT count(*) FROM archive_table_marks").fetchone()
+        assert marks is not None and marks[0] == 1
+        assert n["received"] - n["ignored"] == 4 and 1 <= n["ignored"] <= 2, n
     finally:
         archiver.stop()
 
