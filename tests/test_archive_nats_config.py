@@ -106,3 +106,21 @@ def test_check_config_takes_the_shipped_nats_example(capsys: pytest.CaptureFixtu
     assert main(["check-config", example]) == 0
     out, _ = capsys.readouterr()
     assert out.startswith(f"ok: {example}\n") and "NATS JetStream: nats://n1.floor.lan:4222" in out
+
+
+def test_a_nats_archiver_takes_the_signing_keys_of_its_config() -> None:
+    """Issue 29 on the NATS path: the config's pinned keys and
+    ``trust_on_first_use`` reach the JetStreamArchiver's store, as the MQTT
+    archiver's (service.Archiver)."""
+    import threading
+
+    from controller.archive.jetstream import JetStreamArchiver
+    from controller.signing import b64
+
+    key = b64(bytes(range(32)))
+    text = NATS + f"signing: {{trust_on_first_use: false, keys: {{T01: ['{key}']}}}}\n"
+    archiver = JetStreamArchiver(_parse(text), threading.Event())
+    assert archiver.store.keys.pinned == {"T01": [key]}
+    assert archiver.store.keys.tofu is False
+    default = JetStreamArchiver(_parse(NATS), threading.Event())
+    assert default.store.keys.pinned == {} and default.store.keys.tofu is True

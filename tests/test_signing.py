@@ -417,6 +417,65 @@ def test_a_forgery_published_first_is_set_aside_and_the_real_event_archived(
     assert counted[0] == 1
 
 
+def test_a_signed_event_waits_for_its_key_announced_to_another_archiver(signed: Path, conn: Any) -> None:
+    """Two archivers on one work queue (NATS, jetstream.py): the table's key
+    announcement went to ``a``, its event to ``b`` before ``a`` committed the
+    key. Allowed to defer it (``deferrable``), ``b`` neither writes nor
+    rejects nor counts it; offered again once ``a`` has committed the key,
+    it is archived and verified. Without the allowance (the bound passed)
+    it is rejected as before, with the reason."""
+    real = _real_result(signed)
+    topic = "baccarat/T01/coup/result"
+    a, b = _store(), Store(
+        archiver="b", prefix="baccarat", max_payload_bytes=256 * 1024, retention_months=24 * 12,
+        partitions_ahead=2,
+    )  # fmt: skip
+    out = b.write(conn, [(topic, real.encode())], deferrable={0})
+    assert out.deferred == [0] and not out.rejected, out
+    assert out.counts["rejects"] == out.counts["bad_signatures"] == out.counts["received"] == 0
+    assert conn.execute("SELECT count(*) FROM rejects").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM event_ids").fetchone()[0] == 0
+
+    a.write(conn, [_keys_message(signed)])
+    b.keys._reloaded.clear()  # its redelivery comes KEY_WAIT_S (2 s) later: past the 1 s reload throttle
+    out = b.write(conn, [(topic, real.encode())], deferrable={0})
+    assert out.deferred == [] and out.counts["archived"] == 1 and out.counts["received"] == 1, out
+    assert conn.execute("SELECT count(*) FROM signed_lines").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM rejects").fetchone()[0] == 0
+
+    # the bound passed (not deferrable): an unknown key is rejected, with the reason
+    late = Store(
+        archiver="c", prefix="baccarat", max_payload_bytes=256 * 1024, retention_months=24 * 12,
+        partitions_ahead=2,
+    )  # fmt: skip
+    other = _forged(real, Ed25519PrivateKey.generate())
+    out = late.write(conn, [(topic, other.encode())])
+    assert out.deferred == [] and out.counts["rejects"] == 1 and "unknown key" in out.reject_reasons[0]
+
+
+@pytest.mark.parametrize("forgery", ["unsigned", "bad signature", "pinned table"])
+def test_a_forgery_under_a_known_key_never_waits(signed: Path, conn: Any, forgery: str) -> None:
+    """Waiting is only for a key the archive may yet learn: a bad signature
+    under a known key, an unsigned event of a table that signs, and an
+    unknown key of a pinned table are rejected at once, deferrable or not."""
+    real = _real_result(signed)
+    topic = "baccarat/T01/coup/result"
+    if forgery == "unsigned":
+        fake = _forged(real)
+    elif forgery == "bad signature":
+        ev = json.loads(_forged(real, Ed25519PrivateKey.generate()))
+        ev["key_id"] = json.loads(real)["key_id"]
+        fake = json.dumps(ev, separators=(",", ":"))
+    else:
+        fake = _forged(real, Ed25519PrivateKey.generate())
+    pinned = {"T01": [signing.Signer(Ed25519PrivateKey.generate()).public_key]}
+    s = _store(pinned=pinned) if forgery == "pinned table" else _store()
+    s.write(conn, [_keys_message(signed)])
+    out = s.write(conn, [(topic, fake.encode())], deferrable={0})
+    assert out.deferred == [] and out.counts["rejects"] == out.counts["bad_signatures"] == 1, out
+    assert out.reject_reasons[0].startswith(f"{topic}: signature:")
+
+
 def test_a_table_that_never_signed_is_archived_as_before(conn: Any) -> None:
     """An older producer (no sig, no key): the archive takes its events as it
     always did (and so the forgery-first of the issue stays possible there:

@@ -48,6 +48,21 @@ database does not hand the batch to another archiver. At most twice
 ``batch_max_events`` messages are unacknowledged per consumer
 (``max_ack_pending``, as the MQTT path's receive maximum).
 
+Signing keys on a work queue (issue 29). A table announces its keys
+(retained, ``<prefix>/<table>/keys``); on a work queue that message goes
+to one archiver, which commits them to ``table_keys``; the other may take
+the table's signed events first. An event signed under a key id this
+archiver does not hold, even after reading ``table_keys`` again
+(keys.TableKeys), of a table that may yet teach one, is not rejected but
+NAKed with a delay of ``KEY_WAIT_S``: by its redelivery the other
+archiver has committed the key. After ``KEY_WAIT_DELIVERIES`` deliveries
+it is written as on the MQTT path: to ``rejects``, with the reason. A bad
+signature under a known key, or an unsigned event of a table that signs,
+is rejected at once. The store is idempotent by ``event_id`` and the
+archive's marks are computed from what is committed (marks.py), so an
+event archived after those that followed it only closes a hole later.
+Counted: ``key_waits`` (log) and ``shoe_archive_key_waits_total``.
+
 The writer (database connection, retried commits with their BatchMark,
 maintenance, reports) is the MQTT archiver's own (service.Archiver);
 only the source and the acknowledgement differ.
@@ -83,6 +98,11 @@ log = structlog.get_logger("archive")
 POLL_S = 0.5
 #: A reconnecting client tries the next server after this (nats-py's wait between tries).
 RECONNECT_WAIT_S = 1.0
+#: A signed event whose table's key is not known yet comes back after this
+#: (JetStream ``nak(delay)``); longer than TableKeys' reload throttle (1 s).
+KEY_WAIT_S = 2.0
+#: ... until its ``KEY_WAIT_DELIVERIES``-th delivery (about 20 s): then rejected, with the reason.
+KEY_WAIT_DELIVERIES = 10
 #: Retry a JetStream call that failed (no leader yet, a node away) after this, doubling to the cap.
 RETRY_CAP_S = 5.0
 
@@ -111,6 +131,8 @@ class JetStreamArchiver(Archiver):
             max_payload_bytes=cfg.max_payload_bytes,
             retention_months=cfg.retention_months,
             partitions_ahead=cfg.partitions_ahead,
+            pinned=cfg.signing.keys,
+            trust_on_first_use=cfg.signing.trust_on_first_use,
         )
         self.totals = BatchResult()
         self._db = None
@@ -118,6 +140,8 @@ class JetStreamArchiver(Archiver):
         if cfg.metrics is not None:
             self.metrics = ArchiveMetrics(parse_host_port(cfg.metrics))
         self.redelivered = 0
+        #: signed events NAKed to wait for their table's key (see the module's docstring)
+        self.key_waits = 0
         #: each table's archive/mark (controller/archive/marks.py), published
         #: as a plain NATS message: NATS hands it to the table's MQTT
         #: subscription live (QoS 0, not retained: see ``_send_marks``)
@@ -277,11 +301,11 @@ class JetStreamArchiver(Archiver):
                 break
         return msgs
 
-    async def _commit_held(self, msgs: list[Msg]) -> BatchResult | None:
+    async def _commit_held(self, msgs: list[Msg], deferrable: frozenset[int]) -> BatchResult | None:
         """``_commit`` in a thread, telling JetStream every third of
         ``ack_wait_s`` that the batch is still being worked on."""
         batch = [_Msg(topic_of(m.subject), m.data, 0, 1, 0) for m in msgs]
-        task = asyncio.create_task(asyncio.to_thread(self._commit, batch))
+        task = asyncio.create_task(asyncio.to_thread(self._commit, batch, deferrable))
         every = self.nats_cfg.ack_wait_s / 3
         while True:
             done, _ = await asyncio.wait({task}, timeout=every)
@@ -319,14 +343,29 @@ class JetStreamArchiver(Archiver):
                     continue
                 delay = 0.5
                 if msgs:
-                    result = await self._commit_held(msgs)
+                    deferrable = frozenset(
+                        i for i, m in enumerate(msgs) if m.metadata.num_delivered < KEY_WAIT_DELIVERIES
+                    )
+                    result = await self._commit_held(msgs, deferrable)
                     if result is None:
                         break  # stopping: the batch stays unacknowledged, offered again
-                    for m in msgs:
+                    # A retry that found the batch committed does not know
+                    # which messages it set aside: all that could have been
+                    # come back (archived ones as duplicates).
+                    waiting = deferrable if result.already_committed else frozenset(result.deferred)
+                    for i, m in enumerate(msgs):
                         self.redelivered += m.metadata.num_delivered > 1
                         # an ack lost with a connection is a redelivery, counted as a duplicate
                         with contextlib.suppress(NatsError, OSError):
-                            await m.ack()
+                            if i in waiting:
+                                await m.nak(delay=KEY_WAIT_S)
+                            else:
+                                await m.ack()
+                    if waiting:
+                        self.key_waits += len(waiting)
+                        log.info("archive.key_wait", events=len(waiting), retry_in_s=KEY_WAIT_S)
+                        if self.metrics is not None:
+                            self.metrics.key_waits.inc(len(waiting))
                     with contextlib.suppress(NatsError, OSError, asyncio.TimeoutError):
                         await nc.flush(timeout=5)
                     self.marks.touched(topic_of(m.subject) for m in msgs)
@@ -341,7 +380,12 @@ class JetStreamArchiver(Archiver):
                     await asyncio.to_thread(self._maintain)
                     next_maintain = now + MAINTAIN_EVERY_S
                 if now >= next_stats:
-                    log.info("archive.stats", redelivered=self.redelivered, **dict(self.totals.counts))
+                    log.info(
+                        "archive.stats",
+                        redelivered=self.redelivered,
+                        key_waits=self.key_waits,
+                        **dict(self.totals.counts),
+                    )
                     next_stats = now + STATS_EVERY_S
         finally:
             with contextlib.suppress(Exception):
@@ -365,7 +409,12 @@ class JetStreamArchiver(Archiver):
             pass
         finally:
             self._drop_database()
-            log.info("archive.stopped", redelivered=self.redelivered, **dict(self.totals.counts))
+            log.info(
+                "archive.stopped",
+                redelivered=self.redelivered,
+                key_waits=self.key_waits,
+                **dict(self.totals.counts),
+            )
         return 0
 
 

@@ -81,6 +81,20 @@ class TableKeys:
         problem = ring.check(signed, sig, ev.body.get("key_id"))
         return problem, None if problem is not None else payload.decode("utf-8")
 
+    def may_learn(self, ev: Event, payload: bytes) -> bool:
+        """Whether ``ev``, just refused by ``check``, is signed under a key
+        id this archiver does not hold (even after ``_reload``) of a table
+        that may yet teach it one: an announcement another archiver of a
+        work queue took and has not committed yet (jetstream.py waits for
+        it). Never so for a pinned table, an unsigned event, or a bad
+        signature under a known key (a forgery: refused at once)."""
+        if ev.table in self.pinned or split(payload)[1] is None:
+            return False
+        ring = (self.rings or {}).get(ev.table)
+        if ring is None or not ring.keys:
+            return self.tofu  # without trust on first use, no first key is learned
+        return ev.body.get("key_id") not in ring.keys
+
     def _reload(self, conn: psycopg.Connection[Any], table: str) -> KeyRing | None:
         """The table's keys as the database holds them now, at most once a
         second per table (a flood of forgeries costs no query each)."""

@@ -58,6 +58,12 @@ class ArchiveMetrics:
             "Retained <prefix>/<table>/archive/mark messages published",
             registry=reg,
         )
+        self.key_waits = Counter(
+            "shoe_archive_key_waits",
+            "Signed events offered back (NATS: NAK with a delay) to wait for their table's key,"
+            " announced to another archiver of the work queue",
+            registry=reg,
+        )
         try:
             self.server = MetricsServer(addr, reg)  # connections bounded and timed out
         except OSError as exc:

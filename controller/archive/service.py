@@ -43,6 +43,7 @@ import contextlib
 import queue
 import threading
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -239,8 +240,9 @@ class Archiver:
                 self._db.close()
             self._db = None
 
-    def _commit(self, batch: list[_Msg]) -> BatchResult | None:
-        """Write ``batch`` until it is committed (None: stopped first)."""
+    def _commit(self, batch: list[_Msg], deferrable: AbstractSet[int] = frozenset()) -> BatchResult | None:
+        """Write ``batch`` until it is committed (None: stopped first);
+        ``deferrable``: see ``Store.write`` (the JetStream path's)."""
         delay = 0.5
         messages = [(m.topic, m.payload) for m in batch]
         mark = BatchMark()
@@ -249,7 +251,7 @@ class Archiver:
             if conn is None:
                 return None
             try:
-                return self.store.write(conn, messages, mark)
+                return self.store.write(conn, messages, mark, deferrable)
             except Exception as exc:
                 # Did the COMMIT happen? The next attempt asks the database.
                 mark = BatchMark(mark.batch, retry=True)

@@ -52,6 +52,7 @@ import datetime as dt
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,6 +127,10 @@ class BatchResult:
     conflicts: list[Conflict] = field(default_factory=list)
     #: (the message's index in what was written, "topic: reason") of each reject.
     rejected: list[tuple[int, str]] = field(default_factory=list)
+    #: The indices of the messages ``write`` was allowed to set aside for
+    #: their table's key (``deferrable``) and did: not written, not counted,
+    #: for the caller to offer again (jetstream.py).
+    deferred: list[int] = field(default_factory=list)
     #: A retry found the batch (or all of it that was left) already
     #: committed by an earlier attempt whose COMMIT reply was lost.
     already_committed: bool = False
@@ -138,6 +143,7 @@ class BatchResult:
         self.counts.update(other.counts)
         self.conflicts.extend(other.conflicts)
         self.rejected.extend(other.rejected)
+        self.deferred.extend(other.deferred)
 
 
 @dataclass(frozen=True)
@@ -200,10 +206,18 @@ class Store:
     # --- the batch ------------------------------------------------------------
 
     def write(
-        self, conn: Conn, messages: Sequence[tuple[str, bytes]], mark: BatchMark | None = None
+        self,
+        conn: Conn,
+        messages: Sequence[tuple[str, bytes]],
+        mark: BatchMark | None = None,
+        deferrable: AbstractSet[int] = frozenset(),
     ) -> BatchResult:
         """Write ``messages`` (topic, payload) in one transaction; see the
-        module docstring. ``conn`` is not in autocommit mode."""
+        module docstring. ``conn`` is not in autocommit mode. A message whose
+        index is in ``deferrable`` and that is signed under a key of its table
+        not known yet (``TableKeys.may_learn``) is neither written nor
+        rejected nor counted: its index is in ``BatchResult.deferred``, for
+        the caller to offer it again later."""
         start = 0
         if mark is not None and mark.retry:
             done = self._committed_part(conn, mark.batch)
@@ -213,7 +227,7 @@ class Store:
             start = done or 0
         if start == 0:
             try:
-                return self._write(conn, messages, _part(mark, 0))
+                return self._write(conn, messages, _part(mark, 0), deferrable=deferrable)
             except _MESSAGE_ERRORS as exc:  # a row refused, or a value psycopg cannot send
                 if is_connection_error(exc):
                     raise
@@ -229,7 +243,7 @@ class Store:
         for i in range(start, len(messages)):
             part = _part(mark, i + 1)
             try:
-                result.add(self._write(conn, [messages[i]], part, offset=i))
+                result.add(self._write(conn, [messages[i]], part, offset=i, deferrable=deferrable))
             except _MESSAGE_ERRORS as exc:
                 if is_connection_error(exc):
                     raise
@@ -281,6 +295,7 @@ class Store:
         part: tuple[uuid.UUID, int] | None = None,
         *,
         offset: int = 0,
+        deferrable: AbstractSet[int] = frozenset(),
     ) -> BatchResult:
         result = BatchResult()
         result.counts["received"] += len(messages)
@@ -314,6 +329,10 @@ class Store:
                 continue
             if ev.replay is None:  # a replayed event is never signed
                 problem, line = self.keys.check(conn, ev, payload)
+                if problem is not None and index in deferrable and self.keys.may_learn(ev, payload):
+                    result.deferred.append(index)
+                    result.counts["received"] -= 1  # counted when it is written
+                    continue
                 if problem is not None:
                     result.counts["bad_signatures"] += 1
                     rejects.append(_Reject(index, topic, f"signature: {problem}", payload))
