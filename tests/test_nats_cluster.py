@@ -26,6 +26,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -41,7 +42,7 @@ import yaml
 
 from controller.archive.config import MQTT_STREAM
 from controller.archive.parse import canonical_json
-from controller.config import Config, MqttConfig
+from controller.config import MqttConfig
 from controller.journal import Journal
 from controller.outputs.mqtt import MqttOutput
 from tests.conftest import eventually, need_tool
@@ -57,10 +58,6 @@ TABLES = int(os.environ.get("NATS_FLOOR_TABLES", "2"))
 #: Kill-and-return rounds: each kills the two non-table nodes in turn.
 ROUNDS = int(os.environ.get("NATS_FLOOR_ROUNDS", "1"))
 CARDS_PER_SECOND = 30
-#: Events unsigned where tables sign them (issue 29): which archiver learns a
-#: table's key is that issue's (a work queue hands the announcement to one);
-#: this test is about the engine under the floor.
-UNSIGNED: dict[str, Any] = {"signing": False} if "signing" in Config.model_fields else {}
 
 
 @pytest.fixture
@@ -253,7 +250,7 @@ def test_the_archive_equals_the_journals_through_node_kills(
             mqtt = {"brokers": brokers, "client_id": f"shoe-{table}", "protocol": "3.1.1"}
             cfg = write_config(
                 d, {"driver": "serial", "port": port, "baudrate": 115200},
-                table=table, odds=True, outputs={"stdout": False, "mqtt": mqtt}, **UNSIGNED,
+                table=table, odds=True, outputs={"stdout": False, "mqtt": mqtt},
             )  # fmt: skip
             journals.append(d / "journal.sqlite3")
             procs.append(
@@ -344,15 +341,28 @@ def test_the_archive_equals_the_journals_through_node_kills(
         }
         conflicts = c.execute("SELECT count(*) FROM conflicts").fetchone()[0]  # type: ignore[index]
         rejects = c.execute("SELECT count(*) FROM rejects").fetchone()[0]  # type: ignore[index]
+        verified = c.execute("SELECT count(*) FROM signed_lines").fetchone()[0]  # type: ignore[index]
+        bad = c.execute(  # type: ignore[index]
+            "SELECT coalesce(sum(value), 0) FROM archive_counters WHERE name = 'bad_signatures'"
+        ).fetchone()[0]
     archived = {a: v for (a, n), v in counters.items() if n == "archived"}
     duplicates = sum(v for (_, n), v in counters.items() if n == "duplicates")
     lost = len(set(journal) - set(stored))
+    # signed events taken before their table's key reached this archiver
+    # (the announcement went to the other): NAKed and redelivered, not rejected
+    waits = sum(
+        int(m.group(1))
+        for a in ("archive-a", "archive-b")
+        for line in (tmp_path / f"{a}.log").read_text(errors="replace").splitlines()
+        if "archive.key_wait" in line and (m := re.search(r'events"?[=:] ?(\d+)', line))
+    )
     print(
         f"\nNATS cluster run: {TABLES} tables over MQTT 3.1.1 to {table_node.name} first, "
         f"nodes killed in turn: "
         f"{', '.join(kills)}; journalled {len(journal)}, archived {len(stored)}, lost {lost}, "
         f"rows per event max {max(copies.values(), default=0)}; duplicates delivered {duplicates}; "
-        f"per archiver {archived}; conflicts {conflicts}; rejects {rejects}; "
+        f"per archiver {archived}; conflicts {conflicts}; rejects {rejects}; signed and verified "
+        f"{verified}; bad signatures {bad}; events waiting for their key {waits}; "
         f"tables' marks (mqtt, archive): {[(m.get('mqtt'), m.get('archive')) for m in map(_marks, journals)]}"
     )
     assert set(stored) == set(journal), (lost, len(set(stored) - set(journal)))
@@ -360,7 +370,89 @@ def test_the_archive_equals_the_journals_through_node_kills(
     for event_id, text in journal.items():
         digest = hashlib.sha256(canonical_json(json.loads(text)).encode()).digest()
         assert stored[event_id] == digest, event_id
-    assert conflicts == 0 and rejects == 0
+    assert conflicts == 0 and rejects == 0 and bad == 0
+    # every event signed by its table and verified by the archive (issue 29)
+    assert verified == len(journal), (verified, len(journal))
     assert sum(archived.values()) == len(journal)
     # one durable consumer, a work queue: both archivers took a share
     assert set(archived) == {"archive-a", "archive-b"} and all(v > 0 for v in archived.values()), archived
+
+
+def test_a_signed_event_taken_before_its_key_waits_for_the_other_archiver(
+    cluster: NatsCluster, tmp_path: Path, pg_dsn: str
+) -> None:
+    """The race of issue 29 on a work queue, forced: the table's key
+    announcement goes to one consumer of the durable (this test, standing
+    for the other archiver, which holds it un-acknowledged), its signed
+    events to the archiver. The archiver NAKs them with a delay instead of
+    rejecting them; once the key is committed to ``table_keys`` (as the
+    other archiver would) and its message acknowledged, the redelivered
+    events are archived and verified: 0 rejects."""
+    import threading
+
+    import nats
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from controller.archive import db
+    from controller.archive.config import MQTT_SUBJECT_PREFIX, ArchiveConfig
+    from controller.archive.jetstream import JetStreamArchiver
+    from controller.archive.store import Store
+    from controller.config import parse_model
+    from controller.signing import Signer
+    from tests.test_archive import result
+
+    _first_mqtt_client(cluster.nodes[0].mqtt_port)
+    acfg = _archive_config(tmp_path, cluster, pg_dsn, "archive-a")
+    migrate(acfg)
+    archiver = ArchiverProcess(acfg, tmp_path / "archive-a.log")
+    signer = Signer(Ed25519PrivateKey.generate())
+    keys = json.dumps(
+        {"table": "T01", "keys": [{"public_key": signer.public_key, "key_id": signer.key_id}]}
+    ).encode()
+    events = []
+    for seq in range(1, 21):
+        ev = dict(result(seq, seq), key_id=signer.key_id)
+        events.append(signer.seal(json.dumps(ev, separators=(",", ":"))))
+    subject = MQTT_SUBJECT_PREFIX + "baccarat.T01."
+
+    async def race() -> None:
+        nc = await nats.connect(servers=cluster.urls, connect_timeout=5)
+        try:
+            js = nc.jetstream(timeout=5)
+            # the same durable, made as the archiver makes it
+            same = JetStreamArchiver(
+                parse_model(acfg.read_text(), "a.yaml", ArchiveConfig), threading.Event()
+            )
+            sub = await same._subscribe(js)
+            await js.publish(subject + "keys", keys)
+            (held,) = await sub.fetch(1, timeout=10)  # the other archiver has the announcement
+            assert held.subject.endswith(".keys")
+            for line in events:
+                await js.publish(subject + "coup.result", line.encode())
+            await asyncio.to_thread(archiver.start)
+            waited = await asyncio.to_thread(
+                eventually, lambda: "archive.key_wait" in archiver.log_text(), 30
+            )
+            assert waited, archiver.log_text()[-2000:]
+            assert _archived(pg_dsn) == 0
+            # the other archiver commits the key, then acknowledges its message
+            with db.connect(pg_dsn) as conn:
+                other = Store(
+                    archiver="archive-b", prefix="baccarat", max_payload_bytes=256 * 1024,
+                    retention_months=24, partitions_ahead=2,
+                )  # fmt: skip
+                other.write(conn, [("baccarat/T01/keys", keys)])
+            await held.ack()
+            done = await asyncio.to_thread(eventually, lambda: _archived(pg_dsn) == len(events), 60)
+            assert done, (_archived(pg_dsn), archiver.log_text()[-2000:])
+        finally:
+            await nc.close()
+
+    try:
+        asyncio.run(race())
+    finally:
+        archiver.stop()
+    with psycopg.connect(pg_dsn) as c:
+        rejects = c.execute("SELECT count(*) FROM rejects").fetchone()[0]  # type: ignore[index]
+        verified = c.execute("SELECT count(*) FROM signed_lines").fetchone()[0]  # type: ignore[index]
+    assert rejects == 0 and verified == len(events), (rejects, verified)
