@@ -554,3 +554,24 @@ def test_frames_lost_while_cards_wait_past_a_complete_tableau_lose_the_numbering
     assert reply["ok"] is True, reply
     out = [ev for f in coup_frames([["8C", "2S", "KS", "5S"]], seq=24, t=T0 + 13) for ev in e.feed(f)]
     assert [r["coup"] for r in out if r["type"] == "coup.result"] == [5]
+
+
+def test_held_frames_dealt_on_at_newshoe_count_no_overrun_coup() -> None:
+    # Coup 2's B1 comes unread and nobody enters it: every later frame is
+    # held (the cut card after coup 2's RESULT, coups 3 and 4, the last,
+    # and coup 5, dealt past it). NEWSHOE ends the shoe and the held frames
+    # are dealt on: coup 5 is void as past the last permitted coup, and
+    # shoe.ended counted it among the shoe's coups (5; 4 were dealt), where
+    # a shoe ended by its last coup never does (the dealer model's '-' rows).
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"])
+    frames += [Card(T0, 9, "8D"), Card(T0, 10, None), Card(T0, 11, "KD"), Card(T0, 12, "5C")]
+    frames += [Button(T0, 13, "RESULT"), CutCard(T0, 14)]
+    frames += coup_frames(
+        [["7H", "7D", "TC", "JS"], ["9D", "KC", "TH", "QD"], ["8C", "2H", "KS", "5S"]], seq=15
+    )
+    frames.append(Button(T0, 30, "NEWSHOE"))
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert ("CUT_CARD_OVERRUN", 5) in [(m["code"], m["coup"]) for m in out if m["type"] == "misdeal"]
+    ended = [x for x in out if x["type"] == "shoe.ended"]
+    assert [(x["coups"], x.get("coups_exact", True)) for x in ended] == [(4, True)]

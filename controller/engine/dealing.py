@@ -176,7 +176,11 @@ def open_coup(eng: Engine, s: Shoe, t: float) -> Steps[Coup]:
             analytics.publish_odds(eng, t)
     n = s.next_coup
     s.next_coup += 1
-    s.coups_count += 1
+    if s.last_coup is None or n <= s.last_coup:
+        # (a coup past the last permitted is none of the shoe's coups:
+        # shoe.ended, sent when the last is dealt, never counts it, nor
+        # when frames held until the shoe ends open it first)
+        s.coups_count += 1
     coup = Coup(number=n, demo=n <= int(eng.rules["demo_coups"]), t_start=t)
     machine.move(coup, machine.DEALING)
     coup.dealt_at_open = s.comp.dealt
@@ -197,7 +201,11 @@ def void_lost_whole(eng: Engine, s: Shoe, t: float) -> Work:
     were lost: counted, and void (nothing of it was read)."""
     n = s.next_coup
     s.next_coup += 1
-    s.coups_count += 1
+    if s.last_coup is None or n <= s.last_coup:
+        # (a coup past the last permitted is none of the shoe's coups:
+        # shoe.ended, sent when the last is dealt, never counts it, nor
+        # when frames held until the shoe ends open it first)
+        s.coups_count += 1
     coup = Coup(number=n, demo=n <= int(eng.rules["demo_coups"]), t_start=t)
     machine.move(coup, machine.CLOSED)  # (it was dealt, its frames lost)
     s.coups[n] = coup
