@@ -575,3 +575,31 @@ def test_held_frames_dealt_on_at_newshoe_count_no_overrun_coup() -> None:
     assert ("CUT_CARD_OVERRUN", 5) in [(m["code"], m["coup"]) for m in out if m["type"] == "misdeal"]
     ended = [x for x in out if x["type"] == "shoe.ended"]
     assert [(x["coups"], x.get("coups_exact", True)) for x in ended] == [(4, True)]
+
+
+def test_an_accept_while_cards_wait_after_an_early_result_numbers_the_coup_after_them() -> None:
+    # The numbering is lost (5 frames lost after coup 2). A coup is dealt
+    # to three cards, RESULT pressed early; four cards come, waiting for
+    # the next RESULT (its due card, or the next coup). The supervisor then
+    # says the next coup is 7: those four cards were dealt before the
+    # command. The number was given to the coup they opened, and checked
+    # again there without them: refused ("out of range"), so coup 7, dealt
+    # after the command, was void with its number unknown.
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"], ["8D", "2C", "KD", "5C"])
+    frames.append(SequenceGap(T0, 19, 14, 5))
+    frames += coup_frames([["7H", "7D", "TC", "JS"]], seq=19)
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    assert alerts(out) == ["COUP_NUMBERING_LOST"]
+    t = T0 + 11
+    frames = [Card(t, 24, "3S"), Card(t, 25, "4S"), Card(t, 26, "2D"), Button(t, 27, "RESULT")]
+    frames += [Card(t, 28 + i, c) for i, c in enumerate(("9D", "KC", "TH", "QD"))]
+    out = [ev for f in frames for ev in e.feed(f)]
+    reply, out = e.command(Accept(id="a", coup=7, confirm=True), t + 1)
+    assert reply["ok"] is True, reply
+    out = list(e.feed(Button(t + 2, 32, "RESULT")))
+    out += [ev for f in coup_frames([["8C", "2H", "KS", "5S"]], seq=33, t=t + 3) for ev in e.feed(f)]
+    assert "COMMAND_REJECTED" not in alerts(out)
+    assert [(r["coup"], r["player"]["cards"]) for r in out if r["type"] == "coup.result"] == [
+        (7, ["8C", "KS"])
+    ]

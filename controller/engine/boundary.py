@@ -121,10 +121,11 @@ def due_cards_to(eng: Engine, s: Shoe) -> int | None:
     void = s.after_premature_void
     if s.after_premature is None or void is None:
         return None
-    if any(c.hand == "P1" for c in s.after_premature):
+    waiting = [c for c in s.after_premature if isinstance(c, Card)]
+    if any(c.hand == "P1" for c in waiting):
         return None
     trial = Coup(number=0, demo=False, t_start=0.0, positions=list(void.positions), cards=list(void.cards))
-    for c in s.after_premature:
+    for c in waiting:
         pos = tableau.next_position(eng, trial)
         if pos is None or pos == UNKNOWN:
             break
@@ -148,13 +149,22 @@ def flush_after_premature(eng: Engine, s: Shoe, frame: Frame | None = None) -> W
         return
     cards, s.after_premature = s.after_premature or [], None
     s.after_premature_void = None
+    numbers: list[Frame] = []  # (a supervisor's number among its due cards)
     if void is not None and len(void.cards) < 4:
         # (an Angel Eye's labels say whose they are: from the first card it
         # places on P1, the next coup's, as ``after_void_early_result``)
-        while cards and cards[0].hand != "P1" and tableau.next_position(eng, void) not in (None, UNKNOWN):
-            dealing.deal_void(eng, s, void, cards.pop(0))
+        while cards:
+            x = cards[0]
+            if not isinstance(x, Card):
+                numbers.append(cards.pop(0))
+                continue
+            if x.hand == "P1" or tableau.next_position(eng, void) in (None, UNKNOWN):
+                break
+            dealing.deal_void(eng, s, void, x)
+            cards.pop(0)
         void = None  # (the rest are past its complete tableau: no due card among them)
-    yield from release(cards)
+    yield from release([*numbers, *cards])
+    cards = [x for x in cards if isinstance(x, Card)]
     coup = s.current
     if void is not None and coup is not None and cards and coup.number == void.number + 1:
         # no second RESULT: the first of these cards may have been the
@@ -185,12 +195,18 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
         # the dealer's second RESULT: what came between were extra cards
         # of the coup already settled (burned, as the profile's policy
         # cannot apply to a settled coup)
-        extras, s.after_premature = s.after_premature, None
+        waiting, s.after_premature = s.after_premature, None
         prev = s.after_premature_coup
         void, s.after_premature_void = s.after_premature_void, None
+        extras = [x for x in waiting if isinstance(x, Card)]
+        # a supervisor's number given while they waited applies after them
+        # and this RESULT: they were dealt before it
+        numbers = [x for x in waiting if not isinstance(x, Card)]
         if void is not None:
             yield from after_void_early_result(eng, s, void, extras, f)
+            yield from release(numbers)
             return
+        yield from release(numbers)
         for c in extras:
             # the coup stands settled: no misdeal on it, but the card is
             # shown and surveillance is told (a foreign one alerts in _take)

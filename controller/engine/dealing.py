@@ -65,7 +65,7 @@ def _place(eng: Engine, s: Shoe | None, f: Card) -> Work | None:
         # once it has 4, 12 less its cards before)
         void = s.after_premature_void
         bound = 4 if void is None else 8 if len(void.cards) >= 4 else 13 - len(void.cards)
-        if len(s.after_premature) >= bound:
+        if sum(isinstance(x, Card) for x in s.after_premature) >= bound:
             return boundary.flush_after_premature(eng, s)
         return None
     if s is not None and s.phase == ENDED and eng._lost_after_shoe and f.hand != "first":

@@ -636,6 +636,11 @@ def restore_numbering(eng: Engine, s: Shoe, n: int, t: float) -> None:
     if cur is not None and cur.held:
         cur.held.append(Renumbered(t, None, n, s.id))
         return
+    if s.after_premature:
+        # cards waiting after an early RESULT were dealt before the
+        # command too: a coup they open is not the next coup dealt
+        s.after_premature.append(Renumbered(t, None, n, s.id))
+        return
     s.numbering_lost = None
     s.renumber_to = n
 

@@ -35,7 +35,7 @@ from typing import Any, Final, TypeAlias, TypeVar
 
 from controller.cards import ShoeComposition
 from controller.engine.machine import BURN, ENDED, LIVE, SETTLED, CoupState, ShoePhase
-from firmware_protocols.frames import Card, DeviceResult, Frame
+from firmware_protocols.frames import Card, DeviceResult, Frame, Renumbered
 
 ORDER = ("P1", "B1", "P2", "B2")
 UNKNOWN = "?"  # the next position cannot be decided yet
@@ -187,7 +187,9 @@ class Shoe:
     ending: bool = False  # shoe.end_shoe has begun (it stays set once ended)
     #: cards after a coup settled on its due card following an early RESULT,
     #: until the dealer's second RESULT or a fourth card tells what they are
-    after_premature: list[Card] | None = None
+    #: (a supervisor's number given meanwhile waits among them: those cards
+    #: were dealt before it, ``loss.restore_numbering``)
+    after_premature: list[Card | Renumbered] | None = None
     after_premature_coup: int = 0
     #: set when that coup is void: a second RESULT before a fourth card
     #: says the cards between were its own (due cards after an early press)
