@@ -407,11 +407,11 @@ def test_the_archiver_retries_an_error_that_is_no_messages_and_stays_up(tmp_path
     real = archiver.store.write
     calls: list[int] = []
 
-    def write(conn: Any, messages: Any, mark: Any = None) -> BatchResult:
+    def write(conn: Any, messages: Any, mark: Any = None, deferrable: Any = frozenset()) -> BatchResult:
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("a fault that is no message's")
-        return real(conn, messages, mark)
+        return real(conn, messages, mark, deferrable)
 
     archiver.store.write = write  # type: ignore[method-assign]
     batch = [_Msg(*msg(card(seq)), mid=seq, qos=1, conn=1) for seq in (1, 2)]
