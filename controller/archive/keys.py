@@ -17,13 +17,14 @@ from __future__ import annotations
 import binascii
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 import structlog
 
 from controller.archive.parse import Event, printable
-from controller.signing import KeyRing, endorsement_ok, key_id_of, split, unb64
+from controller.signing import KeyRing, endorsement_ok, key_id_of, split, unb64, vouch
 
 log = structlog.get_logger("controller.archive")
 
@@ -66,20 +67,40 @@ class TableKeys:
     ) -> tuple[str | None, str | None]:
         """(why ``ev`` is not its table's, or None; its signed line, or None
         when it is unsigned)."""
-        ring = self._load(conn).get(ev.table)
-        signed, sig = split(payload)
-        if sig is not None and (ring is None or ev.body.get("key_id") not in ring.keys):
-            ring = self._reload(conn, ev.table)  # another archiver of the group may have learned it
-        if sig is None:
-            if ring is not None and ring.keys:
-                return f"unsigned event from table {ev.table}, which signs", None
-            if "sig" in ev.body:
-                return "sig is not the event's last member or not 64 bytes of base64url", None
-            return None, None
-        if ring is None or not ring.keys:
-            return f"signed, but no key of table {ev.table} is known (not announced, not pinned)", None
-        problem = ring.check(signed, sig, ev.body.get("key_id"))
-        return problem, None if problem is not None else payload.decode("utf-8")
+        return self.check_batch(conn, [(ev, payload)])[0]
+
+    def check_batch(
+        self, conn: psycopg.Connection[Any], items: Sequence[tuple[Event, bytes]]
+    ) -> list[tuple[str | None, str | None]]:
+        """``check`` of each of a batch's live events, in order, with one
+        signature verified per run of events linked by ``prev`` in a table
+        (``signing.vouch``: the newest event's signature covers the digests
+        of those before it; a run that fails is checked event by event)."""
+        out: list[tuple[str | None, str | None]] = [(None, None)] * len(items)
+        runs: dict[str, tuple[list[int], list[tuple[int, bytes, bytes, Any, Any]]]] = {}
+        for n, (ev, payload) in enumerate(items):
+            ring = self._load(conn).get(ev.table)
+            signed, sig = split(payload)
+            if sig is not None and (ring is None or ev.body.get("key_id") not in ring.keys):
+                ring = self._reload(conn, ev.table)  # another archiver of the group may have learned it
+            if sig is None:
+                if ring is not None and ring.keys:
+                    out[n] = (f"unsigned event from table {ev.table}, which signs", None)
+                elif "sig" in ev.body:
+                    out[n] = ("sig is not the event's last member or not 64 bytes of base64url", None)
+                continue
+            if ring is None or not ring.keys:
+                why = f"signed, but no key of table {ev.table} is known (not announced, not pinned)"
+                out[n] = (why, None)
+                continue
+            index, run = runs.setdefault(ev.table, ([], []))
+            index.append(n)
+            run.append((ev.seq, signed, sig, ev.body.get("key_id"), ev.body.get("prev")))
+        for table, (index, run) in runs.items():
+            ring = self._load(conn)[table]  # (as the last reload left it: keys are only added)
+            for n, problem in zip(index, vouch(ring, run), strict=True):
+                out[n] = (problem, None) if problem is not None else (None, items[n][1].decode("utf-8"))
+        return out
 
     def may_learn(self, ev: Event, payload: bytes) -> bool:
         """Whether ``ev``, just refused by ``check``, is signed under a key

@@ -303,6 +303,7 @@ class Store:
         rejects: list[_Reject] = []
         low, high = partitions.window(self.now(), self.retention_months, self.partitions_ahead)
         signed: dict[str, str] = {}
+        checked: list[tuple[int, str, Event, bytes]] = []
         for index, (topic, payload) in enumerate(messages, offset):
             table = classify(topic, self.prefix)
             if table is None:
@@ -327,8 +328,14 @@ class Store:
                 reason = f"ts {ev.ts.isoformat()} is outside the archive's window {span} (retention, ahead)"
                 rejects.append(_Reject(index, topic, reason, payload))
                 continue
-            if ev.replay is None:  # a replayed event is never signed
-                problem, line = self.keys.check(conn, ev, payload)
+            checked.append((index, topic, ev, payload))
+        # the live events' signatures, one verification per linked run of a
+        # table's events (keys.check_batch); a replayed event is never signed
+        to_check = [(ev, payload) for _, _, ev, payload in checked if ev.replay is None]
+        verdicts = iter(self.keys.check_batch(conn, to_check))
+        for index, topic, ev, payload in checked:
+            if ev.replay is None:
+                problem, line = next(verdicts)
                 if problem is not None and index in deferrable and self.keys.may_learn(ev, payload):
                     result.deferred.append(index)
                     result.counts["received"] -= 1  # counted when it is written
