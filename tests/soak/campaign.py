@@ -115,8 +115,12 @@ CODES_FOR_FAULT: dict[str, frozenset[str]] = {
 #: (a frame lost after a complete tableau: that coup stands, the next waits).
 LOSS_KINDS = frozenset({"badck", "gap", "disconnect_lost", "line_lost"})
 
-#: Retained snapshots and command traffic: not part of the event stream.
-NON_EVENT_TOPICS = frozenset(f"{PREFIX}/{TABLE}/{t}" for t in ("status", "shoe/state", "odds"))
+#: topics that carry no event: retained snapshots, the table's signing keys
+#: (issue 29) and the archive's mark (issue 28), which a live subscriber gets
+#: with retain unset when published while it is connected
+NON_EVENT_TOPICS = frozenset(
+    f"{PREFIX}/{TABLE}/{t}" for t in ("status", "shoe/state", "odds", "keys", "archive/mark")
+)
 
 
 class CampaignError(RuntimeError):
