@@ -24,6 +24,7 @@ import yaml
 from controller.config import load_config
 from controller.daemon import Daemon
 from controller.shoelog import read_header, read_shoelog
+from controller.signing import SIGNING_FIELDS
 from drivers.fake import FakeShoe, serve_pty
 from tests.support.device_server import Rfc2217Server, ShoeServer
 
@@ -116,11 +117,15 @@ def run_daemon_until(cfg_path: Path, total: int) -> list[dict[str, Any]]:
 
 def comparable(got: list[dict[str, Any]]) -> list[str]:
     """Events without what depends on the wall clock or the port's name:
-    read times, deadlines, link details, and the shoe id (its start time)."""
+    read times, deadlines, link details, the shoe id (its start time), and
+    the signing fields (each daemon makes its own key; the chain digests
+    the read times)."""
     out = []
     shoes: dict[str, str] = {}
     for event in got:
-        drop = {"ts", "deadline"} | ({"detail"} if event["type"] == "device.status" else set())
+        drop = {"ts", "deadline", *SIGNING_FIELDS}
+        if event["type"] == "device.status":
+            drop.add("detail")
         text = json.dumps({k: v for k, v in event.items() if k not in drop}, sort_keys=True)
         if event.get("shoe"):
             shoe_id = shoes.setdefault(event["shoe"], f"shoe-{len(shoes) + 1}")
