@@ -253,7 +253,8 @@ def _integrity_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "--key",
         action="append",
         metavar="PUBLIC_KEY",
-        help="trust only these public keys (base64url), not the ones the source lists",
+        help="trust only these public keys (base64url), not the ones the source lists; give it as"
+        " --key=KEY (a base64url key may begin with '-')",
     )
 
 

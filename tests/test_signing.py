@@ -231,10 +231,10 @@ def test_verify_a_clean_shoe_report(signed: Path, tmp_path: Path, capsys: pytest
     rc, line = _verify(capsys, "--events", str(out))
     assert rc == 0 and f"{len(lines) - 1} events" in line and "chain unbroken" in line, line
     public = signing.Signer(signing.load_key(signed / "signing.key")).public_key
-    rc, line = _verify(capsys, "--events", str(out), "--key", public)
+    rc, line = _verify(capsys, "--events", str(out), f"--key={public}")
     assert rc == 0 and "report's own" not in line
     stranger = signing.Signer(Ed25519PrivateKey.generate()).public_key
-    rc, line = _verify(capsys, "--events", str(out), "--key", stranger)
+    rc, line = _verify(capsys, "--events", str(out), f"--key={stranger}")
     assert rc == 1 and "unknown key" in line
 
 
