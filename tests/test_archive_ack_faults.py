@@ -13,6 +13,7 @@ The fault table's row is printed (pytest -s)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -37,9 +38,17 @@ def test_a_broker_kill_loses_nothing_from_the_archive_without_backfill(
 ) -> None:
     broker = mosquitto(persistence=True, config=BROKER_CONFIG)
     floor = Floor(tmp_path, broker, pg_dsn, reoffer_after_s=2.0)
+    reoffered = 0
     try:
         floor.start()
         row = run_fault(floor, fault, events=300, down_s=2.0, settle_s=120.0)
+        if fault in CERTAIN_LOSS:
+            # a table logs its re-offer when the round ends, which may come
+            # a pass after the archive caught up (seen in CI: 0 counted, 0
+            # missing, the tables closed just before their round's line)
+            deadline = time.monotonic() + 30.0
+            while (reoffered := floor.reoffered()) == 0 and time.monotonic() < deadline:
+                time.sleep(0.5)
     finally:
         floor.close()
     print("\n" + print_table([row]) + "\n" + summary(row, floor))
@@ -50,7 +59,7 @@ def test_a_broker_kill_loses_nothing_from_the_archive_without_backfill(
     # the tables re-offered; every hole the archiver reported open it
     # reported closed (one archiver process throughout in the first fault)
     if fault in CERTAIN_LOSS:
-        assert floor.reoffered() > 0
+        assert reoffered > 0
     assert floor.archiver is not None
     log = floor.archiver.log_text()
     opened, closed = log.count('"archive.hole_opened"'), log.count('"archive.hole_closed"')
