@@ -210,6 +210,22 @@ class _Open:
     since: float  # monotonic: when first seen
     reported: bool = False
 
+    def epoch_due(self, now: float) -> bool:
+        """A new epoch's jump, open long enough to be stepped over."""
+        return self.hole.epoch and now - self.since >= EPOCH_HOLE_WAIT_S
+
+    def fields(self, table: str, now: float) -> dict[str, Any]:
+        """The hole as its log lines (opened, closed) name it."""
+        h = self.hole
+        return {
+            "table": table,
+            "first_missing": h.first,
+            "last_missing": h.last,
+            "missing": h.missing,
+            "epoch": h.epoch,
+            "open_s": round(now - self.since, 1),
+        }
+
 
 class MarkKeeper:
     """The archiver's side of the marks: which tables a committed batch
@@ -266,17 +282,9 @@ class MarkKeeper:
             if not o.reported and now - o.since >= HOLE_GRACE_S:
                 o.reported = True
                 self.opened_total += 1
-                log.warning(
-                    "archive.hole_opened",
-                    table=table,
-                    first_missing=o.hole.first,
-                    last_missing=o.hole.last,
-                    missing=o.hole.missing,
-                    epoch=o.hole.epoch,
-                    open_s=round(now - o.since, 1),
-                )
+                log.warning("archive.hole_opened", **o.fields(table, now))
                 self._holes_changed()
-            if o.hole.epoch and now - o.since >= EPOCH_HOLE_WAIT_S:
+            if o.epoch_due(now):
                 self._dirty.add(table)
         for table in sorted(self._dirty):
             if now < self._next.get(table, 0.0):
@@ -285,7 +293,7 @@ class MarkKeeper:
             self._next[table] = now + MARK_EVERY_S
             held = self.open.get(table)
             step_over = None
-            if held is not None and held.hole.epoch and now - held.since >= EPOCH_HOLE_WAIT_S:
+            if held is not None and held.epoch_due(now):
                 step_over = (held.hole.first, held.hole.last)
             mark, hole = advance(conn, table, step_over=step_over)
             self._track(table, hole, now)
@@ -303,15 +311,7 @@ class MarkKeeper:
         if o is not None and (hole is None or hole.first != o.hole.first):
             del self.open[table]
             if o.reported:
-                log.info(
-                    "archive.hole_closed",
-                    table=table,
-                    first_missing=o.hole.first,
-                    last_missing=o.hole.last,
-                    missing=o.hole.missing,
-                    epoch=o.hole.epoch,
-                    open_s=round(now - o.since, 1),
-                )
+                log.info("archive.hole_closed", **o.fields(table, now))
                 self._holes_changed()
             o = None
         if hole is not None:
