@@ -1,4 +1,4 @@
-"""Archive ingest (issue 14, item 5): events per second from the broker
+"""Archive ingest: events per second from the broker
 into PostgreSQL through one ``shoe-controller archive`` process.
 
 The events are real: two fake 8-deck shoes replayed through the engine
@@ -44,7 +44,7 @@ from tests.support.archiver import ArchiverProcess, migrate, write_archive_confi
 from tests.support.postgres import temporary_database, unavailable
 
 TABLE_COUNTS = (10, 100, 500)
-#: Signed events (issue 29): ingest with every signature verified, at this
+#: Signed events: ingest with every signature verified, at this
 #: many tables, against the same events unsigned in the same runs.
 SIGNED_TABLES = 100
 TARGET_VERIFIED_PER_CPU_S = 5000
@@ -71,8 +71,8 @@ def messages(
     letter: str = "B",
 ) -> list[tuple[str, bytes]]:
     """``total`` events round-robin over ``tables`` tables, each table
-    walking through the template from its own start. With ``signers``
-    (issue 29): each table's events signed and chained as its journal would
+    walking through the template from its own start. With ``signers``:
+    each table's events signed and chained as its journal would
     (``keys`` has the announcements to publish first)."""
     now = format_ts(time.time())
     out: list[tuple[str, bytes]] = []

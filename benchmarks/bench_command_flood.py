@@ -1,4 +1,4 @@
-"""Device reads during a command flood (issue 11, item 6).
+"""Device reads during a command flood.
 
 The daemon runs in this process (``controller.daemon.Daemon``) with the
 fake shoe dealing ``CARDS_PER_S`` cards per second through a wrapper

@@ -88,7 +88,7 @@ def build_stream(protocol: str, target: int = TARGET_BYTES, seed: int = 1) -> tu
     for frame in _shoe_traffic(random.Random(seed), protocol):
         if size >= target:
             break
-        # an Angel Eye's seq is a character of a short cycle (SPEC 1c)
+        # an Angel Eye's seq is a character of a short cycle (docs/devices.md, Angel Eye)
         wire_seq = ANGEL_CYCLE[seq % len(ANGEL_CYCLE)] if repeat == 3 else seq
         raw = encode(_with_seq(frame, wire_seq)) * repeat
         parts.append(raw)

@@ -62,7 +62,7 @@ from drivers.fake import FakeShoe
 CARDS = 2000
 RUNS = 3
 RATE = 100.0  # cards per second; other frames go out between the cards
-TARGET_P99_MS = 3.0  # issue 12: card-to-subscriber p99 <= 3 ms at 100 cards/s, odds on
+TARGET_P99_MS = 3.0  # the target: card-to-subscriber p99 <= 3 ms at 100 cards/s, odds on
 TABLE = "T01"
 
 
@@ -548,7 +548,7 @@ def run() -> list[dict[str, Any]]:
                 no_odds_dir = base / f"no-odds{i}"
                 no_odds_dir.mkdir()
                 no_odds_stats.append(stats_ms(daemon_run(port, no_odds_dir, frames, odds=False)))
-                # the same cards with signing off (issue 29): what signing
+                # the same cards with signing off: what signing
                 # and chaining every event costs on a card's path
                 unsigned_dir = base / f"unsigned{i}"
                 unsigned_dir.mkdir()

@@ -1,4 +1,4 @@
-"""The ``shoe-controller`` command line (SPEC section 6).
+"""The ``shoe-controller`` command line (docs/operations.md, Command line).
 
 Argument definitions live here; each subcommand's work lives in
 ``controller.commands.<name>`` and is imported only when that subcommand
@@ -24,7 +24,7 @@ def _build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     run = sub.add_parser("run", help="run the daemon (no config: fake shoe, events on stdout)")
-    run.add_argument("-c", "--config", help="config YAML (SPEC section 7)")
+    run.add_argument("-c", "--config", help="config YAML (docs/operations.md, Configuration)")
     run.add_argument(
         "--json",
         action="store_true",
@@ -224,7 +224,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _integrity_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``keygen`` and ``verify`` (issue 29: signed, chained events)."""
+    """``keygen`` and ``verify`` (signed, chained events)."""
     kg = sub.add_parser(
         "keygen",
         help="make the table's signing key (mode 0600), or --rotate it",
@@ -289,7 +289,7 @@ def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     one.add_argument("shoe", metavar="SHOE")
     one.add_argument("coup", metavar="N")
     er = actions.add_parser("errors", parents=[src, limit, when], help="every coup with a dealing error")
-    er.add_argument("code", metavar="CODE", help="a SPEC section 4 code, e.g. UNREAD_CARD")
+    er.add_argument("code", metavar="CODE", help="a docs/dealing-errors.md code, e.g. UNREAD_CARD")
     er.add_argument("--shoe", metavar="ID")
     rp = actions.add_parser("report", parents=[src], help="the printable report of an ended shoe")
     rp.add_argument("shoe", metavar="SHOE")

@@ -1,5 +1,5 @@
-"""Supervisor commands as they arrive on ``<prefix>/<table>/cmd`` (SPEC
-section 5): strict parsing and validation, nothing else.
+"""Supervisor commands as they arrive on ``<prefix>/<table>/cmd`` (docs/operations.md,
+MQTT): strict parsing and validation, nothing else.
 
 Pure (no I/O, no engine) so it can be fuzzed: ``parse_command`` either
 returns a typed, normalised command (a ``msgspec.Struct`` per command;
@@ -108,7 +108,7 @@ class _Command(Struct, kw_only=True, forbid_unknown_fields=True, tag_field="cmd"
 
 
 class SupervisorCommand(_Command, kw_only=True, forbid_unknown_fields=True):
-    """A command from ``<prefix>/<table>/cmd`` (SPEC section 5), parsed."""
+    """A command from ``<prefix>/<table>/cmd`` (docs/operations.md, MQTT), parsed."""
 
     id: IdField
     table: (
@@ -324,7 +324,7 @@ def _one_line(
 ) -> str:
     """``value`` if it is one line of text, else the refusal naming ``field``.
     ``journalled``: a command the daemon took and journalled before commands
-    were held to one line (issue 26) is read back as it was taken, control
+    were held to one line is read back as it was taken, control
     characters included (its events are stored, and the outputs escape
     them); only a lone surrogate is refused, which no journal could store
     with its events."""

@@ -1,4 +1,4 @@
-"""The daemon's configuration file (SPEC section 7): its schema, loading and
+"""The daemon's configuration file (docs/operations.md, Configuration): its schema, loading and
 every check that can be made before the daemon starts.
 
 Owns: the pydantic models (unknown keys are errors everywhere, so a typo
@@ -9,7 +9,7 @@ files (they must exist and must not be world-readable) and the embedded
 default used by ``shoe-controller run`` without ``-c``.
 
 Relative paths (journal, jsonl, secret files, profile files) are taken
-relative to the daemon's working directory, as the SPEC's ``./var/``
+relative to the daemon's working directory, as the embedded default's ``./var/``
 defaults are; the systemd unit sets that to the state directory.
 """
 
@@ -33,7 +33,7 @@ from pydantic_core import PydanticCustomError
 from controller.errors import ConfigError
 from controller.textsafe import visible
 
-#: Profiles shipped in the package (SPEC section 7); a profile may also be a
+#: Profiles shipped in the package (docs/operations.md, Configuration); a profile may also be a
 #: path to a profile YAML.
 BUILTIN_PROFILES: tuple[str, ...] = ("punto_banco", "ez_baccarat", "baccarat_27")
 PROTOCOLS: tuple[str, ...] = ("shoe-ascii/1", "shoe-bin/1", "angel-eye/2", "auto")
@@ -163,7 +163,7 @@ class FakeDevice(_Model):
 
 class ReplayDevice(_Model):
     driver: Literal["replay"]
-    #: None: the capture's own ``# protocol=`` line (SPEC section 2).
+    #: None: the capture's own ``# protocol=`` line (docs/devices.md, Captures).
     protocol: Protocol | None = None
     file: str = Field(min_length=1)
     realtime: bool = False
@@ -278,7 +278,7 @@ class MqttConfig(_Model):
     #: retained on the broker when it arrives live (retain-as-published);
     #: "3.1.1" is for brokers without MQTT 5 (see ``protocol_warning``).
     protocol: Literal["3.1.1", "5"] = "5"
-    #: End-to-end acknowledgement (issue 28): the table takes the floor
+    #: End-to-end acknowledgement: the table takes the floor
     #: archiver's retained ``<prefix>/<table>/archive/mark`` as what the
     #: archive holds, re-offers from its journal what lies above it, and the
     #: journal's retention keeps it (``journal_max_mb`` bounds that). False:
@@ -482,7 +482,7 @@ class Config(_Model):
     device: Device
     journal: str = Field(default="./var/journal.sqlite3", min_length=1)
     journal_retention_days: int = Field(default=90, ge=1, le=36500)
-    #: Every event journalled is signed (Ed25519) and chained (issue 29);
+    #: Every event journalled is signed (Ed25519) and chained;
     #: the key is ``signing_key`` (default: ``signing.key`` beside the
     #: journal), made on the first start if missing (or by ``keygen``).
     signing: bool = True
@@ -556,7 +556,7 @@ class ClientConfig(Config):
 
 
 def builtin_profiles() -> tuple[str, ...]:
-    """The SPEC's profiles plus any other profile YAML shipped in the package."""
+    """The built-in profiles plus any other profile YAML shipped in the package."""
     shipped = {p.stem for p in (Path(__file__).parent / "profiles").glob("*.yaml")}
     return BUILTIN_PROFILES + tuple(sorted(shipped - set(BUILTIN_PROFILES)))
 
@@ -578,7 +578,7 @@ def parse_host_port(value: str) -> tuple[str, int]:
 
 
 def default_config() -> Config:
-    """What ``shoe-controller run`` uses without ``-c`` (SPEC section 6): a
+    """What ``shoe-controller run`` uses without ``-c`` (docs/operations.md, Command line): a
     fake shoe, punto banco, 8 decks, JSON lines on stdout, journal in ./var/."""
     return Config(table="T01", device=FakeDevice(driver="fake"))
 

@@ -97,7 +97,7 @@ def command_schema() -> dict[str, Any]:
 
 
 def archive_mark_schema() -> dict[str, Any]:
-    """The payload of ``<prefix>/<table>/archive/mark`` (issue 28)."""
+    """The payload of ``<prefix>/<table>/archive/mark``."""
     from controller.mark_schema import ArchiveMark
 
     return _document(

@@ -1,5 +1,5 @@
 """Errors that the command line reports as a message and an exit code,
-never as a traceback (SPEC section 6: 2 usage or config error, 1 runtime)."""
+never as a traceback (docs/operations.md, Command line: 2 usage or config error, 1 runtime)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The events of SPEC section 3, one definition each: the envelope, and one
+"""The events of docs/events.md, one definition each: the envelope, and one
 ``msgspec.Struct`` per event type holding its payload (``TYPE`` is its
 ``type``). The JSON Schemas shipped in ``controller/schemas/`` are generated
 from these (``python -m controller.contract_gen``); mypy checks every field
@@ -85,7 +85,7 @@ _SIG = "Ed25519 over the event's signed bytes (the line without its last member,
 
 
 class Envelope(Struct, kw_only=True, forbid_unknown_fields=True):
-    """The fields every event opens with, in this order (SPEC section 3.1);
+    """The fields every event opens with, in this order (docs/events.md);
     ``type`` is the payload's ``TYPE``. Defined here for the schema: the
     engine writes them itself in ``_emit``. ``replay`` (envelope 1.1, issue
     29) is only on an event ``replay --out mqtt`` published, after ``ts``;
@@ -99,7 +99,7 @@ class Envelope(Struct, kw_only=True, forbid_unknown_fields=True):
     seq: Annotated[int, Meta(ge=1)]
     ts: Ts
     replay: ReplayMark | UnsetType = UNSET
-    # Signed and chained events (envelope 1.1, issue 29): written by the
+    # Signed and chained events (envelope 1.1): written by the
     # journal after the payload, ``sig`` always last (controller.signing).
     key_id: Annotated[str, Meta(pattern=r"^[0-9a-f]{16}$", description=_KEY_ID)] | UnsetType = UNSET
     prev: Annotated[str, Meta(pattern=DIGEST_PATTERN, description=_PREV)] | UnsetType | None = UNSET
@@ -234,7 +234,7 @@ class ShoeEnded(Payload, kw_only=True, forbid_unknown_fields=True):
     tally: Tally
     reason: str | UnsetType = UNSET
     stats: dict[str, Any] | UnsetType = UNSET
-    #: written by the journal when it signs (issue 29), after the envelope's ``prev``
+    #: written by the journal when it signs, after the envelope's ``prev``
     chain_head: (
         Annotated[str, Meta(pattern=DIGEST_PATTERN, description="the table's chain head: equal to prev")]
         | UnsetType

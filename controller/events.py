@@ -1,4 +1,4 @@
-"""The event envelope (SPEC section 3): ids, timestamps, serialisation.
+"""The event envelope (docs/events.md): ids, timestamps, serialisation.
 
 Events are plain dicts in a fixed key order (envelope first, then payload)
 so that the same input always serialises to the same bytes. Their payloads

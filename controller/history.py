@@ -1,12 +1,12 @@
-"""Surveillance review: read-only queries over a daemon's journal (issue 13,
-item 3), used by ``shoe-controller history`` and the board's history pages.
+"""Surveillance review: read-only queries over a daemon's journal,
+used by ``shoe-controller history`` and the board's history pages.
 
 Owns: opening a journal so that reading it can never disturb the daemon
 writing it, and the questions surveillance asks of it: the shoes in a
 journal; the coups of a shoe or of a time range; one coup's whole timeline
 (every card with its read time and position, the misdeals and how each was
 resolved, the supervisor commands that touched the coup, the settlement or
-the void); every coup with a given dealing error (SPEC section 4); what a
+the void); every coup with a given dealing error (docs/dealing-errors.md); what a
 shoe report shows (``shoe_report``).
 
 **Read-only, safe while the daemon runs.** The journal is opened with
@@ -65,7 +65,7 @@ MAX_TIME_CHARS = 64
 MAX_SHOE_CHARS = 64
 MAX_CODE_CHARS = 40
 
-#: The dealing errors a misdeal, a void or an alert can carry: SPEC section 4,
+#: The dealing errors a misdeal, a void or an alert can carry: docs/dealing-errors.md,
 #: then the engine's own (a supervisor's void, a shoe ended or a re-deal
 #: announced mid-coup, a RESULT the dealer never pressed). A code outside this list is still found when the
 #: journal holds it (a newer engine's).
@@ -580,7 +580,7 @@ class Reader:
             found = _events(db, where, args)
             if not found and c not in DEALING_ERRORS:
                 raise QueryError(
-                    f"code: {c} is not a dealing error this journal or SPEC section 4 knows; one of: "
+                    f"code: {c} is not a dealing error this journal or docs/dealing-errors.md knows; one of: "
                     + ", ".join(DEALING_ERRORS)
                 )
             rows = _error_rows(db, found, c)
@@ -591,7 +591,7 @@ class Reader:
     # --- the shoe report ----------------------------------------------------
 
     def shoe_lines(self, shoe: str) -> tuple[list[Any], list[str]]:
-        """A shoe's part of the table's signed chain (issue 29): the key list,
+        """A shoe's part of the table's signed chain: the key list,
         and every event line as journalled from the shoe's first event to its
         last (other events between them included: the chain runs through
         them), for ``history report --events``."""

@@ -1,4 +1,4 @@
-"""HTML pages of the surveillance review (issue 13, items 3 and 4): the
+"""HTML pages of the surveillance review: the
 shoe report and the read-only history pages the board serves.
 
 Owns: turning what ``controller.history`` answers into self-contained HTML

@@ -1,4 +1,4 @@
-"""The surveillance review on the web (issue 13, item 3): read-only HTML
+"""The surveillance review on the web: read-only HTML
 pages and a JSON API over each table's journal, mounted by the board
 (``shoe-controller board``) with ``history_routes``.
 

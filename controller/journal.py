@@ -668,7 +668,7 @@ class Journal:
                 stored.append(PendingEvent(seq, event_id, text, str(event["type"])))
         return new
 
-    # --- signing (issue 29) ---------------------------------------------
+    # --- signing ---------------------------------------------
 
     def enable_signing(self, signer: Signer, *, chain_reset: str | None = None) -> None:
         """Sign every event stored from now on with ``signer`` and chain it
@@ -913,7 +913,7 @@ class Journal:
     def unconfirmed(self, after: int, through: int, created_before: float, limit: int) -> list[PendingEvent]:
         """Up to ``limit`` stored events with ``after`` < seq <= ``through``
         stored before ``created_before`` (wall time), in seq order: what the
-        MQTT output re-offers above the archive's mark (issue 28)."""
+        MQTT output re-offers above the archive's mark."""
         with self._lock, self._guard("reading the outbox"):
             rows = self._db.execute(
                 "SELECT seq, event_id, json, type FROM events WHERE seq > ? AND seq <= ? AND created < ?"
@@ -1047,7 +1047,7 @@ class Journal:
                 if rows:
                     top = int(rows[-1][0])
                     # the chain's link to the newest event pruned: the next
-                    # event links to it even when no event is left (issue 29)
+                    # event links to it even when no event is left
                     tail = db.execute("SELECT json FROM events WHERE seq = ?", (top,)).fetchone()
                     db.execute("DELETE FROM events WHERE seq <= ? AND seq >= ?", (top, int(rows[0][0])))
                     db.execute(

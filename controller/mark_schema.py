@@ -1,4 +1,4 @@
-"""The payload of ``<prefix>/<table>/archive/mark`` (issue 28), as a typed
+"""The payload of ``<prefix>/<table>/archive/mark``, as a typed
 definition: the floor archiver publishes it, retained, at QoS 1, saying how
 far it holds the table's events without a hole (controller/archive/marks.py
 writes it); the table reads it (controller/outputs/mqtt.py, ``parse_mark``,

@@ -37,7 +37,7 @@ class Metrics:
         self.broker = Gauge("shoe_broker_connected", "1 when the MQTT broker connection is up", registry=reg)
         self.archive_mark = Gauge(
             "shoe_archive_mark",
-            "The seq up to which the floor archive confirmed this table's events (issue 28)",
+            "The seq up to which the floor archive confirmed this table's events",
             registry=reg,
         )
         self.marks_ignored = Gauge(

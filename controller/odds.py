@@ -170,7 +170,7 @@ class Tableau:
         )
 
 
-#: The standard tableau (RULES.md), the same in all three shipped profiles.
+#: The standard tableau (docs/dealing-errors.md, The tableau), the same in all three shipped profiles.
 STANDARD_TABLEAU = Tableau.of(
     natural=[8, 9],
     player_draws_on=range(6),

@@ -1,5 +1,5 @@
 """``replay --out mqtt``: a capture's events published to a broker exactly as
-the daemon publishes them (SPEC section 5), through the same
+the daemon publishes them (docs/operations.md, MQTT), through the same
 ``controller.outputs.mqtt.MqttOutput``: one message per event on
 ``<prefix>/<table>/<type>``, QoS 1, in order, an event delivered only on
 its PUBACK, ``roads`` and ``odds`` retained as the daemon retains them.

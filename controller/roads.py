@@ -1,4 +1,4 @@
-"""Scoreboard roads of a shoe (SPEC section 3, the ``roads`` event) and an
+"""Scoreboard roads of a shoe (docs/events.md, the ``roads`` event) and an
 SVG drawing of them.
 
 Input: the shoe's settled coups in order, each ``"B"``, ``"P"`` or ``"T"``
@@ -133,7 +133,7 @@ def build_roads(coups: Iterable[str | Mapping[str, Any] | RoadCoup], *, opening_
     them as scoreboards do, in its first cell ``{"w": "T", "ties": n}``,
     rather than staying empty; the first Banker or Player result then takes
     that cell with the count (as without it). The ``roads`` event keeps the
-    SPEC's shape (cells are ``B``/``P``) and does not use it."""
+    documented shape (docs/events.md: cells are ``B``/``P``) and does not use it."""
     return _roads_of([_triple(c) for c in coups], opening_tie=opening_tie)
 
 

@@ -370,7 +370,7 @@ def outcome_of(
 
 
 def tags_of(outcome: Outcome) -> list[str]:
-    """Facts of the coup whatever the profile (SPEC section 3), sorted."""
+    """Facts of the coup whatever the profile (docs/events.md), sorted."""
     tags = []
     if outcome["winner"] == "banker":
         if outcome["banker_total"] == 2:

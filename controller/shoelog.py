@@ -1,4 +1,4 @@
-"""``.shoelog`` capture files (SPEC section 2): what ``replay`` reads and
+"""``.shoelog`` capture files (docs/devices.md, Captures): what ``replay`` reads and
 ``record`` writes.
 
 UTF-8 text, one record a line::
@@ -39,7 +39,7 @@ MAX_LINE = 1 << 20
 #: almost always shorter than MAX_LINE and needs no line's length checked.
 _CHUNK = 1 << 18
 _META_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
-#: What a ``# key=value`` line may set (SPEC section 2): the capture's
+#: What a ``# key=value`` line may set (docs/devices.md, Captures): the capture's
 #: protocol, table, profile and decks, and any rule setting of a profile.
 META_KEYS: tuple[str, ...] = ("protocol", "table", "profile", "decks", *RULE_KEYS)
 
@@ -141,7 +141,7 @@ def open_capture(path: str | Path) -> IO[bytes]:
 def _line_error(source: str, n: int, raw: bytes, complete: bool) -> ShoelogError | None:
     """What is wrong with line ``n`` (``raw``, its LF stripped; ``complete``
     if one followed it), or None: longer than :data:`MAX_LINE` with its LF,
-    or not UTF-8 (a capture is UTF-8 text, SPEC section 2)."""
+    or not UTF-8 (a capture is UTF-8 text, docs/devices.md, Captures)."""
     if len(raw) + complete > MAX_LINE:
         return ShoelogError(f"{source}:{n}: line longer than {MAX_LINE} bytes")
     try:

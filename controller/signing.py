@@ -1,4 +1,4 @@
-"""Signed, chained events (issue 29): the canonical bytes, the signature,
+"""Signed, chained events: the canonical bytes, the signature,
 the chain link, a table's keys, and the checks a verifier makes.
 
 Pure except for the key file (``load_key``/``create_key``). The format,
@@ -237,7 +237,7 @@ def vouch(ring: KeyRing, items: Sequence[tuple[int, bytes, bytes, Any, Any]]) ->
     """Each item's problem (None: the table's own), for one table's signed
     events of a batch, given as ``(seq, signed bytes, sig, key_id, prev)``
     in any order, with one Ed25519 verification per *run* instead of one per
-    event (issue 29 item 5: verification was most of the archiver's CPU).
+    event (verification was most of the archiver's CPU).
 
     A run is a stretch of the events in seq order where each event's
     ``prev`` is the digest of the one before it (``seq`` one higher). The

@@ -1,4 +1,4 @@
-"""Outside text, made safe for the two places it can do harm (issue 26).
+"""Outside text, made safe for the two places it can do harm.
 
 At the door: a command's string fields (and the CLI's text arguments) are
 one line of text, or refused: ``one_line_problem`` says what is wrong with

@@ -6,7 +6,7 @@ announces a shuffler commitment, burns, places the cut card, deals coup
 after coup by the third-card tableau, presses RESULT, ends the shoe after
 the cut card (``after_cut: one_more``) and starts the next one. It speaks
 any wire protocol through the codecs' encoders and can inject the faults
-of SPEC section 7.
+of docs/devices.md, The fake shoe.
 
 The dealer here is written independently of ``controller.engine`` and
 ``controller.rules`` on purpose: it is the reference the end-to-end tests
@@ -36,7 +36,7 @@ an Angel Eye: ``S`` once instead of HELLO, no NEWSHOE/SHUF, every card a
 the winner and pairs instead of RESULT, every message sent three times with
 bit 7 set on its data bytes, and its seq the next character of
 ``angel_seq_cycle`` (default ``0123456789ABCDEF``, starting over at ``S``),
-as real shoes send them (SPEC 1c).
+as real shoes send them (docs/devices.md, Angel Eye).
 
 Faults (probability per frame, per card or per coup; injected only while a
 coup is being dealt, so each is recorded in that coup's ``faults``):
@@ -147,7 +147,7 @@ class _Encoder(Protocol):
 
 
 def banker_draws(banker_total: int, player_third: int | None) -> bool:
-    """The tableau's Banker rule (RULES.md); ``player_third`` is the point
+    """The tableau's Banker rule (docs/dealing-errors.md, The tableau); ``player_third`` is the point
     value of the Player's third card, ``None`` when the Player stood."""
     if player_third is None:
         return banker_total <= 5

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-#: SPEC section 7 fault kinds, in the order they are documented.
+#: The fake shoe's fault kinds (docs/devices.md, The fake shoe), in the order they are documented.
 FAULT_KINDS: tuple[str, ...] = (
     "garbage",
     "badck",

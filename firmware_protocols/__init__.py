@@ -1,4 +1,4 @@
-"""Sans-IO codecs for the shoe wire protocols (SPEC section 1).
+"""Sans-IO codecs for the shoe wire protocols (docs/devices.md).
 
 Every codec offers ``Decoder.feed(t, data) -> list[Frame]`` and
 ``Encoder.encode(frame) -> bytes``. No sockets, no serial ports, no clocks:

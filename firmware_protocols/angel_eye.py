@@ -3,8 +3,8 @@
 
 VERIFY AGAINST THE VENDOR'S MANUAL BEFORE PRODUCTION. No vendor document
 was at hand: every fact below comes from two independent public
-integrations (a C# bridge and a TypeScript parser), as summarised in SPEC
-section 1c. Each such fact in this module carries the comment "verify
+integrations (a C# bridge and a TypeScript parser), as summarised in
+docs/devices.md, Angel Eye. Each such fact in this module carries the comment "verify
 against the vendor's manual before production"; where the integrations say
 nothing, the choice made here is marked "assumption" as well.
 

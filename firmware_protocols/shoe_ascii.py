@@ -1,7 +1,7 @@
 """``shoe-ascii/1``: the line protocol of card-reading shoes and shufflers
 (RS-232 / USB-CDC, 9600-115200 8N1). Sans-IO: bytes in, frames out.
 
-Wire format (SPEC section 1a, copied here so the code stands alone)::
+Wire format (docs/devices.md, copied here so the code stands alone)::
 
     $<talker>,<seq>,<type>[,<field>]...*<ck>\\r\\n
 

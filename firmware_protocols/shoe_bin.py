@@ -1,7 +1,7 @@
 """``shoe-bin/1``: the binary protocol of USB card-reading shoes (bulk or
 HID endpoints, read through pyusb). Sans-IO: bytes in, frames out.
 
-Wire format (SPEC section 1b, copied here so the code stands alone)::
+Wire format (docs/devices.md, copied here so the code stands alone)::
 
     A5 5A | len:u8 | type:u8 | seq:u16le | payload[len] | crc:u16le
 

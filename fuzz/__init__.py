@@ -1,4 +1,4 @@
-"""Fuzz targets for the shoe controller (issue 5, item 2: no crash, no hang,
+"""Fuzz targets for the shoe controller (no crash, no hang,
 no card invented).
 
 One harness per surface that takes bytes from outside:

@@ -1,4 +1,4 @@
-"""Fuzz target: supervisor command payloads (SPEC section 5) through the
+"""Fuzz target: supervisor command payloads (docs/operations.md, MQTT) through the
 parser, and the valid ones into a live engine mid-shoe.
 
 Input: one byte choosing the table's state (low nibble: a coup waiting for

@@ -5,7 +5,7 @@
 Invariants:
 
 - ``load_config`` raises nothing but ``ConfigError``, and its message
-  starts with the file name (SPEC section 6: a message that names the bad
+  starts with the file name (docs/operations.md, Command line: a message that names the bad
   key, exit status 2, no traceback);
 - a config it accepts keeps the documented ranges (table name, 1-12 decks)
   and its profile with its rule overrides loads, or fails with a

@@ -4,7 +4,7 @@ share.
 
 ``EngineChecker`` wraps an engine: every frame, command and tick goes
 through it, and every event that comes back is checked against the
-published contract (SPEC section 3) and against what was fed in. Each
+published contract (docs/events.md) and against what was fed in. Each
 broken invariant raises ``InvariantError`` with a short code (in brackets):
 
 - the engine never raises (the caller sees the exception);

@@ -1,4 +1,4 @@
-"""A dealer model that knows the truth (issue 27, build item 2).
+"""A dealer model that knows the truth.
 
 It deals shoes as a dealer physically does (8 decks shuffled by a seeded
 RNG, the first card and its burn, coups by the tableau, the cut card and
@@ -889,7 +889,7 @@ def _check_shoe(truth: TrueShoe, evs: list[Event], out: list[Violation], flagged
                 n,
                 c.kind,
                 "a supervisor's entry that contradicts the cards dealt after it was applied "
-                "(issue 27 item 3)",
+                "(found by the dealer model)",
             )
         if c.number in settled:
             bad(n, c.kind, "settled twice")

@@ -1,7 +1,7 @@
 """The engine against a separate, minimal reference dealer written here.
 
 Random shoes (any seed, 1, 6 and 8 decks, all three profiles) are dealt by
-the reference dealer below, which knows the rules only as RULES.md states
+the reference dealer below, which knows the rules only as docs/dealing-errors.md states
 them, in plain code. The same cards go to the engine as frames; every coup
 must agree: cards per hand, totals, winner, pairs, natural, tags, and the
 settlement of every bet.

@@ -1,4 +1,4 @@
-"""angel-eye/2 (SPEC 1c): the Angel Eye II-EX compatible protocol as the
+"""angel-eye/2 (docs/devices.md, Angel Eye): the Angel Eye II-EX compatible protocol as the
 public integrations describe it (verify against the vendor's manual before
 production): triple send, a seq that is a character of a short cycle,
 target/card/result/error bytes with bit 7 set, host commands and answers.

@@ -1,4 +1,4 @@
-"""Angel Eye as real shoes send it (SPEC 1c, issue 10 A): the captures
+"""Angel Eye as real shoes send it (docs/devices.md, Angel Eye): the captures
 built like the public C# integration's test frames (``tests/captures/
 angel_eye_cycle_*``: seq cycles '0'-'9', '0'-'F' and '1'-'F', bit 7 set on
 every data byte) replay with every coup settled and no gap; a real gap in

@@ -1,4 +1,4 @@
-"""End-to-end acknowledgement (issue 28 item 1), piece by piece: the
+"""End-to-end acknowledgement, piece by piece: the
 archiver's marks and holes against the real PostgreSQL
 (controller/archive/marks.py), the table's check of a mark (hostile ones
 ignored and counted, through a real Mosquitto), its re-offer (in seq

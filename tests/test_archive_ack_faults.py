@@ -4,7 +4,7 @@ persists only at its autosave (1,800 s away), one archiver writes to
 PostgreSQL, and the broker is ``kill -9``ed (a) while it holds events it
 PUBACKed that the archiver (paused) has not taken, (b) after the
 archiver was ``kill -9``ed and while it is away, and (c) under a running
-archiver. Before issue 28 what the
+archiver. Before end-to-end acknowledgement what the
 broker held was gone from the archive until someone ran ``--backfill``; now
 every journal ends up in the archive, each event once, with no backfill:
 the archiver's retained marks and the tables' re-offer

@@ -1,4 +1,4 @@
-"""Issue 28 items 2 and 3, all real (Mosquitto started by the suite, the
+"""Several brokers and archivers failing over, all real (Mosquitto started by the suite, the
 real PostgreSQL, table daemons journalling in SQLite):
 
 - **broker failover**: a table and an archiver list two brokers; the first
@@ -8,7 +8,7 @@ real PostgreSQL, table daemons journalling in SQLite):
 - **a share group's member dies for good**: two archivers in one
   ``share_group``, one ``kill -9``ed and never back; its queued share is
   dropped with its short session and the table re-offers it from its
-  journal (issue 28 item 1) to the member alive: 0 missing, no backfill,
+  journal to the member alive: 0 missing, no backfill,
   within a stated bound;
 
 and the configuration's bounds on broker lists and a group member's

@@ -109,7 +109,7 @@ def test_check_config_takes_the_shipped_nats_example(capsys: pytest.CaptureFixtu
 
 
 def test_a_nats_archiver_takes_the_signing_keys_of_its_config() -> None:
-    """Issue 29 on the NATS path: the config's pinned keys and
+    """Signing on the NATS path: the config's pinned keys and
     ``trust_on_first_use`` reach the JetStreamArchiver's store, as the MQTT
     archiver's (service.Archiver)."""
     import threading

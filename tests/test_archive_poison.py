@@ -1,4 +1,4 @@
-"""Poison messages never stop the floor's archive (issue 26, item 2).
+"""Poison messages never stop the floor's archive.
 
 Valid JSON can hold what no archive row can: a lone surrogate
 (``"\\ud800"``: no UTF-8 form), a NUL (PostgreSQL text refuses it), a

@@ -1,4 +1,4 @@
-"""Article X: every dealing error of SPEC section 4, detected at the frame
+"""Article X: every dealing error of docs/dealing-errors.md, detected at the frame
 that reveals it, corrected as the profile says or by a supervisor before
 the deadline, otherwise void. A void coup is never settled."""
 

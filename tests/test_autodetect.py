@@ -61,4 +61,4 @@ def test_daemon_with_protocol_auto_deals_an_angel_eye_capture(tmp_path: Path) ->
     out = io.StringIO()
     assert Daemon(load_config(cfg_path), stdout=out, stop_at_eof=True).run() == 0
     want = "".join(dumps(e) + "\n" for e in replay_events(capture, ReplayOptions(roads=True)))
-    assert unsigned(out.getvalue()) == want  # the daemon's events are signed (issue 29)
+    assert unsigned(out.getvalue()) == want  # the daemon's events are signed

@@ -1,4 +1,4 @@
-"""The roadmap display in a real browser (issue 13, item 2): a real
+"""The roadmap display in a real browser: a real
 Mosquitto, the daemon dealing its fake shoe, the board, and headless
 Chromium showing the page. The roads must grow coup by coup and show what
 the controller published (winner sequence, tally); stopping the daemon
@@ -151,7 +151,7 @@ def test_the_page_shows_an_opening_tie_a_misdeal_a_void_coup_a_faulty_shoe_and_t
     tmp_path: Path, mosquitto: BrokerFactory
 ) -> None:
     """What a clean fake shoe rarely deals, published as the daemon would
-    (SPEC sections 3 and 5), and read off the page."""
+    (docs/events.md and docs/operations.md, MQTT), and read off the page."""
     broker = mosquitto()
     board = Board(board_config(tmp_path, broker), tmp_path / "board.log")
     pub = mqtt_client(broker)[0]

@@ -261,7 +261,7 @@ def _closed_by_server(sock: socket.socket, within: float) -> bool:
 def test_idle_connections_hold_no_request_and_are_closed_at_the_head_deadline(
     tmp_path: Path, mosquitto: BrokerFactory
 ) -> None:
-    """Issue 26 item 5: 40 connections that send nothing (with 8 streams
+    """40 connections that send nothing (with 8 streams
     allowed) and one that sends its head a byte at a time: a request and a
     stream are still answered at once, and every one of them is closed at
     the head deadline (the dribbling one too, though its bytes still come)."""
@@ -442,7 +442,7 @@ def test_the_board_catches_up_after_a_broker_outage(
         assert board.stop() == 0, board.log.read_text()
 
 
-# --- the surveillance review's routes (controller/history_web, issue 13 item 3) ---------
+# --- the surveillance review's routes (controller/history_web) ---------
 
 
 def asgi(

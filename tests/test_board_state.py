@@ -1,6 +1,6 @@
 """The board's state model (controller/board/state.py), fed the messages the
 daemon publishes: events made by the real engine from a fake shoe's
-bytes, published as SPEC section 5 says (event topics, the retained
+bytes, published as docs/operations.md, MQTT says (event topics, the retained
 ``roads``, ``odds``, ``shoe/state`` and ``status``), and hand-made events
 for the cases a clean shoe never shows (misdeal banner, void coup, stale
 retained messages, malformed payloads)."""
@@ -644,7 +644,7 @@ def test_a_coup_seen_from_its_first_card_is_not_marked_as_missing_cards() -> Non
     }
 
 
-# --- issue 26 item 4: a bad message changes nothing; shoes in the table's order -----
+# --- a bad message changes nothing; shoes in the table's order -----
 
 
 def _messages(events: Iterator[tuple[dict[str, Any], Engine]]) -> list[tuple[str, bytes]]:

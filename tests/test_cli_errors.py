@@ -1,6 +1,6 @@
-"""Expected errors as a new user meets them (issue 10, part D): each is
+"""Expected errors as a new user meets them: each is
 run through the installed ``shoe-controller`` console script, and must end
-with one line on stderr, no traceback, and the SPEC's exit code (2 usage or
+with one line on stderr, no traceback, and the documented exit code (2 usage or
 configuration, 1 runtime)."""
 
 from __future__ import annotations

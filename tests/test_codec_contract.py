@@ -1,4 +1,4 @@
-"""What every codec promises (SPEC 1a, 1b, 1c), as one contract run against
+"""What every codec promises (docs/devices.md), as one contract run against
 ``shoe-ascii/1``, ``shoe-bin/1`` and ``angel-eye/2`` through their public
 ``Decoder``/``Encoder`` only.
 

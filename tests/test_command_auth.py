@@ -59,7 +59,7 @@ def test_unsigned_tampered_stale_or_wrong_key_commands_are_refused() -> None:
 
 
 def test_a_signature_is_bound_to_its_table() -> None:
-    """Issue 11 item 2: T01's signed command is refused by a T02 controller
+    """T01's signed command is refused by a T02 controller
     with the same key, and the table cannot be changed or left out."""
     captured = sign({"id": "1", "cmd": "end_shoe"}, KEY, now=1000.0, table="T01")
     assert b'"table":"T01"' in canonical(captured), "the signed text names the table"
@@ -75,7 +75,7 @@ def test_a_signature_is_bound_to_its_table() -> None:
 
 
 def test_the_freshness_window_is_300_s_back_and_5_s_ahead() -> None:
-    """Issue 11 item 2: a ts 250 s ahead used to pass; only clock skew may."""
+    """A ts 250 s ahead used to pass; only clock skew may."""
     now = 10_000.0
     assert (PAST_WINDOW_S, FUTURE_SKEW_S) == (300.0, 5.0)
 
@@ -90,7 +90,7 @@ def test_the_freshness_window_is_300_s_back_and_5_s_ahead() -> None:
 
 
 def test_unsigned_commands_need_a_fresh_ts_and_are_taken_once() -> None:
-    """Without a key too (issue 11 item 5): no ts, an old ts or a second
+    """Without a key too: no ts, an old ts or a second
     delivery (a retained copy, a replay) is refused."""
     g = gate(key=None)
     assert "without 'ts'" in (g.check({"id": "1", "cmd": "new_shoe"}, 1000.0) or "")
@@ -103,7 +103,7 @@ def test_unsigned_commands_need_a_fresh_ts_and_are_taken_once() -> None:
 
 
 def test_replay_protection_survives_a_restart_in_the_journal(tmp_path: Path) -> None:
-    """Issue 11 item 2: the taken commands live in the journal's SQLite, so
+    """The taken commands live in the journal's SQLite, so
     a new process (a new gate on the reopened journal) refuses a replay;
     notes expire with the window, so the table stays bounded."""
     path = tmp_path / "j.sqlite3"

@@ -1,4 +1,4 @@
-"""Supervisor commands from the broker are bounded (issue 11 items 5, 6):
+"""Supervisor commands from the broker are bounded:
 rate, queue, batch and alerts, so that a flood cannot stall the device or
 fill the journal; and a retained command is never applied.
 
@@ -139,7 +139,7 @@ def test_a_command_flood_is_bounded_and_cards_keep_flowing(
     subscriber: Callable[..., Subscriber],
     run_daemon: Callable[..., Daemon],
 ) -> None:
-    """Issue 11 item 6: 2,000 commands (unsigned, to a controller with a
+    """2,000 commands (unsigned, to a controller with a
     key: each one refused) used to become 2,000 journalled inputs and
     alerts while no device read happened."""
     # A queue per client large enough (deploy/mosquitto ships no count
@@ -210,7 +210,7 @@ def test_with_the_default_config_a_retained_command_is_refused_before_and_while_
     subscriber: Callable[..., Subscriber],
     run_daemon: Callable[..., Daemon],
 ) -> None:
-    """Issue 11 item 5: one retained before the controller connects, one
+    """One retained before the controller connects, one
     retained while it is connected (the case that used to be applied), and
     an ordinary one that is applied; no protocol in the config: MQTT 5 is
     the default."""

@@ -1,4 +1,4 @@
-"""A command's text is one line of UTF-8 text (issue 26, item 1): a lone
+"""A command's text is one line of UTF-8 text: a lone
 surrogate (valid JSON, ``"\\ud800"``, but no UTF-8 can carry it) or a
 control character in any string field is refused at the door with a reply
 naming the field, and nothing is applied. Against a real daemon and broker:

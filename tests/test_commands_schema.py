@@ -1,4 +1,4 @@
-"""Supervisor command parsing (SPEC section 5): strict, and total: any
+"""Supervisor command parsing (docs/operations.md, MQTT): strict, and total: any
 payload gives either a valid command or a CommandError, never anything else."""
 
 from __future__ import annotations

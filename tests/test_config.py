@@ -1,4 +1,4 @@
-"""The configuration file contract (SPEC section 7): what is accepted, and
+"""The configuration file contract (docs/operations.md, Configuration): what is accepted, and
 that every rejection names the key path and the problem."""
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def test_fake_faults_must_be_known_names_with_probabilities() -> None:
 
 def test_mqtt_protocol_defaults_to_5_and_accepts_3_1_1_with_a_warning() -> None:
     """MQTT 5 by default: only it shows a retained command's flag on live
-    delivery (issue 11 item 5); 3.1.1 stays selectable for old brokers."""
+    delivery; 3.1.1 stays selectable for old brokers."""
     cfg = parse_config(MINIMAL + "outputs: {mqtt: {host: h}}\n")
     assert cfg.outputs.mqtt is not None and cfg.outputs.mqtt.protocol == "5"
     assert cfg.outputs.mqtt.protocol_warning() is None

@@ -1,4 +1,4 @@
-"""A config change between two starts (issue 26, item 3): the daemon always
+"""A config change between two starts: the daemon always
 starts, the shoe in progress finishes under the settings it started with,
 the new ones apply from the next shoe, and a rebuild reproduces every stored
 event under the settings in force when it was made.

@@ -1,5 +1,5 @@
 """Every event the engine emits matches the shipped JSON Schema of its type
-(SPEC section 3), and the envelope keeps its promises: ids are
+(docs/events.md), and the envelope keeps its promises: ids are
 ``<table>/<shoe>/<seq>``, seq strictly increases, ts is RFC 3339 UTC ms."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A supervisor's correction of a settled coup (issue 27, build item 4):
+"""A supervisor's correction of a settled coup:
 ``correct`` emits ``coup.corrected`` (the hands, winner and settlement
 recomputed by the tableau and the bet table, the ``event_id`` it supersedes),
 the shoe counts the corrected result in place of the superseded one, and

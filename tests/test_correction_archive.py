@@ -1,5 +1,5 @@
-"""``coup.corrected`` in the floor archive and ``report`` (issue 27, build
-item 4), against the real PostgreSQL: stored in its typed table
+"""``coup.corrected`` in the floor archive and ``report``, against the real
+PostgreSQL: stored in its typed table
 (``coup_corrections``, migration 3) beside the raw event, refused by the
 same strict checks as every type, and counted by ``report`` in place of the
 result it supersedes, with the corrections listed apart."""

@@ -1,4 +1,4 @@
-"""The board shows a supervisor's correction (issue 27, build item 4): the
+"""The board shows a supervisor's correction: the
 coup's road cell (its number kept), the tally, the naturals and the last
 coup's panel show the corrected result, and the ``roads`` sent after it
 agree."""
@@ -102,7 +102,7 @@ def test_the_board_says_which_coup_was_corrected_from_what_to_what_and_why() -> 
 def test_the_correction_is_shown_until_the_next_coup_ends_and_a_late_copy_does_not_end_it() -> None:
     tb, state = _two_coups_corrected()
     coup2 = next(e for e in tb.events if e["type"] == "coup.result" and e["coup"] == 2)
-    _publish(state, coup2)  # a copy (events may come twice: SPEC section 5)
+    _publish(state, coup2)  # a copy (events may come twice: docs/operations.md, MQTT)
     assert state.view()["correction"] is not None
     tb.cards("4S", "4C", "3S", "3C")
     out = tb.result()

@@ -1,4 +1,4 @@
-"""``ctl correct`` end to end (issue 27, build item 4): a real daemon and
+"""``ctl correct`` end to end: a real daemon and
 broker; the correction is published on ``<prefix>/<table>/coup/corrected``,
 journalled, and a restart re-feeds it to the same event."""
 

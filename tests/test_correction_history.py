@@ -1,4 +1,4 @@
-"""``history`` shows a supervisor's correction (issue 27, build item 4): the
+"""``history`` shows a supervisor's correction: the
 coup's timeline has the ``coup.corrected`` entry and the command that made
 it; ``history coups`` shows the corrected result, marked corrected."""
 

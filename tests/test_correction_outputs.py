@@ -1,5 +1,5 @@
-"""A supervisor's correction where an operator looks (issue 27, build item
-4): the Prometheus endpoint counts it (``shoe_coups_corrected_total``), and
+"""A supervisor's correction where an operator looks: the Prometheus
+endpoint counts it (``shoe_coups_corrected_total``), and
 the terminal line ``run`` prints for it says which coup, each card replaced,
 the winner before and after, and the reason (shown escaped as every
 human output is: ``textsafe.visible``)."""

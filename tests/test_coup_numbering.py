@@ -1,4 +1,4 @@
-"""Issue 27, build item 1: the two classes of wrong numbering, on every
+"""The two classes of wrong numbering, on every
 protocol and card count where they arise. Each shoe is encoded by the
 protocol's own encoder and read back by its decoder, then fed to the
 engine as the daemon would; what is checked is the game record: every

@@ -1,4 +1,4 @@
-"""``shoe-controller ctl`` as a supervisor uses it (issue 10, part E): a
+"""``shoe-controller ctl`` as a supervisor uses it: a
 config with no device (``examples/supervisor.yaml``), ``--coup`` required
 where a command needs it, answers as sentences (the position an entered
 card filled, the misdeal an accept corrected) and ``--json`` for the raw

@@ -148,7 +148,7 @@ def test_kill_9_mid_coup_then_restart_delivers_what_an_uninterrupted_run_would(t
     # the daemon's deadline, not the profile's: they differ once frames were lost
     reference = reference_events(tmp_path / "journal.sqlite3", rules={"correction_deadline_s": 3})
     assert [json.loads(unsigned_line(json.dumps(e))) for e in firsts] == reference
-    # signed and chained across the kill and the restart (issue 29): each
+    # signed and chained across the kill and the restart: each
     # event's prev is the digest of the one before it, delivered or journalled
     ring = signing.KeyRing()
     ring.add(signing.Signer(signing.load_key(tmp_path / "signing.key")).public_key)

@@ -1,4 +1,4 @@
-"""The fast path (issue 12, item 7): a card's events are committed and
+"""The fast path: a card's events are committed and
 published before the analytics (roads, odds) of the input before it.
 
 The engine queues its analytics under ``defer_analytics`` and emits them on
@@ -165,7 +165,7 @@ def _stored(journal_path: Path) -> list[dict[str, Any]]:
 
 
 def _chained(journal_path: Path) -> int:
-    """Every event signed and chained to the one before it (issue 29)."""
+    """Every event signed and chained to the one before it."""
     ring = signing.KeyRing()
     ring.add(signing.Signer(signing.load_key(journal_path.parent / "signing.key")).public_key)
     check = signing.ChainCheck(ring, anchored=False)

@@ -1,5 +1,5 @@
-"""The daemon against a real broker (started by the test suite): every SPEC
-section 5 topic, supervisor commands through ``shoe-controller ctl``, a
+"""The daemon against a real broker (started by the test suite): every topic
+of docs/operations.md, MQTT, supervisor commands through ``shoe-controller ctl``, a
 broker outage mid-shoe with nothing lost or reordered, and the Last Will
 when the daemon is killed."""
 
@@ -57,7 +57,7 @@ def _events(sub: Subscriber) -> list[dict[str, Any]]:
         # roads event itself (published once, retained)
         if m.topic in ("baccarat/T01/status", "baccarat/T01/shoe/state", "baccarat/T01/odds"):
             continue
-        if m.topic == "baccarat/T01/keys":  # the table's signing keys (issue 29), not an event
+        if m.topic == "baccarat/T01/keys":  # the table's signing keys, not an event
             continue
         if m.topic.startswith("baccarat/T01/cmd"):
             continue
@@ -126,7 +126,7 @@ def test_daemon_publishes_every_topic_and_answers_commands(
             ),
             20,
         )
-        # the retained keys (issue 29) name the key every event is signed with
+        # the retained keys name the key every event is signed with
         keys = json.loads(late.on("baccarat/T01/keys")[-1].payload)
         assert keys["table"] == "T01" and len(keys["keys"]) == 1
         signed_with = {json.loads(m.payload)["key_id"] for m in sub.on("baccarat/T01/coup/result")}

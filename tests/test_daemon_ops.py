@@ -1,4 +1,4 @@
-"""The daemon under operational faults (issue 11, items 4 and 8): a
+"""The daemon under operational faults: a
 secondary output that fails does not take it down, STATUS= follows the
 device, an unreachable NOTIFY_SOCKET does not flood the log, dropped bytes
 are counted with no frame at all, and SIGHUP at start-up is harmless."""

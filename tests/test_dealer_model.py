@@ -2,7 +2,7 @@
 short run across the three protocols.
 
 The short run deals a few hundred coups per protocol with the kinds the
-engine handles today; a RESULT never pressed (issue 27: the next coup's
+engine handles today; a RESULT never pressed (the next coup's
 cards were burned as extra cards, every later coup shifted) runs alone in
 ``test_a_result_never_pressed_alone_is_kept_right``.
 """
@@ -139,7 +139,7 @@ _KEPT_RIGHT = {
 
 @pytest.mark.parametrize("protocol", [dm.ASCII, dm.BIN])
 def test_a_result_never_pressed_alone_is_kept_right(protocol: str) -> None:
-    # (was a strict xfail, issue 27: the next coup's cards were burned as
+    # (was a strict xfail: the next coup's cards were burned as
     # extra cards and every later coup shifted)
     d = dm.Dealer(protocol, SEED, error_rate=0.4)
     d.kinds = ["no_result"]

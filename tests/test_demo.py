@@ -1,5 +1,5 @@
-"""What a newcomer sees (issue 10, part E): ``run`` on a terminal prints a
-line per coup, piped it prints exactly the JSON lines of the SPEC, and
+"""What a newcomer sees: ``run`` on a terminal prints a
+line per coup, piped it prints exactly the JSON lines of docs/events.md, and
 ``make demo`` starts a fresh demo every time (quietly installed)."""
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def test_run_piped_writes_exactly_json_lines_with_no_config(tmp_path: Path) -> N
         proc.wait(30)
     events = [json.loads(line) for line in lines]
     assert [e["type"] for e in events[:2]] == ["device.status", "shoe.started"]
-    assert (tmp_path / "var" / "journal.sqlite3").exists()  # the SPEC's journal under ./var/
+    assert (tmp_path / "var" / "journal.sqlite3").exists()  # the default journal under ./var/
 
 
 # --- make demo --------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""What one input can make the engine do, and hold (issue 11, items 1, 7, 8).
+"""What one input can make the engine do, and hold.
 
 * ``accept`` with a coup number while the numbering is lost: the number must
   be one the frames lost (and the cards left) can account for, so the card

@@ -1,9 +1,9 @@
 """The fake shoe as a specification: deterministic, dealt strictly by the
 tableau, burning and cutting as the shoe procedure says, and injecting every
-fault kind of SPEC section 7 into the bytes it sends.
+fault kind of the fake shoe (docs/devices.md, The fake shoe) into the bytes it sends.
 
 The bytes are read back with the real shoe-ascii/1 decoder, and the deal is
-checked against a tableau written here from RULES.md alone (not the fake's
+checked against a tableau written here from docs/dealing-errors.md alone (not the fake's
 nor the engine's code).
 """
 
@@ -42,7 +42,7 @@ from firmware_protocols.shoe_ascii import Decoder
 
 REPO = Path(__file__).resolve().parent.parent
 
-# --- the rules, as RULES.md states them -------------------------------------
+# --- the rules, as docs/dealing-errors.md states them -------------------------------------
 
 RANKS = "A23456789TJQK"
 
@@ -616,7 +616,7 @@ def test_angel_eye_places_cards_on_hands_announces_results_and_repeats_each_mess
 
 
 def test_angel_eye_sends_a_seq_cycle_of_characters_and_data_bytes_with_bit_7_set() -> None:
-    # SPEC 1c: a printable seq of a short cycle (here the default 0-F), bit 7
+    # docs/devices.md, Angel Eye: a printable seq of a short cycle (here the default 0-F), bit 7
     # set on the data bytes; a whole shoe decodes without one gap
     _, chunks = fake_chunks(seed=3, shoes=1, protocol="angel-eye/2")
     frames = decode_with("angel-eye/2", chunks)

@@ -1,5 +1,5 @@
-"""Every fault the fake shoe can inject (SPEC section 7) shows as its dealing
-error (SPEC section 4), and no fault ever settles a coup with other cards
+"""Every fault the fake shoe can inject (docs/devices.md, The fake shoe) shows as its dealing
+error (docs/dealing-errors.md), and no fault ever settles a coup with other cards
 than the shoe dealt.
 
 The fake shoe is the reference: it deals independently of the engine and

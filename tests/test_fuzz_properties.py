@@ -1,4 +1,4 @@
-"""No crash, no hang, no card invented (issue 5, item 2): the properties the
+"""No crash, no hang, no card invented: the properties the
 fuzz harnesses under ``fuzz/`` check, as hypothesis tests quick enough for
 ``make test``. The three decoders have their own property tests
 (``test_shoe_ascii.py``, ``test_shoe_bin.py``, ``test_angel_eye.py``); these

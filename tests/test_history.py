@@ -1,4 +1,4 @@
-"""Surveillance review (issue 13, items 3 and 4): ``controller.history``
+"""Surveillance review: ``controller.history``
 over real journals, the ``shoe-controller history`` command line and its
 three output forms, and the shoe report (HTML, and PDF through the real
 headless Chromium).

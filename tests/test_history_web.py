@@ -1,4 +1,4 @@
-"""The history pages and API the board mounts (issue 13, item 3), through
+"""The history pages and API the board mounts, through
 Starlette's TestClient on the scripted journal of ``test_history``: the
 same answers as the command line, bounds on every path and query
 parameter (a one-line 400/404/409/503, never a traceback, never the

@@ -1,4 +1,4 @@
-"""Hostile text over every outside string input (issue 26, "Also"): one
+"""Hostile text over every outside string input: one
 property per input, all drawing on the two strategies below ("hostile
 text", "hostile numbers").
 
@@ -754,7 +754,7 @@ def test_the_console_script_refuses_a_hostile_argument_in_one_line(argv: list[by
 
 
 def test_ctl_refuses_a_non_utf8_reason_in_one_line_before_sending(tmp_path: Path) -> None:
-    """``ctl void --reason $'caf\\xe9'`` (issue 26, item 1): refused at the
+    """``ctl void --reason $'caf\\xe9'``: refused at the
     door (2), not sent (no broker listens on the config's port)."""
     cfg = tmp_path / "ctl.yaml"
     cfg.write_text("table: T01\noutputs:\n  mqtt: {host: 127.0.0.1, port: 9}\n")

@@ -1,5 +1,5 @@
-"""Bounds on files from outside that were read whole before (issue 11,
-"Also"): a config, a profile, a password file and a capture line, each
+"""Bounds on files from outside that were read whole before: a config, a
+profile, a password file and a capture line, each
 read up to its bound and refused one byte past it, with one line on stderr
 and exit code 2, never a traceback or a file read whole into memory."""
 

@@ -1,4 +1,4 @@
-"""A real install, as a user gets it (issue 10, part C).
+"""A real install, as a user gets it.
 
 The sdist and wheel are built the way a release is (``python -m build``:
 the sdist from the tree, the wheel from the sdist), the wheel is installed

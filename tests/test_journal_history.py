@@ -1,6 +1,6 @@
 """A journal that lost history is never taken for one that is merely
-behind: an event id is never issued twice with different content
-(issue 11, item 3). Unit tests of ``Journal.claim`` and its high-water mark,
+behind: an event id is never issued twice with different content.
+Unit tests of ``Journal.claim`` and its high-water mark,
 then the daemon itself, a real process, losing its journal three ways."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The live path's shortcuts change no event (issue 12, item 7).
+"""The live path's shortcuts change no event.
 
 A coup's roads and odds are computed ahead while the table is idle
 (``analytics.prepare``: ``prepare_roads``, and ``prepare_odds`` into
@@ -216,5 +216,5 @@ def test_the_live_loop_with_its_idle_work_stores_and_outputs_what_replay_emits(t
     daemon = Daemon(cfg, driver=_Pausing(CAPTURE), stdout=out, stop_at_eof=True)
     assert daemon.run() == 0
     want = [dumps(e) for e in replay_events(CAPTURE, ReplayOptions(odds=True, roads=True))]
-    assert unsigned(out.getvalue()).splitlines() == want  # the daemon signs (issue 29)
+    assert unsigned(out.getvalue()).splitlines() == want  # the daemon signs
     assert sum('"odds.update"' in line for line in want) >= 8

@@ -1,4 +1,4 @@
-"""The layering of ARCHITECTURE.md, enforced: a line of code knows its room.
+"""The layering of docs/architecture.md, enforced: a line of code knows its room.
 
 The codecs (``firmware_protocols``) are the bottom layer and import nothing
 of the project above them; the drivers (transports) import no controller

@@ -1,4 +1,4 @@
-"""A RESULT never pressed (issue 27, found by the dealer model): the cards
+"""A RESULT never pressed (found by the dealer model): the cards
 after a complete tableau wait for the RESULT or a fourth card (README,
 "Dealing errors (Article X)": four or more are the next coup, fewer are
 extra cards). The coup whose RESULT was missed ends as dealt, flagged

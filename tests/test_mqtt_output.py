@@ -1,4 +1,4 @@
-"""The MQTT contract (SPEC section 5) against a real mosquitto: topics,
+"""The MQTT contract (docs/operations.md, MQTT) against a real mosquitto: topics,
 QoS 1, retained status / state / roads / odds, the Last Will, delivery only
 on PUBACK with nothing lost or reordered across a broker outage, commands
 and their replies, TLS, and the shipped broker config's ACL."""
@@ -465,7 +465,7 @@ def test_a_command_retained_before_the_controller_connects_is_refused(
 def test_a_command_retained_while_the_controller_is_connected_is_refused_with_the_default_config(
     mosquitto: BrokerFactory, subscriber: SubscriberFactory, start_output: Callable[..., MqttOutput]
 ) -> None:
-    """Issue 11 item 5: a live subscriber sees the retain flag cleared,
+    """A live subscriber sees the retain flag cleared,
     unless it subscribed "retain as published" (MQTT 5), as the output does
     with the default config."""
     broker = mosquitto()

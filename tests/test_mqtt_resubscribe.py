@@ -1,5 +1,5 @@
 """A subscription the broker refuses is asked for again while the table
-stays connected (issue 28: NATS refuses one while its MQTT streams elect a
+stays connected (NATS refuses one while its MQTT streams elect a
 leader after a node dies, and the table subscribed again only at its next
 reconnect, taking no commands and no archive marks until then). Here a
 real NATS node (MQTT 3.1.1) refuses by its permissions, then its config

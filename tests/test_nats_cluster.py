@@ -8,8 +8,8 @@ and brought back, then another: at the end the archive holds every
 journalled event once, with its content (0 lost, 0 doubled).
 
 Which nodes are killed: first the node the tables publish to (their
-config lists all three, theirs first: they fail over to the next, issue 28
-item 3), then, once it is back and caught up, the stream's leader among the
+config lists all three, theirs first: they fail over to the next),
+then, once it is back and caught up, the stream's leader among the
 other two. The archivers list all three nodes and follow the cluster
 (nats-py reconnects to the next server). Also: a table speaking MQTT 5 to a NATS node says, in
 one line, that the broker lacks MQTT 5 and what to set.
@@ -371,7 +371,7 @@ def test_the_archive_equals_the_journals_through_node_kills(
         digest = hashlib.sha256(canonical_json(json.loads(text)).encode()).digest()
         assert stored[event_id] == digest, event_id
     assert conflicts == 0 and rejects == 0 and bad == 0
-    # every event signed by its table and verified by the archive (issue 29)
+    # every event signed by its table and verified by the archive
     assert verified == len(journal), (verified, len(journal))
     assert sum(archived.values()) == len(journal)
     # one durable consumer, a work queue: both archivers took a share
@@ -381,7 +381,7 @@ def test_the_archive_equals_the_journals_through_node_kills(
 def test_a_signed_event_taken_before_its_key_waits_for_the_other_archiver(
     cluster: NatsCluster, tmp_path: Path, pg_dsn: str
 ) -> None:
-    """The race of issue 29 on a work queue, forced: the table's key
+    """The signing-key race on a work queue, forced: the table's key
     announcement goes to one consumer of the durable (this test, standing
     for the other archiver, which holds it un-acknowledged), its signed
     events to the archiver. The archiver NAKs them with a delay instead of

@@ -3,7 +3,7 @@ published figures.
 
 The brute force here shares no code with controller.odds: it deals card
 values one at a time (P1, B1, P2, B2, then third cards) following the
-tableau as RULES.md writes it, with the exact weight of each draw (copies
+tableau as docs/dealing-errors.md writes it, with the exact weight of each draw (copies
 left of that value), and for pairs it walks ranks. It is slow (about a
 second per composition), so it runs on 1- and 2-deck shoes and a few
 depleted or lopsided compositions; the 8-deck shoe is checked against
@@ -45,7 +45,7 @@ def std_player_draws(p: int) -> bool:
 
 
 def std_banker_draws(b: int, p3: int | None) -> bool:
-    """RULES.md: Banker's action; ``p3`` None when the Player stood."""
+    """docs/dealing-errors.md: Banker's action; ``p3`` None when the Player stood."""
     if p3 is None:
         return b <= 5
     return (

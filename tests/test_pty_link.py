@@ -1,6 +1,6 @@
 """The fake shoe's pty symlink: removed whenever the fake can remove it,
 and never opened once stale (its maker killed with -9 and the pty number
-handed to another program). Issue 11, "Also"."""
+handed to another program)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Record, then replay: ``shoe-controller record`` captures a serial shoe
 (the fake shoe on a pseudo-terminal) to a ``.shoelog``, and replaying that
 capture settles exactly the coups the shoe dealt, as far as the capture
-holds them (SPEC section 2: "a recorded table session replays byte for
+holds them (docs/devices.md, Captures: "a recorded table session replays byte for
 byte").
 
 The capture is cut by ``--duration`` in the middle of the shoe: the coups

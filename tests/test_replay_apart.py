@@ -1,4 +1,4 @@
-"""Issue 29 item 3, the issue's own scenario: a live daemon deals on T01, a
+"""Replayed events kept apart, end to end: a live daemon deals on T01, a
 user replays ``docs/sample-shoe.shoelog`` with T01's own config. The replay
 is refused (one line, exit 2); told explicitly (``--force-live-table``), it
 is published with replay ids, the archiver keeps it apart (schema

@@ -1,4 +1,4 @@
-"""Replayed events in the archive (issue 29 item 3), below the processes of
+"""Replayed events in the archive, below the processes of
 ``tests/test_replay_apart.py``: ``parse`` checks the replay envelope at its
 bounds, and ``Store`` (real PostgreSQL) keeps replayed events in the schema
 ``replays`` whatever ids, tables and seqs they share with live ones.

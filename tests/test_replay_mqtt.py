@@ -1,6 +1,6 @@
-"""``replay --out mqtt`` (SPEC section 6): a capture's events published to a
+"""``replay --out mqtt`` (docs/operations.md, Command line): a capture's events published to a
 real broker (the suite's mosquitto) as ``replay`` writes them, marked as
-replayed (issue 29: ``replay`` in the envelope, ids of the replay form), in
+replayed (``replay`` in the envelope, ids of the replay form), in
 order, QoS 1, with no presence of its own (no status, no Last Will, no
 command subscription: a replay never speaks for the live table), and
 refused for a table whose retained status says its controller is online
@@ -54,7 +54,7 @@ def test_replay_to_mqtt_publishes_what_replay_writes_in_order_and_acknowledged(
         said[-1],
     )
     assert last is not None, said[-1]
-    # what replay writes, marked as this run's replay (issue 29)
+    # what replay writes, marked as this run's replay
     want = list(mark_replayed(iter(want), last.group(1), CAPTURE.name))
     assert all(e["event_id"].startswith(f"replay/{last.group(1)}/T07/") for e in want)
     # every event was acknowledged before the command returned, so the

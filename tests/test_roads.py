@@ -301,7 +301,7 @@ def test_last_shoe_coups_drops_voided_and_other_shoes() -> None:
 
 
 def test_an_opening_tie_takes_the_big_roads_first_cell_only_when_asked() -> None:
-    # the roads event (SPEC section 3) keeps B/P cells: nothing until a decisive coup
+    # the roads event (docs/events.md) keeps B/P cells: nothing until a decisive coup
     assert build_roads(["T", "T"])["big_road"] == []
     shown = build_roads([RoadCoup("T", player_pair=True), "T"], opening_tie=True)
     assert shown["big_road"] == [[{"w": "T", "ties": 2, "pp": True, "bp": False}]]

@@ -1,4 +1,4 @@
-"""Rule profiles: the shipped ones hold RULES.md, a custom one loads, and a
+"""Rule profiles: the shipped ones hold docs/dealing-errors.md, a custom one loads, and a
 bad one is refused with a message naming the bad key."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The shuffler's order is a secret (SPEC section 5): it never appears in
+"""The shuffler's order is a secret (docs/operations.md, MQTT): it never appears in
 an event, a JSON line, a journalled event or a log line; only its SHA-256
 commitment is published. Checked by grepping everything a run wrote."""
 

@@ -1,4 +1,4 @@
-"""shoe-ascii/1 (SPEC 1a): framing, resynchronisation, drop counts, sequence
+"""shoe-ascii/1 (docs/devices.md, shoe-ascii/1): framing, resynchronisation, drop counts, sequence
 gaps, and the encoder, as specifications of what the decoder promises.
 
 What every codec promises (round trips, chunking, garbage, checksums,

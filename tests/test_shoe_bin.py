@@ -1,4 +1,4 @@
-"""shoe-bin/1 (SPEC 1b): framing, CRC, resynchronisation on A5 5A, drop
+"""shoe-bin/1 (docs/devices.md, shoe-bin/1): framing, CRC, resynchronisation on A5 5A, drop
 counts, sequence gaps, and the encoder.
 
 What every codec promises (round trips, chunking, garbage, checksums,

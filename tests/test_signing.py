@@ -1,4 +1,4 @@
-"""Signed and chained events (issue 29 items 1, 2, 4): a real daemon signs
+"""Signed and chained events: a real daemon signs
 what it journals; ``verify`` checks a journal, the archive (real
 PostgreSQL) and a shoe report's events, and names an edited, deleted,
 inserted or swapped event in each; the archive sets aside a forgery

@@ -1,4 +1,4 @@
-"""One signature per run of linked events (issue 29 item 5): ``signing.vouch``
+"""One signature per run of linked events: ``signing.vouch``
 takes a table's signed events of an archive batch and verifies one
 signature per run of events each linked to the one before it, falling back
 to each event on its own when a run's signature does not verify."""

@@ -1,4 +1,4 @@
-"""The short soak and fault campaign (issue 5, item 1), inside ``make test``.
+"""The short soak and fault campaign, inside ``make test``.
 
 One campaign (:mod:`tests.soak.campaign`) runs once for this module: the
 fake shoe on a pty with every fault kind enabled, dealing four 8-deck shoes

@@ -1,6 +1,6 @@
 """Supervisor entries checked against the shoe's own evidence, and applied
-only once confirmed where they go beyond the entered card (issue 27,
-build item 3; ``controller.engine.evidence``).
+only once confirmed where they go beyond the entered card
+(``controller.engine.evidence``).
 
 The issue's two reproducers, through the engine and once through ``ctl``
 against a real daemon and the suite's broker:

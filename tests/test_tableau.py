@@ -1,9 +1,9 @@
-"""The third-card tableau of RULES.md, cell by cell, through the engine.
+"""The third-card tableau of docs/dealing-errors.md, cell by cell, through the engine.
 
 Each case deals the four first cards with the wanted totals (and the
 Player's third card where it matters) and checks which position the engine
 expects next: the tableau is read from the profile, so this also checks the
-shipped profiles hold RULES.md's table.
+shipped profiles hold docs/dealing-errors.md's table.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ TWO = {t: ("TS", CARD_OF_VALUE[t][0] + "H") for t in range(10)}
 
 PROFILES = ["punto_banco", "ez_baccarat", "baccarat_27"]
 
-# RULES.md: Banker's total when the Player drew -> Player third-card values
+# docs/dealing-errors.md: Banker's total when the Player drew -> Player third-card values
 # on which Banker draws.
 BANKER_DRAWS = {
     0: set(range(10)),
@@ -90,7 +90,8 @@ def test_banker_with_3_draws_unless_player_third_is_8() -> None:
 
 
 def test_banker_with_4_draws_on_player_third_2_to_7() -> None:
-    # seed 001 says "anything but 8" in one line: a translation slip (RULES.md)
+    # one translated rule card says "anything but 8" in one line: a slip
+    # (docs/dealing-errors.md, The tableau)
     assert [v for v in range(10) if _banker_draws(4, v)] == [2, 3, 4, 5, 6, 7]
 
 

@@ -1,4 +1,4 @@
-"""Outside text on a person's screen (issue 26, item 6): a control character
+"""Outside text on a person's screen: a control character
 (ESC, CR, BEL, NUL, DEL, C1), a line separator or a lone surrogate in a
 command's reason or id, or in a device's HELLO fields, is shown escaped by
 every human output (``textsafe.visible``): ``history`` (text and CSV),

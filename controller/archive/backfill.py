@@ -69,7 +69,7 @@ def journal_messages(path: str, prefix: str, batch: int = BATCH) -> Iterator[lis
 
 def journal_keys(path: str, prefix: str) -> tuple[str, bytes] | None:
     """The journal's signing keys as its table announces them on
-    ``<prefix>/<table>/keys`` (issue 29), or None (a journal never signed)."""
+    ``<prefix>/<table>/keys``, or None (a journal never signed)."""
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
         try:

@@ -205,7 +205,7 @@ class NatsConfig(_Model):
 
 
 class ArchiveSigning(_Model):
-    """Which signing keys the archive trusts (issue 29; README, "Signed and
+    """Which signing keys the archive trusts (README, "Signed and
     chained events")."""
 
     #: A table's first announced key is trusted when seen (default: a new

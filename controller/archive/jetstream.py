@@ -7,7 +7,7 @@ COMMIT of its batch.
 Why through JetStream and not over MQTT: NATS 2.9 speaks MQTT 3.1.1 only,
 and the archiver's MQTT path needs MQTT 5 (session expiry, receive
 maximum, shared subscriptions); over 3.1.1 NATS's shared subscriptions
-delivered nothing (issue 28). JetStream itself gives what the MQTT session
+delivered nothing. JetStream itself gives what the MQTT session
 gave, replicated: the stream keeps what no archiver has acknowledged, the
 durable consumer remembers what was, across archiver and node restarts.
 
@@ -22,8 +22,8 @@ a replicated copy the archiver will get. A stream of one's own capturing
 ``<prefix>.>`` is not that: NATS forwards the publish to it with no
 acknowledgement, so what was on its way to a leader that dies, or came
 while no leader was elected, is gone though the table had its PUBACK: 11
-of 2,903 PUBACKed events were missing after two node kills (issue 28
-item 4, tests/test_nats_cluster.py). ``$MQTT_msgs`` keeps a message while
+of 2,903 PUBACKed events were missing after two node kills
+(tests/test_nats_cluster.py). ``$MQTT_msgs`` keeps a message while
 a consumer has interest in it (interest retention): the durable consumer
 is that interest, so nothing is dropped while an archiver is away, and an
 acknowledged message is removed. The archiver never makes the stream (NATS
@@ -48,7 +48,7 @@ database does not hand the batch to another archiver. At most twice
 ``batch_max_events`` messages are unacknowledged per consumer
 (``max_ack_pending``, as the MQTT path's receive maximum).
 
-Signing keys on a work queue (issue 29). A table announces its keys
+Signing keys on a work queue. A table announces its keys
 (retained, ``<prefix>/<table>/keys``); on a work queue that message goes
 to one archiver, which commits them to ``table_keys``; the other may take
 the table's signed events first. An event signed under a key id this

@@ -1,4 +1,4 @@
-"""The archive's trust in each table's signing keys (issue 29), and the
+"""The archive's trust in each table's signing keys, and the
 check of every live event's signature.
 
 A table *signs* once the archive holds a key for it (``table_keys``):

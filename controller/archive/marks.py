@@ -1,5 +1,5 @@
 """How far the archive holds each table's events without a hole, and the
-holes themselves (issue 28, end-to-end acknowledgement).
+holes themselves (end-to-end acknowledgement).
 
 A table's events are numbered by ``seq``, which only grows and, within a
 journal epoch, grows by one (``event_id`` is ``<table>/<shoe>/<seq>``). So

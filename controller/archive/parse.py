@@ -1,9 +1,9 @@
 """From an MQTT message to an archivable event, or a reason it is not one.
 
 Pure (no I/O): ``classify`` decides whether a topic carries events at all
-(SPEC section 5: the retained ``status``, ``shoe/state`` and ``odds``
+(docs/operations.md, MQTT: the retained ``status``, ``shoe/state`` and ``odds``
 copies and the command topics do not), and ``parse`` checks a payload
-against the event contract (SPEC section 3) with stated bounds:
+against the event contract (docs/events.md) with stated bounds:
 
 * at most ``max_payload_bytes`` (checked before anything is decoded);
 * UTF-8 JSON, an object, nested at most ``MAX_DEPTH`` (32) arrays and

@@ -139,7 +139,7 @@ def drop_expired(conn: Conn, now: dt.datetime, retention_months: int) -> list[st
                     dropped.append(name)
         cutoff = dt.datetime(keep_from.year, keep_from.month, 1, tzinfo=dt.UTC)
         conn.execute("DELETE FROM event_ids WHERE ts < %s", (cutoff,))
-        conn.execute("DELETE FROM signed_lines WHERE ts < %s", (cutoff,))  # migration 6 (issue 29)
+        conn.execute("DELETE FROM signed_lines WHERE ts < %s", (cutoff,))  # migration 6
         conn.execute("DELETE FROM shoes WHERE coalesce(started_at, ended_at) < %s", (cutoff,))
         # replayed events (migration 5): the same horizon, row by row (not partitioned)
         for table in REPLAY_TABLES:

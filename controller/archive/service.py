@@ -154,7 +154,7 @@ class Archiver:
         # with itself; retained copies only for a new subscription.
         client.subscribe(self.cfg.topic_filter(), options=SubscribeOptions(qos=1, retainHandling=1))
         if self.cfg.share_group is not None:
-            # the tables' retained signing keys (issue 29) for every archiver:
+            # the tables' retained signing keys for every archiver:
             # a shared subscription gets no retained message (MQTT 5, 4.8.2)
             keys = f"{self.cfg.broker.topic_prefix}/+/keys"
             client.subscribe(keys, options=SubscribeOptions(qos=1, retainHandling=0))

@@ -73,7 +73,7 @@ COUNTERS: tuple[str, ...] = (
     "conflicts",
     "rejects",
     "ignored",
-    "bad_signatures",  # rejects for a missing or bad signature (issue 29): each an alert
+    "bad_signatures",  # rejects for a missing or bad signature: each an alert
 )
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
@@ -200,7 +200,7 @@ class Store:
         #: Months whose partitions are known to exist (per connection life:
         #: cleared on reconnect, since retention may have dropped some).
         self.months: set[dt.date] = set()
-        #: each table's trusted signing keys (issue 29)
+        #: each table's trusted signing keys
         self.keys = TableKeys(pinned or {}, trust_on_first_use=trust_on_first_use)
 
     # --- the batch ------------------------------------------------------------

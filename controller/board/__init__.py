@@ -1,6 +1,6 @@
-"""``shoe-controller board``: the live roadmap display (issue 13).
+"""``shoe-controller board``: the live roadmap display.
 
-A read-only client of the controllers' MQTT outputs (SPEC section 5) that
+A read-only client of the controllers' MQTT outputs (docs/operations.md, MQTT) that
 serves, for one or more tables, a page a kiosk browser shows full-screen,
 updated live by server-sent events. It has no command path: it never
 publishes, and its HTTP side answers GET and HEAD only.

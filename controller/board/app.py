@@ -323,8 +323,8 @@ def _page(name: str, **values: str) -> str:
 
 
 def history_routes(journals: Mapping[str, pathlib.Path]) -> list[BaseRoute]:
-    """The surveillance review's routes (``controller.history_web``, issue 13
-    item 3), for the tables that name a journal; none when that module is
+    """The surveillance review's routes (``controller.history_web``), for the
+    tables that name a journal; none when that module is
     not in this build."""
     if not journals:
         return []

@@ -2,7 +2,7 @@
 out. Pure: no I/O, no clock, no threads; the subscriber feeds it and the
 app reads :meth:`TableState.view`.
 
-What it is built from (SPEC section 5):
+What it is built from (docs/operations.md, MQTT):
 
 * the retained ``status`` (``online`` / ``offline``, the daemon's Last
   Will), ``shoe/state`` (the shoe so far: coup number, cards left, tally,
@@ -42,7 +42,7 @@ shoe's first event) is ignored.
 
 Bounds: every message is read and checked whole before any of it is used
 (``_read_*``, pure, then the ``TableState`` method that applies it): one
-that is not what the SPEC says (not JSON, not an object, a field of the
+that is not what docs/events.md says (not JSON, not an object, a field of the
 wrong type, a non-finite number, a shoe id that is not 1 to 64 printable
 ASCII characters) raises :class:`BadMessage` and changes nothing; a lone
 surrogate in a text is shown as U+FFFD;
@@ -81,19 +81,19 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 HAND_POSITIONS = ("P1", "B1", "P2", "B2", "P3", "B3")
 #: Labels of the side bets a profile may offer (``settlement`` keys).
 SIDE_BET_LABELS = {"dragon7": "Dragon 7", "panda8": "Panda 8", "b27": "B-27"}
-#: The ``tags`` (SPEC section 3) that count a side bet's hits in the
+#: The ``tags`` (docs/events.md) that count a side bet's hits in the
 #: retained ``shoe/state`` statistics.
 SIDE_BET_TAGS = {"dragon7": ("dragon7",), "panda8": ("panda8",), "b27": ("banker2", "banker7")}
 #: Bets that are not side bets: the tally shows them.
 MAIN_BETS = frozenset({"player", "banker", "tie", "player_pair", "banker_pair"})
 _WINNER = {"banker": "B", "player": "P", "tie": "T"}
-#: The two views of the odds (SPEC section 3, ``odds.update``): every card
+#: The two views of the odds (docs/events.md, ``odds.update``): every card
 #: read, and what a player could count (face-down burned cards unknown).
 ODDS_VIEWS = ("shoe", "counter")
 
 
 class BadMessage(ValueError):
-    """A message that is not what SPEC section 3/5 says; it changed nothing."""
+    """A message that is not what docs/events.md or docs/operations.md, MQTT says; it changed nothing."""
 
 
 def _obj(payload: bytes) -> dict[str, Any]:
@@ -876,7 +876,7 @@ class TableState:
         if f["demo"]:
             return True
         if any(b.coup == coup for b in s.beads):
-            return True  # a copy (events may come twice: SPEC section 5)
+            return True  # a copy (events may come twice: docs/operations.md, MQTT)
         bead = Bead(winner, pp, bp, coup)
         last = s.beads[-1] if s.beads else None
         if last is not None and last.coup is None and last.same(bead) and self._numbered_before(coup):

@@ -1,4 +1,4 @@
-"""``shoe-controller check-config FILE``: validate a config (SPEC section 7)
+"""``shoe-controller check-config FILE``: validate a config (docs/operations.md, Configuration)
 and print what it sets up; a bad config exits 2 with the message
 ``controller.config`` builds (the CLI wrapper prints it)."""
 

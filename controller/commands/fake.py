@@ -1,4 +1,4 @@
-"""``shoe-controller fake``: run the fake shoe (SPEC section 6).
+"""``shoe-controller fake``: run the fake shoe (docs/operations.md, Command line).
 
 With ``--pty`` the shoe speaks on a pseudo-terminal whose path (a stable
 symlink, valid across simulated unplugs) is the first line of stdout;

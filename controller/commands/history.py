@@ -1,5 +1,5 @@
 """``shoe-controller history ...``: surveillance review of a journal
-(issue 13, items 3 and 4), read-only and safe while the daemon runs.
+read-only and safe while the daemon runs.
 
 ``shoes``, ``coups``, ``coup SHOE N`` (one coup's timeline), ``errors CODE``
 print an aligned table (``--json``: one JSON document; ``--csv``: CSV with a
@@ -235,7 +235,7 @@ def _write(path: Path, text: str) -> None:
 
 
 def _write_events(args: argparse.Namespace, reader: Reader) -> None:
-    """The shoe's signed events for ``verify --events`` (issue 29): a first
+    """The shoe's signed events for ``verify --events``: a first
     line saying what the file is (the table's key list with it), then each
     event line exactly as journalled."""
     from controller.commands.verify import REPORT_FORMAT

@@ -1,4 +1,4 @@
-"""``shoe-controller keygen``: make a table's signing key (issue 29).
+"""``shoe-controller keygen``: make a table's signing key.
 
 ``keygen -c CONFIG`` (or ``--key PATH``) writes a new Ed25519 key, mode
 0600, where the config's ``signing_key`` says (default: ``signing.key``

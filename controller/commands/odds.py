@@ -1,5 +1,5 @@
 """``shoe-controller odds [--decks N] [--profile P] [--remove CARDS] [--json]``
-(SPEC section 6): exact probabilities and house edge of every bet of a
+(docs/operations.md, Command line): exact probabilities and house edge of every bet of a
 profile, for a fresh shoe or after removing cards.
 
 The human table shows percentages; ``--json`` prints::

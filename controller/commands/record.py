@@ -1,5 +1,5 @@
 """``shoe-controller record -c config.yaml -o FILE [--duration S]``: capture
-a device's bytes to a ``.shoelog`` (SPEC section 2), chunk-exact.
+a device's bytes to a ``.shoelog`` (docs/devices.md, Captures), chunk-exact.
 
 Opens the config's device through its driver and writes every read as one
 ``hex:`` record with its read time; link drops and returns are kept as

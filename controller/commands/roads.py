@@ -1,4 +1,4 @@
-"""``shoe-controller roads FILE.shoelog [--svg OUT]`` (SPEC section 6): the
+"""``shoe-controller roads FILE.shoelog [--svg OUT]`` (docs/operations.md, Command line): the
 scoreboard roads of the last shoe in a capture.
 
 The capture is replayed through the engine (``--profile`` / ``--decks``

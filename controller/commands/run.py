@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     logs.setup()
     cfg = load_config(args.config) if args.config else default_config()
-    # JSON lines wherever a program reads (a pipe, a file, journald: SPEC
-    # section 6); a line per coup for a person at a terminal, unless asked.
+    # JSON lines wherever a program reads (a pipe, a file, journald: docs/operations.md,
+    # Command line); a line per coup for a person at a terminal, unless asked.
     text = not args.json and sys.stdout.isatty()
     return run_daemon(cfg, early_signals=(stop, hup), stdout_text=text)

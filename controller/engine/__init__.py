@@ -1,4 +1,4 @@
-"""The game engine: frames and supervisor commands in, SPEC section 3 events out.
+"""The game engine: frames and supervisor commands in, docs/events.md events out.
 
 Sans-IO and deterministic: time advances only through the timestamps of the
 frames and commands fed in (and ``tick(now)``), so a replay of a capture

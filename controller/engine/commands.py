@@ -1,4 +1,4 @@
-"""Supervisor commands (SPEC section 5) as operations on the game.
+"""Supervisor commands (docs/operations.md, MQTT) as operations on the game.
 
 Owns which operation each typed command (``controller.commands_schema``)
 is (``apply``), and what ``void``, ``enter_card``, ``accept`` (and

@@ -1,4 +1,4 @@
-"""A supervisor's correction of a settled coup (``correct``, issue 27).
+"""A supervisor's correction of a settled coup (``correct``).
 
 A coup settled on a card that was not the card dealt (a misread the
 surveillance tape shows) is corrected, never silently: the supervisor

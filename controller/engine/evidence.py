@@ -1,5 +1,5 @@
-"""Supervisor entries checked against the shoe's own evidence (issue 27,
-item 3), and what an entry would do before it is done.
+"""Supervisor entries checked against the shoe's own evidence,
+and what an entry would do before it is done.
 
 - ``check_enter``: an ``enter_card`` whose card makes the cards the shoe
   dealt after it illegal by the tableau (the hand would be complete, yet

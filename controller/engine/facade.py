@@ -349,7 +349,7 @@ class Engine:
                     self.shoe = current
 
     def command(self, cmd: EngineCommand | Mapping[str, Any], t: float) -> tuple[dict[str, Any], list[Event]]:
-        """Apply a supervisor command (SPEC section 5), or one of the
+        """Apply a supervisor command (docs/operations.md, MQTT), or one of the
         daemon's own, as parsed by ``controller.commands_schema`` (a JSON
         object is parsed by it first). Returns the reply and the events; a
         command that cannot apply changes nothing."""

@@ -1,4 +1,4 @@
-"""The MQTT connection (SPEC section 5): the one place that talks to the
+"""The MQTT connection (docs/operations.md, MQTT): the one place that talks to the
 broker, after zigbee2mqtt's ``lib/mqtt.ts``.
 
 Owns the paho-mqtt client and everything about it: the Last Will
@@ -50,7 +50,7 @@ shows it), so such a command is applied once, and what stops a later copy
 from acting again is its ``ts`` and the once-only check
 (``controller.command_auth``).
 
-End-to-end acknowledgement (``archive_ack``, issue 28): a PUBACK says
+End-to-end acknowledgement (``archive_ack``): a PUBACK says
 only that the broker took an event, and a broker that crashes before its
 autosave forgets it. The floor archiver publishes, retained, how far it has
 archived this table's events without a hole (``<prefix>/<table>/archive/mark``,
@@ -105,7 +105,7 @@ from controller.mqtt_client import (
 
 log = logging.getLogger(__name__)
 
-#: the journal mark the archive's acknowledgement is kept under (issue 28)
+#: the journal mark the archive's acknowledgement is kept under
 ARCHIVE_OUTPUT = "archive"
 #: a larger archive/mark payload is ignored unread
 MAX_MARK_BYTES = 1024
@@ -166,7 +166,7 @@ CommandHandler = Callable[[Command], None]
 #: connection attempt every 2 s is nothing for a broker, even from a hall of tables.
 RECONNECT_DELAY_S: tuple[float, float] = (1.0, 2.0)
 #: A subscription the broker refused is asked for again after this, doubling
-#: up to the cap, while connected (issue 28: NATS refuses one while its MQTT
+#: up to the cap, while connected (NATS refuses one while its MQTT
 #: streams elect a leader after a node's death; the table subscribed again
 #: only on its next reconnect, taking no commands and no marks until then).
 RESUBSCRIBE_DELAY_S: tuple[float, float] = (2.0, 60.0)
@@ -220,7 +220,7 @@ class MqttOutput:
         self.topic_reply = f"{prefix}/{table}/cmd/reply"
         self.topic_mark = f"{prefix}/{table}/archive/mark"
         self.topic_keys = f"{prefix}/{table}/keys"
-        #: the table's signing keys (issue 29), retained on ``keys`` at every connect
+        #: the table's signing keys, retained on ``keys`` at every connect
         self.keys_text: str | None = None
 
         # Written by callbacks (network thread), read by the sender.
@@ -467,7 +467,7 @@ class MqttOutput:
     ) -> None:
         if rc.is_failure:
             # one line saying what to set when the broker lacks the protocol
-            # (issue 28); the same refusal again is not logged again
+            # the same refusal again is not logged again
             line = refusal_line(self._cfg, rc)
             self._connack_refused = True
             if line != self._last_error:

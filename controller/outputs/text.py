@@ -6,7 +6,7 @@ after, the reason). ``card``, ``odds.update`` and ``roads`` events get no
 line of their own (the coup's line has its cards).
 
 Only for a terminal: anything read by a program gets the JSON lines
-(SPEC section 6), which this never replaces in a pipe or a file.
+(docs/operations.md, Command line), which this never replaces in a pipe or a file.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The soak and fault campaign (issue 5, item 1).
+"""The soak and fault campaign.
 
 :mod:`tests.soak.campaign` is the harness: the fake shoe on a pseudo-terminal
 with every fault kind enabled, the daemon as a subprocess, a real Mosquitto

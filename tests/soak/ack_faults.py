@@ -6,8 +6,8 @@ fresh floor: deal, inject the fault, deal on, stop the shoes, then wait for
 the archive to hold every journal, with no ``--backfill``. Prints the fault
 table (fault, journalled, archived, missing, duplicates, recovered without
 backfill) as Markdown, and one JSON line per fault. ``--no-ack`` runs the
-tables with ``archive_ack: false`` (the behaviour before issue 28: a
-PUBACK is delivery) for comparison. Exit status 0 when every fault ended
+tables with ``archive_ack: false`` (the behaviour before end-to-end
+acknowledgement: a PUBACK is delivery) for comparison. Exit status 0 when every fault ended
 with 0 missing and 0 duplicates, 1 otherwise.
 
     .venv/bin/python -m tests.soak.ack_faults --tables 6 --events 3000 --down 15
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settle", type=float, default=600.0, help="seconds allowed for the archive to catch up")
     p.add_argument("--reoffer-after", type=float, default=5.0)
     p.add_argument("--cards-per-second", type=int, default=30)
-    p.add_argument("--no-ack", action="store_true", help="archive_ack: false (before issue 28)")
+    p.add_argument("--no-ack", action="store_true", help="archive_ack: false")
     p.add_argument("--faults", default=",".join(str(i) for i in range(len(FAULTS))), help="indexes, e.g. 0,1")
     args = p.parse_args(argv)
     if (problem := postgres.unavailable()) is not None:

@@ -1,10 +1,11 @@
-"""The soak and fault campaign harness (issue 5, item 1).
+"""The soak and fault campaign harness.
 
 One campaign is a whole table session under attack:
 
 * the fake shoe (``shoe-controller fake --pty``, its own process) deals
-  shoe after shoe on a pseudo-terminal with every fault kind of SPEC
-  section 7 enabled at random, writing its own record of what it dealt
+  shoe after shoe on a pseudo-terminal with every fault kind of the fake
+  shoe (docs/devices.md, The fake shoe) enabled at random, writing its own
+  record of what it dealt
   (``--log``: one JSON line per coup, with the faults it injected);
 * the daemon (``shoe-controller run``, a subprocess) reads the pty through
   the serial driver and publishes to a real Mosquitto;
@@ -16,7 +17,7 @@ One campaign is a whole table session under attack:
   port from the reader's side).
 
 At the end :func:`analyse` accounts for every coup the fake dealt and
-checks the delivery guarantees of SPEC sections 3 and 5 (see
+checks the delivery guarantees of docs/events.md and docs/operations.md, MQTT (see
 :meth:`Report.problems` for the exact list).
 
 How a coup is accounted for. The fake is deterministic, so the harness
@@ -73,7 +74,7 @@ from tests.conftest import Broker, Received, Subscriber, free_port, mqtt_client
 TABLE = "T01"
 PREFIX = "baccarat"
 
-#: Every fault kind of SPEC section 7, tuned so that most coups are clean:
+#: Every fault kind of the fake shoe (docs/devices.md, The fake shoe), tuned so that most coups are clean:
 #: about one coup in eight carries a fault that makes a misdeal.
 #: ``wronghand`` is listed for completeness; only an Angel Eye can misplace
 #: a card, so on ``shoe-ascii/1`` the fake never injects it.
@@ -89,7 +90,7 @@ DEFAULT_FAULTS = (
 #: subscriber has reconnected: the broker would drop it, not the daemon).
 BROKER_CONFIG = "listener @PORT@ 127.0.0.1\nallow_anonymous true\nmax_queued_messages 10000\n"
 
-#: The dealing errors (SPEC section 4) each fault of the fake's record may
+#: The dealing errors (docs/dealing-errors.md) each fault of the fake's record may
 #: show as. ``line_lost`` is not a fault of the fake: frames it sent intact
 #: that never reached the journal (the daemon was dead or being killed).
 CODES_FOR_FAULT: dict[str, frozenset[str]] = {
@@ -116,7 +117,7 @@ CODES_FOR_FAULT: dict[str, frozenset[str]] = {
 LOSS_KINDS = frozenset({"badck", "gap", "disconnect_lost", "line_lost"})
 
 #: topics that carry no event: retained snapshots, the table's signing keys
-#: (issue 29) and the archive's mark (issue 28), which a live subscriber gets
+#: and the archive's mark, which a live subscriber gets
 #: with retain unset when published while it is connected
 NON_EVENT_TOPICS = frozenset(
     f"{PREFIX}/{TABLE}/{t}" for t in ("status", "shoe/state", "odds", "keys", "archive/mark")
@@ -903,7 +904,7 @@ class Report:
     # -- verdict groups, one per promise (each a test of its own)
 
     def delivery_problems(self) -> list[str]:
-        """SPEC 3 and 5: nothing lost, nothing changed, order kept."""
+        """docs/events.md and docs/operations.md, MQTT: nothing lost, nothing changed, order kept."""
         out = []
         if self.lost:
             out.append(f"{len(self.lost)} events lost (journalled, never delivered): {_some(self.lost)}")

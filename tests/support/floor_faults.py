@@ -1,4 +1,4 @@
-"""A small floor for the end-to-end acknowledgement's fault runs (issue 28):
+"""A small floor for the end-to-end acknowledgement's fault runs:
 real table daemons reading fake shoes over pseudo-terminals, journalling in
 SQLite and publishing to a Mosquitto that persists (autosave every 1,800 s,
 so a ``kill -9`` loses everything it held since it started), one archiver

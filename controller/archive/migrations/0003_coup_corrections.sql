@@ -1,5 +1,5 @@
 -- shoe-controller archive, migration 3: supervisors' corrections of settled
--- coups (coup.corrected, issue 27).
+-- coups (coup.corrected).
 --
 -- One row per coup.corrected: the corrected result with coup.result's
 -- fields (as in coups), the event_id of the result it supersedes (a

@@ -1,5 +1,5 @@
 -- shoe-controller archive, migration 4: how far the archive holds each
--- table's events without a hole (issue 28, end-to-end acknowledgement).
+-- table's events without a hole (end-to-end acknowledgement).
 --
 -- One row per table: every event of the table with a seq from the first
 -- one archived (first_seq) up to seq is in events, except the seqs of a

@@ -1,4 +1,4 @@
--- shoe-controller archive, migration 5: replayed events kept apart (issue 29).
+-- shoe-controller archive, migration 5: replayed events kept apart.
 --
 -- An event that `shoe-controller replay --out mqtt` published says so in its
 -- envelope (`"replay": {"run", "source"}`) and has an id of its own form,

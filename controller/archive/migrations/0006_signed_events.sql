@@ -1,4 +1,4 @@
--- shoe-controller archive, migration 6: signed and chained events (issue 29).
+-- shoe-controller archive, migration 6: signed and chained events.
 --
 -- signed_lines: a signed event's line exactly as received, beside its
 -- events row: its bytes are what the signature covers and what the next

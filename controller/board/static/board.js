@@ -254,7 +254,7 @@
     }
   }
 
-  // Both views of the odds (SPEC section 3), side by side: every card read
+  // Both views of the odds (docs/events.md), side by side: every card read
   // (shoe) and what a player can count (counter), each the latest
   // odds.update of its view; a view not received yet is said so.
   const VIEWS = ["shoe", "counter"];
