@@ -17,6 +17,29 @@ from controller.errors import ExpectedError
 from controller.textsafe import ONE_LINE_RULE, one_line_problem, visible
 
 
+def _ctl_options(p: argparse.ArgumentParser, default: object) -> None:
+    """``ctl``'s options common to every action; ``default`` None gives each
+    its own default, ``argparse.SUPPRESS`` none at all."""
+
+    def d(value: object) -> object:
+        return value if default is None else default
+
+    p.add_argument(
+        "-c",
+        "--config",
+        default=d(None),
+        help="a supervisor's config: table and outputs.mqtt, no device needed (required)",
+    )
+    p.add_argument("--table", default=d(None), help="the table to command (default: the config's table)")
+    p.add_argument("--timeout", type=float, default=d(10.0), help="seconds to wait for the reply (0.1..600)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        default=d(False),
+        help="print the controller's raw reply (one JSON line)",
+    )
+
+
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="shoe-controller", description="Baccarat card-reading shoe controller.")
     p.add_argument("--version", action="version", version=f"shoe-controller {__version__}")
@@ -32,7 +55,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
 
     rp = sub.add_parser("replay", help="replay .shoelog captures through the engine")
-    rp.add_argument("files", nargs="+", metavar="FILE")
+    rp.add_argument("files", nargs="+", metavar="FILE", help=".shoelog captures, replayed in turn")
     rp.add_argument("--profile", help="punto_banco | ez_baccarat | baccarat_27 | path to a profile YAML")
     rp.add_argument("--decks", type=int, help="1..12")
     rp.add_argument("--table", help="table id (default: from the file, else T01)")
@@ -63,33 +86,50 @@ def _build_parser() -> argparse.ArgumentParser:
 
     fk = sub.add_parser("fake", help="run a fake shoe")
     fk.add_argument("--pty", action="store_true", help="speak on a pseudo-terminal; prints its path first")
-    fk.add_argument("--seed", type=int, default=1)
-    fk.add_argument("--protocol", default="shoe-ascii/1")
-    fk.add_argument("--cards-per-second", type=float, default=2.0)
+    fk.add_argument(
+        "--seed", type=int, default=1, help="the shuffle seed: the same seed deals the same shoes (default 1)"
+    )
+    fk.add_argument(
+        "--protocol",
+        default="shoe-ascii/1",
+        help="the wire protocol it speaks: shoe-ascii/1 (default), shoe-bin/1 or angel-eye/2",
+    )
+    fk.add_argument(
+        "--cards-per-second",
+        type=float,
+        default=2.0,
+        help="the dealing pace (default 2; 0 = as fast as the reader takes them)",
+    )
     fk.add_argument("--faults", default="", help='e.g. "gap:0.01,garbage:0.05,extra:0.02"')
-    fk.add_argument("--decks", type=int, default=8)
+    fk.add_argument("--decks", type=int, default=8, help="decks in the shoe, 1..12 (default 8)")
     fk.add_argument("--shoes", type=int, default=0, help="stop after N shoes (0 = forever)")
     fk.add_argument("--log", help="write the fake shoe's own record of what it dealt (JSON lines)")
 
     rec = sub.add_parser("record", help="capture a device's bytes to a .shoelog")
-    rec.add_argument("-c", "--config", required=True)
-    rec.add_argument("-o", "--output", required=True)
+    rec.add_argument("-c", "--config", required=True, help="the table's config: its device is read")
+    rec.add_argument("-o", "--output", required=True, help="the .shoelog file to write")
     rec.add_argument("--duration", type=float, default=0.0, help="stop after N seconds (0 = until SIGINT)")
 
     cc = sub.add_parser("check-config", help="validate a config file")
-    cc.add_argument("file")
+    cc.add_argument("file", help="the config YAML to check (a table's, a supervisor's, the board's)")
 
     od = sub.add_parser("odds", help="exact probabilities and house edge of every bet")
-    od.add_argument("--decks", type=int, default=8)
-    od.add_argument("--profile", default="punto_banco")
+    od.add_argument("--decks", type=int, default=8, help="decks in the shoe, 1..12 (default 8)")
+    od.add_argument(
+        "--profile",
+        default="punto_banco",
+        help="punto_banco (default) | ez_baccarat | baccarat_27 | path to a profile YAML",
+    )
     od.add_argument("--remove", default="", help="cards to remove, e.g. 7H,7S,KD")
-    od.add_argument("--json", action="store_true")
+    od.add_argument("--json", action="store_true", help="one JSON document instead of the table")
 
     rd = sub.add_parser("roads", help="scoreboard roads of the last shoe in a capture")
-    rd.add_argument("file")
-    rd.add_argument("--svg", metavar="OUT")
-    rd.add_argument("--profile")
-    rd.add_argument("--decks", type=int)
+    rd.add_argument("file", help="a .shoelog capture; the roads of its last shoe are drawn")
+    rd.add_argument("--svg", metavar="OUT", help="write the roads as an SVG picture to OUT")
+    rd.add_argument(
+        "--profile", help="punto_banco | ez_baccarat | baccarat_27 | a profile YAML (default: the file's)"
+    )
+    rd.add_argument("--decks", type=int, help="1..12 (default: the file's, else 8)")
 
     bd = sub.add_parser("board", help="the live roadmap display of one or more tables (read-only web page)")
     bd.add_argument(
@@ -117,20 +157,13 @@ def _build_parser() -> argparse.ArgumentParser:
         help="send a supervisor command through the broker",
         description="Send one supervisor command to a table's controller and say what it did.",
     )
+    # The options every action takes, given before the action (ctl -c sup.yaml
+    # void ...) or after it (ctl void ... -c sup.yaml): on ctl itself with
+    # their defaults, and on each action with none (SUPPRESS), so that one
+    # given after the action wins and one given before is kept.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "-c",
-        "--config",
-        required=True,
-        help="a supervisor's config: table and outputs.mqtt, no device needed",
-    )
-    common.add_argument("--table", help="the table to command (default: the config's table)")
-    common.add_argument(
-        "--timeout", type=float, default=10.0, help="seconds to wait for the reply (0.1..600)"
-    )
-    common.add_argument(
-        "--json", action="store_true", help="print the controller's raw reply (one JSON line)"
-    )
+    _ctl_options(common, argparse.SUPPRESS)
+    _ctl_options(ctl, None)
     actions = ctl.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     coup_help = "the coup's number in the current shoe"
@@ -284,15 +317,15 @@ def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     actions.required = True
     actions.add_parser("shoes", parents=[src, limit], help="the shoes in the journal")
     cp = actions.add_parser("coups", parents=[src, limit, when], help="coups of a shoe or of a time range")
-    cp.add_argument("--shoe", metavar="ID")
+    cp.add_argument("--shoe", metavar="ID", help="this shoe's coups (or give --since/--until)")
     one = actions.add_parser("coup", parents=[src], help="one coup's whole timeline")
-    one.add_argument("shoe", metavar="SHOE")
-    one.add_argument("coup", metavar="N")
+    one.add_argument("shoe", metavar="SHOE", help="the shoe's id (history shoes lists them)")
+    one.add_argument("coup", metavar="N", help="the coup's number in that shoe")
     er = actions.add_parser("errors", parents=[src, limit, when], help="every coup with a dealing error")
-    er.add_argument("code", metavar="CODE", help="a docs/dealing-errors.md code, e.g. UNREAD_CARD")
-    er.add_argument("--shoe", metavar="ID")
+    er.add_argument("code", metavar="CODE", help="a dealing-error code (docs: Dealing errors), e.g. UNREAD_CARD")
+    er.add_argument("--shoe", metavar="ID", help="only this shoe's coups")
     rp = actions.add_parser("report", parents=[src], help="the printable report of an ended shoe")
-    rp.add_argument("shoe", metavar="SHOE")
+    rp.add_argument("shoe", metavar="SHOE", help="the ended shoe's id (history shoes lists them)")
     rp.add_argument("--html", metavar="OUT", help="write the report page here")
     rp.add_argument("--pdf", metavar="OUT", help="print it to PDF with headless Chromium")
     rp.add_argument("--chromium", metavar="PATH", help="the Chromium binary (default: found on PATH)")

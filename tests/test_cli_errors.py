@@ -294,3 +294,23 @@ def test_the_readme_command_table_has_a_row_for_every_command() -> None:
     documented = {name for name, does in rows if len(does) > 20}
     assert set(sub.choices) <= documented, sorted(set(sub.choices) - documented)
     assert {"archive", "report"} <= documented
+
+
+def test_every_option_and_argument_of_every_command_has_help_text() -> None:
+    """``-h`` says what each option does: none is listed bare."""
+    import argparse
+
+    from controller.cli import _build_parser
+
+    bare: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}")
+            elif not action.help:
+                bare.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(_build_parser(), "shoe-controller")
+    assert bare == []

@@ -206,3 +206,50 @@ def test_a_card_entered_for_a_lost_frame_is_named_where_it_was_dealt_and_accept_
     with _daemon(other, broker2, _head("x_sequence_gap.shoelog", 9), sub2):
         r = ctl("accept", "--coup", "1", "-c", sup2)
         assert (r.returncode, r.stdout) == (0, "coup 1: SEQUENCE_GAP accepted\n"), r.stderr
+
+
+# --- a table the broker does not know, and options before the action --------
+
+
+def test_options_may_come_before_the_action_and_config_is_required_either_way() -> None:
+    sup = str(EXAMPLES / "supervisor.yaml")
+    # before the action: parsed, and the action's own checks still apply
+    line = one_line_error(cli("ctl", "-c", sup, "--table", "T/1", "new-shoe"), 2)
+    assert line.startswith("shoe-controller ctl: --table must be 1 to 32 of"), line
+    r = cli("ctl", "-c", sup, "void")
+    assert r.returncode == 2 and "the following arguments are required: --coup" in r.stderr
+    # after the action wins over before it
+    line = one_line_error(cli("ctl", "--table", "T01", "new-shoe", "-c", sup, "--table", "T/2"), 2)
+    assert line.startswith("shoe-controller ctl: --table must be 1 to 32 of"), line
+    line = one_line_error(cli("ctl", "void", "--coup", "3"), 2)
+    assert line.startswith("shoe-controller ctl: the following arguments are required: -c/--config"), line
+
+
+@pytest.mark.mqtt
+def test_a_table_without_a_controller_is_named_at_once_not_after_the_timeout(
+    tmp_path: Path, mosquitto: BrokerFactory, subscriber: Callable[..., Subscriber]
+) -> None:
+    broker = mosquitto()
+    sup = str(_supervisor(tmp_path, broker))
+    # no retained status at all: a wrong --table (or a table never started);
+    # the timeout is long, the answer must not wait for it
+    r = cli("ctl", "-c", sup, "--table", "T09", "--timeout", "60", "void", "--coup", "3")
+    line = one_line_error(r, 1)
+    assert line == (
+        "shoe-controller ctl: table T09: no controller is known on this broker"
+        " (no retained baccarat/T09/status); check --table and the config's table and topic_prefix"
+    )
+    # a controller that said it went offline (its Last Will, retained)
+    sub = subscriber(broker, ["baccarat/T01/cmd"])
+    sub.publish("baccarat/T01/status", "offline", retain=True)
+    r = cli("ctl", "-c", sup, "--timeout", "60", "void", "--coup", "3")
+    assert one_line_error(r, 1) == (
+        "shoe-controller ctl: table T01: its controller is offline (retained baccarat/T01/status"
+        " = offline); only a running controller takes a command"
+    )
+    # neither published a command onto the table's topic
+    assert not sub.wait_for(lambda ms: bool(ms), 0.5)
+    # a status longer than any a controller writes is read cut, not whole
+    sub.publish("baccarat/T01/status", "x" * 100_000, retain=True)
+    r = cli("ctl", "-c", sup, "--timeout", "0.5", "void", "--coup", "3")
+    assert one_line_error(r, 1).startswith("shoe-controller ctl: no reply within 0.5 s from table T01")

@@ -279,3 +279,20 @@ def test_a_gap_when_the_supervisors_numbering_passes_the_last_coup_opens_no_coup
         (3, "SEQUENCE_GAP"),
         (4, "CUT_CARD_OVERRUN"),
     ]
+
+
+def test_accept_on_a_coup_awaiting_only_an_unread_card_points_to_enter_card() -> None:
+    tb = Table()
+    tb.start()
+    tb.cards("TS", "7C")
+    tb.card(None)  # P2 passes the reader unread: UNREAD_CARD, nothing to accept
+    assert _misdeals(tb)[-1] == (1, "UNREAD_CARD", "awaiting_supervisor")
+    reply, _ = tb.command(cmd="accept", coup=1)
+    assert not reply["ok"]
+    assert reply["error"] == (
+        "coup 1 has nothing a supervisor can accept: it awaits a card (UNREAD_CARD);"
+        " enter it with enter_card (ctl enter-card --coup 1 --card CARD) or void the coup"
+    )
+    # and the entry it points to is taken
+    reply, _ = tb.command(cmd="enter_card", coup=1, card="KH")
+    assert reply["ok"], reply

@@ -63,6 +63,8 @@ EVENT_TOPICS = (
 #: How long to wait, after the reply, for the events that say what was done.
 EVENT_GRACE_S = 2.0
 MAX_TIMEOUT_S = 600.0
+#: The longest retained status read (the daemon writes ``online`` or ``offline``).
+MAX_STATUS_BYTES = 64
 
 Event = dict[str, Any]
 
@@ -203,7 +205,30 @@ def describe(cmd: dict[str, Any]) -> tuple[Callable[[list[Event]], str | None] |
 # --- the exchange with the broker -------------------------------------------
 
 
+def table_absent(table: str, topic: str, status: str | None) -> str | None:
+    """Why a command cannot reach ``table``, from its retained status (None:
+    send it). No retained status: no controller has ever said it runs that
+    table on this broker (a wrong ``--table`` or ``topic_prefix``, or a table
+    never started); ``offline``: its controller is stopped or lost."""
+    if status is None:
+        return (
+            f"table {table}: no controller is known on this broker (no retained {topic});"
+            " check --table and the config's table and topic_prefix"
+        )
+    if status.strip() == "offline":
+        return (
+            f"table {table}: its controller is offline (retained {topic} = offline);"
+            " only a running controller takes a command"
+        )
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.config is None:
+        raise UsageError(
+            "the following arguments are required: -c/--config (a supervisor's config:"
+            " table and outputs.mqtt), before or after the action"
+        )
     if not (math.isfinite(args.timeout) and 0.1 <= args.timeout <= MAX_TIMEOUT_S):
         raise UsageError(f"--timeout must be 0.1 to {MAX_TIMEOUT_S:g} seconds, not {args.timeout!r}")
     cfg = load_client_config(args.config)
@@ -236,17 +261,38 @@ def run(args: argparse.Namespace) -> int:
     # a client id of its own: a ctl never takes over the daemon's session
     client = make_client(m, f"ctl-{uuid.uuid4().hex[:8]}")
 
+    status_topic = f"{prefix}/status"
+    status: list[str] = []  # the table's retained status, if the broker holds one
+    status_mid: list[int | None] = []
+
     def on_connect(c: mqtt.Client, _u: Any, _f: Any, rc: Any, _p: Any = None) -> None:
         if rc.is_failure:
             failure.append(f"broker refused the connection: {rc}")
             got.set()
             return
-        topics = [f"{prefix}/cmd/reply"] + ([f"{prefix}/{t}" for t in EVENT_TOPICS] if listen else [])
-        c.subscribe([(t, 1) for t in topics])
+        # First the table's retained status alone (QoS 0: nothing held in
+        # flight), then the reply and event topics: a broker sends a
+        # subscription's retained message right after its SUBACK and handles
+        # one client's packets in order, so by the second SUBACK the status
+        # has come if the broker holds one.
+        status_mid.append(c.subscribe(status_topic, qos=0)[1])
 
-    def on_subscribe(c: mqtt.Client, _u: Any, _mid: Any, codes: Any, _p: Any = None) -> None:
+    def on_subscribe(c: mqtt.Client, _u: Any, mid: Any, codes: Any, _p: Any = None) -> None:
+        if mid in status_mid:
+            if getattr(codes[0], "is_failure", False):
+                # a supervisor's ACL need not grant the status: then the
+                # reply's wait says it, as before
+                status.append("?")
+            topics = [f"{prefix}/cmd/reply"] + ([f"{prefix}/{t}" for t in EVENT_TOPICS] if listen else [])
+            c.subscribe([(t, 1) for t in topics])
+            return
         if getattr(codes[0], "is_failure", False):
             failure.append("the broker refused the subscription to cmd/reply (ACL?)")
+            got.set()
+            return
+        absent = table_absent(table, status_topic, status[0] if status else None)
+        if absent is not None:
+            failure.append(absent)
             got.set()
             return
         with lock:
@@ -262,6 +308,10 @@ def run(args: argparse.Namespace) -> int:
             got.set()
 
     def on_message(_c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
+        if msg.topic == status_topic:
+            if msg.retain and not status:
+                status.append(bytes(msg.payload[:MAX_STATUS_BYTES]).decode("utf-8", "replace"))
+            return
         try:
             data = json.loads(msg.payload)
         except ValueError:

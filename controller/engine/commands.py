@@ -152,6 +152,14 @@ def emit_entered(eng: Engine, t: float, coup: Coup, position: str, code: str) ->
 def accept(eng: Engine, coup: Coup, t: float, *, checked: bool = True) -> Work:
     accepted = [c for c in article_x.ACCEPTABLE if c in coup.open]
     if not accepted:
+        enterable = [c.value for c in article_x.ENTERABLE if c in coup.open]
+        if enterable:
+            # the one thing it waits for is a card: say which command gives it
+            raise CommandError(
+                f"coup {coup.number} has nothing a supervisor can accept: it awaits a card"
+                f" ({', '.join(enterable)}); enter it with enter_card (ctl enter-card --coup"
+                f" {coup.number} --card CARD) or void the coup"
+            )
         raise CommandError(f"coup {coup.number} has nothing a supervisor can accept")
     if checked:  # (the cards read since a loss: ``evidence``)
         evidence.check_accept(eng, coup)
