@@ -322,7 +322,7 @@ def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     one.add_argument("shoe", metavar="SHOE", help="the shoe's id (history shoes lists them)")
     one.add_argument("coup", metavar="N", help="the coup's number in that shoe")
     er = actions.add_parser("errors", parents=[src, limit, when], help="every coup with a dealing error")
-    er.add_argument("code", metavar="CODE", help="a dealing-error code (docs: Dealing errors), e.g. UNREAD_CARD")
+    er.add_argument("code", metavar="CODE", help="a dealing-error code, e.g. UNREAD_CARD")
     er.add_argument("--shoe", metavar="ID", help="only this shoe's coups")
     rp = actions.add_parser("report", parents=[src], help="the printable report of an ended shoe")
     rp.add_argument("shoe", metavar="SHOE", help="the ended shoe's id (history shoes lists them)")
