@@ -503,7 +503,9 @@ def test_cli_migrate_twice_and_stats(tmp_path: Path, pg_dsn: str) -> None:
     assert second.returncode == 0 and "already current" in second.stdout
     stats = _cli("--config", str(cfg), "--stats")
     assert stats.returncode == 0, stats.stderr
-    assert json.loads(stats.stdout) == {"conflicts": 0, "counters": {}, "events": 0, "rejects": 0}
+    assert json.loads(stats.stdout) == {
+        "conflicts": 0, "counters": {}, "events": 0, "rejects": 0, "replay_events": 0, "replay_conflicts": 0
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(

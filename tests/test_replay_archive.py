@@ -137,7 +137,10 @@ def test_replayed_events_are_archived_apart_never_against_live_ones(conn: Any) -
     replays = [replayed(e) for e in live]
     r = s.write(conn, [msg(e) for e in live + replays])
     conn.commit()
-    assert r.counts["archived"] == 6 and r.counts["conflicts"] == 0 and r.counts["duplicates"] == 0
+    # counted apart: the live figures count the live events only
+    assert r.counts["archived"] == 3 and r.counts["replay_archived"] == 3, r.counts
+    assert r.counts["conflicts"] == r.counts["duplicates"] == 0
+    assert r.counts["replay_conflicts"] == r.counts["replay_duplicates"] == 0
     assert r.counts["rejects"] == 0, r.reject_reasons
     assert [row[0] for row in conn.execute("SELECT event_id FROM event_ids ORDER BY 1")] == [
         "T01/-/1", "T01/S1/2", "T01/S1/3"
@@ -154,17 +157,18 @@ def test_replayed_events_are_archived_apart_never_against_live_ones(conn: Any) -
     # content is a conflict among replays, never against the live events
     again = s.write(conn, [msg(e) for e in live + replays])
     conn.commit()
-    assert again.counts["duplicates"] == 6 and again.counts["archived"] == 0
+    assert again.counts["duplicates"] == 3 and again.counts["replay_duplicates"] == 3
+    assert again.counts["archived"] == again.counts["replay_archived"] == 0
     other = replayed(card(2, code="KH"))
     clash = s.write(conn, [msg(other)])
     conn.commit()
-    assert clash.counts["conflicts"] == 1
+    assert clash.counts["replay_conflicts"] == 1 and clash.counts["conflicts"] == 0
     assert count(conn, "conflicts") == 0
     assert count(conn, "replays.conflicts") == 1
     # a second run of the same capture is its own: new ids, archived
     second = s.write(conn, [msg(replayed(e, OTHER_RUN)) for e in live])
     conn.commit()
-    assert second.counts["archived"] == 3
+    assert second.counts["replay_archived"] == 3 and second.counts["archived"] == 0
     assert count(conn, "event_ids") == 3
 
 
@@ -174,7 +178,7 @@ def test_replayed_shoes_are_apart_and_retention_deletes_old_replays(conn: Any) -
     s = store(retention=24)
     r = s.write(conn, [msg(replayed(started)), msg(replayed(result(2, 1)))])
     conn.commit()
-    assert r.counts["archived"] == 2, r.reject_reasons
+    assert r.counts["replay_archived"] == 2, r.reject_reasons
     assert count(conn, "shoes") == 0
     assert count(conn, "replays.shoes") == 1
     # a year on, with 12 months kept: the old replay goes, the recent one stays
@@ -205,3 +209,46 @@ def test_a_capture_of_any_name_gives_a_source_the_archive_takes() -> None:
     assert source == "shoe\\n\\x1b[2J\\udcff.shoelog"
     assert parsed(replayed(card(5), source=source)).replay == RUN
     assert replay_source("x" * 300) == "x" * MAX_SOURCE_CHARS == replay_source("x" * MAX_SOURCE_CHARS)
+
+
+def test_the_durable_counters_and_stats_count_replays_apart(conn: Any, pg_dsn: str, capsys: Any) -> None:
+    """``archive_counters`` (what ``--stats`` and the metrics show) never
+    adds a replayed event to the live ``archived``, ``duplicates`` or
+    ``conflicts``; ``--stats`` counts the replays' events apart."""
+    from controller.archive.metrics import ArchiveMetrics
+    from controller.archive.store import counters
+
+    s = store()
+    live = [card(2), result(3, 1)]
+    s.write(conn, [msg(e) for e in live] + [msg(replayed(e)) for e in [*live, card(4)]])
+    s.write(conn, [msg(replayed(card(2)))])  # a replay's duplicate
+    s.write(conn, [msg(replayed(card(2, code="KH")))])  # a replay's conflict
+    conn.commit()
+    got = counters(conn)["test"]
+    assert got["archived"] == 2 and got["replay_archived"] == 3, got
+    assert got["replay_duplicates"] == 1 and got["replay_conflicts"] == 1, got
+    assert "duplicates" not in got and "conflicts" not in got, got
+    # the metrics name them apart too (one outcome each, present at 0)
+    m = ArchiveMetrics(("127.0.0.1", 0))
+    try:
+        from collections import Counter
+
+        m.committed(Counter(got))
+        from prometheus_client import generate_latest
+
+        text = generate_latest(m.registry).decode()
+    finally:
+        m.server.close()
+    assert 'shoe_archive_messages_total{outcome="archived"} 2.0' in text
+    assert 'shoe_archive_messages_total{outcome="replay_archived"} 3.0' in text
+    assert 'shoe_archive_messages_total{outcome="conflicts"} 0.0' in text
+    assert 'shoe_archive_messages_total{outcome="replay_conflicts"} 1.0' in text
+    # archive --stats: the live events and conflicts, and the replays' apart
+    from controller.commands.archive import _stats
+
+    capsys.readouterr()
+    assert _stats(pg_dsn) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["events"], stats["conflicts"]) == (2, 0), stats
+    assert (stats["replay_events"], stats["replay_conflicts"]) == (3, 1), stats
+    assert stats["counters"]["test"]["replay_archived"] == 3

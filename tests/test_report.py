@@ -431,3 +431,24 @@ def test_coups_whose_shoe_start_is_not_archived_are_counted_but_not_tested(
         assert row["untested"] == {"no shoe.started archived": 2} and row["tests"] == 0
         code, out, _ = _report(capsys, "--dsn", d, *SHIFTS)
         assert code == 0 and "not tested: no shoe.started archived: 2" in out
+
+
+def test_csv_rows_say_whether_they_are_live_or_replayed(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every CSV row carries its source (``live`` or ``replay``): a replays
+    report's rows, cut out of their file, are never taken for the floor's."""
+    from controller.replay import mark_replayed
+
+    with fresh_archive("floor_report_csv") as d:
+        live = _dragon()
+        replayed = list(mark_replayed(iter(_dragon()), "ab" * 16, "t02.shoelog"))
+        assert archive(d, live + replayed) == 2 * len(live)
+        day = ("--from", "2026-11-20", "--to", "2026-11-20")
+        code, out, err = _report(capsys, "--dsn", d, "--csv", *day)
+        assert code == 0, err
+        rows = list(csv.DictReader(io.StringIO(out)))
+        assert [(r["table"], r["source"], r["settled"]) for r in rows] == [("T02", "live", "2")]
+        code, out, err = _report(capsys, "--dsn", d, "--csv", "--replays", *day)
+        assert code == 0, err
+        assert out.splitlines()[0].split(",")[:3] == ["table", "source", "start"]
+        rows = list(csv.DictReader(io.StringIO(out)))
+        assert [(r["table"], r["source"], r["settled"]) for r in rows] == [("T02", "replay", "2")]

@@ -1,5 +1,7 @@
 """The archiver's optional Prometheus endpoint (``metrics: host:port``):
-messages by outcome (archived, duplicates, conflicts, rejects, ignored),
+messages by outcome (archived, duplicates, conflicts, rejects, ignored,
+bad_signatures; a replayed event's as replay_archived, replay_duplicates,
+replay_conflicts, never with the live ones),
 the batch queue, the broker and database links, and the time of the last
 commit, the tables with a hole in their archived seqs and the marks
 published (controller/archive/marks.py). Alert on ``shoe_archive_messages_total{outcome="conflicts"}``

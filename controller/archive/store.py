@@ -20,7 +20,8 @@
   schema ``replays`` (migration 5): its own ``event_ids``, ``events``,
   typed tables, ``shoes`` and ``conflicts``, never the live ones, so a
   replay never claims, duplicates or conflicts with a live event and the
-  floor's figures never count it;
+  floor's figures never count it; its outcome is counted apart
+  (``replay_archived``, ``replay_duplicates``, ``replay_conflicts``);
 * the counters (``archive_counters``) are updated in the same transaction,
   so after ``kill -9`` they still count exactly what was committed;
 * with a ``BatchMark``, the batch's id is recorded in the same transaction
@@ -74,6 +75,12 @@ COUNTERS: tuple[str, ...] = (
     "rejects",
     "ignored",
     "bad_signatures",  # rejects for a missing or bad signature: each an alert
+    # replayed events (schema ``replays``), counted apart from the live ones
+    # above: never in archived, duplicates or conflicts (``received`` counts
+    # every message, replayed or not)
+    "replay_archived",
+    "replay_duplicates",
+    "replay_conflicts",
 )
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
@@ -396,6 +403,7 @@ class Store:
         or ``REPLAYS``."""
         if not first:
             return
+        counted = "" if ns == "" else "replay_"  # a replay's outcomes are counted apart
         ids = sorted(first)
         cur.execute(
             f"INSERT INTO {ns}event_ids (event_id, ts, table_id, digest) "
@@ -420,12 +428,12 @@ class Store:
         for ev in [first[i] for i in old] + later:
             digest, ts = stored[ev.event_id]
             if digest == ev.digest:
-                result.counts["duplicates"] += 1
+                result.counts[counted + "duplicates"] += 1
             else:
                 self._conflict(cur, ns, ev, digest, ts, first, new, result)
         fresh = [first[i] for i in ids if i in new]
         self._insert_events(cur, ns, fresh)
-        result.counts["archived"] += len(fresh)
+        result.counts[counted + "archived"] += len(fresh)
 
     def _conflict(
         self,
@@ -452,7 +460,7 @@ class Store:
             "stored_payload, new_payload) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb)",
             (ev.event_id, self.archiver, ev.topic, stored_digest, ev.digest, stored_payload, ev.canonical),
         )
-        result.counts["conflicts"] += 1
+        result.counts["conflicts" if ns == "" else "replay_conflicts"] += 1
         result.conflicts.append(Conflict(ev.event_id, ev.topic, stored_digest, ev.digest, ev.canonical))
 
     def _insert_events(self, cur: psycopg.Cursor[tuple[Any, ...]], ns: str, fresh: list[Event]) -> None:

@@ -7,8 +7,9 @@ PostgreSQL (controller/archive).
 lock: safe beside running archivers), makes the partitions ahead and
 exits; the archiver itself never changes the schema, and refuses to start
 (exit 2) on a database whose schema is behind. ``--stats`` prints the
-durable counters and the number of integrity conflicts and rejects as one
-JSON object, and exits. ``--backfill`` writes tables' SQLite journals
+durable counters and the number of integrity conflicts, rejects and
+events as one JSON object (replayed events counted apart: ``replay_*``),
+and exits. ``--backfill`` writes tables' SQLite journals
 into the archive through the same idempotent store (controller/archive/backfill.py),
 prints the counts per journal and exits: 0 once every journal is read
 through, whatever was kept aside (each event set aside is one line on
@@ -153,6 +154,9 @@ def _stats(dsn: str) -> int:
             "conflicts": conn.execute("SELECT count(*) FROM conflicts").fetchone()[0],  # type: ignore[index]
             "rejects": conn.execute("SELECT count(*) FROM rejects").fetchone()[0],  # type: ignore[index]
             "events": conn.execute("SELECT count(*) FROM event_ids").fetchone()[0],  # type: ignore[index]
+            # replayed events, archived apart (schema replays): never in the figures above
+            "replay_events": conn.execute("SELECT count(*) FROM replays.event_ids").fetchone()[0],  # type: ignore[index]
+            "replay_conflicts": conn.execute("SELECT count(*) FROM replays.conflicts").fetchone()[0],  # type: ignore[index]
         }
     print(json.dumps(out, sort_keys=True))
     return 0

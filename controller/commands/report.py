@@ -647,6 +647,9 @@ def csv_rows(rep: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
     for r in rep["rows"]:
         f: dict[str, Any] = {
             "table": r["table"],
+            # every row says whose figures it holds: a replays report's rows
+            # (``--replays``) are never the floor's, even cut out of the file
+            "source": "replay" if rep.get("replays") else "live",
             "start": r["start"],
             "end": r["end"],
             "profiles": " ".join(r["profiles"]),

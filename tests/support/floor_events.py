@@ -24,7 +24,8 @@ def topic_of(ev: dict[str, Any], prefix: str = "baccarat") -> str:
 
 def archive(dsn: str, events: Iterable[dict[str, Any]], batch: int = 500) -> int:
     """Write ``events`` through the archiver's store, in batches; returns
-    how many were archived (new)."""
+    how many were archived (new; replayed ones too, which the store counts
+    apart)."""
     from controller.archive.db import connect
     from controller.archive.store import Store
 
@@ -43,10 +44,10 @@ def archive(dsn: str, events: Iterable[dict[str, Any]], batch: int = 500) -> int
         for ev in events:
             chunk.append((topic_of(ev), json.dumps(ev).encode()))
             if len(chunk) >= batch:
-                done += store.write(conn, chunk).counts["archived"]
+                done += _archived(store.write(conn, chunk).counts)
                 chunk = []
         if chunk:
-            done += store.write(conn, chunk).counts["archived"]
+            done += _archived(store.write(conn, chunk).counts)
     finally:
         conn.close()
     return done
@@ -54,6 +55,10 @@ def archive(dsn: str, events: Iterable[dict[str, Any]], batch: int = 500) -> int
 
 def without_bulky(events: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     return (e for e in events if e["type"] not in BULKY)
+
+
+def _archived(counts: Any) -> int:
+    return int(counts["archived"] + counts["replay_archived"])
 
 
 @contextmanager
