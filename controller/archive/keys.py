@@ -28,9 +28,10 @@ from controller.signing import KeyRing, endorsement_ok, key_id_of, split, unb64,
 
 log = structlog.get_logger("controller.archive")
 
-#: The most keys one announcement may list (a key a year is a lot).
+#: The most keys read from one announcement (a key a year is a lot): the
+#: newest ones, last in the list, the key the table signs with among them.
 MAX_KEYS = 64
-#: The largest announcement read.
+#: The largest announcement read; a larger one is refused whole.
 MAX_ANNOUNCEMENT_BYTES = 64 * 1024
 
 
@@ -135,10 +136,14 @@ class TableKeys:
             ring.add(str(public))
         return ring
 
-    def announced(self, conn: psycopg.Connection[Any], table: str, payload: bytes) -> None:
-        """A table's ``keys`` announcement: learn what it may teach."""
+    def announced(self, conn: psycopg.Connection[Any], table: str, payload: bytes) -> str | None:
+        """A table's ``keys`` announcement: learn what it may teach. Returns
+        why the announcement was refused whole (over ``MAX_ANNOUNCEMENT_BYTES``,
+        not JSON, nested past the parser's depth, not this table's
+        ``{table, keys}``), or None. Of more than ``MAX_KEYS`` keys only the
+        newest ``MAX_KEYS`` (the list's last) are read."""
         if table in self.pinned:
-            return
+            return None
         rings = self._load(conn)
         try:
             if len(payload) > MAX_ANNOUNCEMENT_BYTES:
@@ -150,10 +155,19 @@ class TableKeys:
                 or not isinstance(doc.get("keys"), list)
             ):
                 raise ValueError("not {table, keys} of this table")
-            keys = doc["keys"][:MAX_KEYS]
-        except ValueError as exc:
-            log.error("archive.keys_refused", table=printable(table), reason=printable(str(exc)))
-            return
+            keys = doc["keys"][-MAX_KEYS:]
+        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deep
+            reason = str(exc) if isinstance(exc, ValueError) else "JSON nested too deep"
+            log.error("archive.keys_refused", table=printable(table), reason=printable(reason))
+            return reason
+        if len(doc["keys"]) > MAX_KEYS:
+            log.warning(
+                "archive.keys_cut",
+                table=printable(table),
+                listed=len(doc["keys"]),
+                read=MAX_KEYS,
+                reason="only the newest keys of a long list are read",
+            )
         ring = rings.setdefault(table, KeyRing())
         for entry in keys:
             if not isinstance(entry, dict) or not isinstance(entry.get("public_key"), str):
@@ -188,6 +202,7 @@ class TableKeys:
                 continue
             log.warning("archive.key_trusted", table=printable(table), key_id=kid, trust=trust)
             self._new.append((table, kid, public, trust, by if isinstance(by, str) else None))
+        return None
 
     def save(self, cur: psycopg.Cursor[Any]) -> None:
         if not self._new:

@@ -75,6 +75,7 @@ COUNTERS: tuple[str, ...] = (
     "rejects",
     "ignored",
     "bad_signatures",  # rejects for a missing or bad signature: each an alert
+    "keys_refused",  # key announcements refused whole (also counted as ignored)
     # replayed events (schema ``replays``), counted apart from the live ones
     # above: never in archived, duplicates or conflicts (``received`` counts
     # every message, replayed or not)
@@ -317,7 +318,8 @@ class Store:
                 result.counts["ignored"] += 1
                 continue
             if topic == f"{self.prefix}/{table}/keys":
-                self.keys.announced(conn, table, payload)
+                if self.keys.announced(conn, table, payload) is not None:
+                    result.counts["keys_refused"] += 1
                 result.counts["ignored"] += 1
                 continue
             try:
