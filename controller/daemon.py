@@ -87,6 +87,7 @@ from controller.journal import (
     JournalError,
     JournalRefused,
     PendingEvent,
+    check_unclaimed,
 )
 from controller.outputs import Output
 from controller.rules import load_profile
@@ -719,9 +720,12 @@ class Daemon:
 
     def _run(self) -> int:
         cfg = self.cfg
-        # First what can fail for a reason the operator must fix (the
-        # metrics port taken), before the journal is touched or the device
-        # is opened: one line and a non-zero exit, nothing half-started.
+        # First what can fail for a reason the operator must fix (another
+        # daemon on this journal, then the metrics port taken), before the
+        # journal is touched or the device is opened: one line and a
+        # non-zero exit, nothing half-started. A second daemon started by
+        # mistake on the same journal is told that, not that the port is taken.
+        check_unclaimed(cfg.journal)
         self._open_metrics()
         self.journal = journal = Journal(cfg.journal)
         history = journal.claim(cfg.table)

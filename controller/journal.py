@@ -1122,6 +1122,27 @@ class Journal:
         return pages_freed
 
 
+def check_unclaimed(journal: str) -> None:
+    """Raise ``JournalRefused`` when another process holds ``journal`` (its
+    high-water mark is locked), touching nothing: no file is created or
+    written. A daemon asks this first, so that a second daemon started on
+    the same journal is told that, not some later clash (its metrics port);
+    the claim itself (``Journal.claim``) takes the lock for good."""
+    path = journal + HWM_SUFFIX
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return  # no mark yet (or unreadable): the claim says what is wrong
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        raise JournalRefused(
+            f"another shoe-controller process is using this journal ({path} is locked)"
+        ) from None
+    finally:
+        os.close(fd)
+
+
 class _HighWaterMark:
     """``<journal>.hwm``: one JSON line, space-padded to a fixed size and
     rewritten in place (one small write: never half old, half new), kept

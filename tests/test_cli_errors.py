@@ -9,6 +9,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -59,6 +60,49 @@ def test_a_metrics_port_in_use_is_one_line_before_the_journal_or_device_is_touch
     assert "in use" in line, line
     assert not journal.exists(), "the daemon started before finding the metrics port taken"
     assert r.stdout == ""
+
+
+def test_a_second_daemon_on_the_same_journal_is_told_the_journal_not_the_metrics_port(
+    tmp_path: Path,
+) -> None:
+    """Two daemons started on one config: the second is told what it shares
+    with the first (the journal), not the first clash it meets (the port)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    journal = tmp_path / "journal.sqlite3"
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "table: T01\n"
+        "device: {driver: fake, cards_per_second: 1}\n"
+        f"journal: {journal}\n"
+        f"metrics: 127.0.0.1:{port}\n"
+        "outputs: {stdout: false}\n"
+    )
+    first = subprocess.Popen([str(SCRIPT), "run", "-c", str(config)], stderr=subprocess.PIPE, text=True)
+    try:
+        # the first holds the journal and the port once it answers a scrape
+        def serving() -> bool:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                    s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+                    return s.recv(12).startswith(b"HTTP/1.")
+            except OSError:
+                return False
+
+        deadline = time.monotonic() + 60
+        while not serving():
+            assert first.poll() is None and time.monotonic() < deadline, "the first daemon did not start"
+            time.sleep(0.1)
+        # (the daemon's log, JSON lines when stderr is not a terminal)
+        entry = json.loads(one_line_error(cli("run", "-c", str(config)), 1))
+        assert entry["error"] == (
+            f"another shoe-controller process is using this journal ({journal}.hwm is locked)"
+        ), entry
+        assert "metrics" not in json.dumps(entry)
+    finally:
+        first.terminate()
+        first.wait(30)
 
 
 # --- captures that cannot be read -------------------------------------------
