@@ -566,10 +566,10 @@ def _bracket(host: str) -> str:
 
 
 def parse_host_port(value: str) -> tuple[str, int]:
-    """``127.0.0.1:9108`` or ``[::1]:9108`` -> (host, port)."""
+    """``127.0.0.1:10108`` or ``[::1]:10108`` -> (host, port)."""
     m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:(\d{1,5})|([^:\[\]\s]+):(\d{1,5})", value)
     if m is None:
-        raise _error("host_port", "must be host:port (e.g. 127.0.0.1:9108), not {value!r}", value=value)
+        raise _error("host_port", "must be host:port (e.g. 127.0.0.1:10108), not {value!r}", value=value)
     host = m.group(1) or m.group(3)
     port = int(m.group(2) or m.group(4))
     if not 1 <= port <= 65535:

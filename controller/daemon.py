@@ -1212,7 +1212,7 @@ class Daemon:
     def _watch_outputs(self) -> None:
         """An output that starts or stops failing (a JSON-lines file that
         cannot be opened or written) is reported: a log line, the
-        ``shoe_output_up`` metric and a ``security.alert`` (``OUTPUT_FAILED``,
+        ``shoe_controller_output_up`` metric and a ``security.alert`` (``OUTPUT_FAILED``,
         ``OUTPUT_RESTORED``) on the outputs that work. The output retries on
         its own; its events wait in the journal; dealing goes on."""
         for out in self.outputs:

@@ -9,53 +9,63 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from controller.errors import RuntimeFailure
-from controller.metrics_http import MetricsServer
+from controller.metrics_http import MetricsServer, build_info
 
 
 class Metrics:
     def __init__(self, addr: tuple[str, int]) -> None:
         self.registry = reg = CollectorRegistry()
-        self.cards = Counter("shoe_cards_total", "Cards read from the shoe", registry=reg)
-        self.coups = Counter("shoe_coups_total", "Coups finished, by outcome", ["outcome"], registry=reg)
+        build_info(reg, "table")
+        self.cards = Counter("shoe_controller_cards_total", "Cards read from the shoe", registry=reg)
+        self.coups = Counter(
+            "shoe_controller_coups_total", "Coups finished, by outcome", ["outcome"], registry=reg
+        )
         self.corrections = Counter(
-            "shoe_coups_corrected_total",
+            "shoe_controller_coups_corrected_total",
             "Corrections of settled coups by a supervisor (coup.corrected)",
             registry=reg,
         )
         self.misdeals = Counter(
-            "shoe_misdeals_total", "Dealing errors detected, by code", ["code"], registry=reg
+            "shoe_controller_misdeals_total", "Dealing errors detected, by code", ["code"], registry=reg
         )
         self.dropped = Gauge(
-            "shoe_frames_dropped",
+            "shoe_controller_frames_dropped",
             "Bytes or frames dropped by the decoder, by reason",
             ["reason"],
             registry=reg,
         )
         self.backlog = Gauge(
-            "shoe_journal_backlog", "Journalled events not yet delivered, by output", ["output"], registry=reg
+            "shoe_controller_journal_backlog",
+            "Journalled events not yet delivered, by output",
+            ["output"],
+            registry=reg,
         )
-        self.broker = Gauge("shoe_broker_connected", "1 when the MQTT broker connection is up", registry=reg)
+        self.broker = Gauge(
+            "shoe_controller_broker_connected", "1 when the MQTT broker connection is up", registry=reg
+        )
         self.archive_mark = Gauge(
-            "shoe_archive_mark",
+            "shoe_controller_archive_mark",
             "The seq up to which the floor archive confirmed this table's events",
             registry=reg,
         )
         self.marks_ignored = Gauge(
-            "shoe_archive_marks_ignored",
+            "shoe_controller_archive_marks_ignored",
             "Archive marks ignored since start (malformed, another journal's, from the future)",
             registry=reg,
         )
         self.reoffered = Gauge(
-            "shoe_reoffered_events", "Events re-offered above the archive's mark since start", registry=reg
+            "shoe_controller_reoffered_events",
+            "Events re-offered above the archive's mark since start",
+            registry=reg,
         )
         self.output_up = Gauge(
-            "shoe_output_up",
+            "shoe_controller_output_up",
             "1 while an output delivers, 0 while it fails (and is retried)",
             ["output"],
             registry=reg,
         )
         self.output_errors = Counter(
-            "shoe_output_errors",
+            "shoe_controller_output_errors",
             "Failed attempts of an output (open, reopen, write)",
             ["output"],
             registry=reg,
@@ -82,7 +92,7 @@ class Metrics:
                 self.coups.labels("void").inc()
             elif t == "coup.corrected":
                 # one per correction (a coup corrected twice counts twice);
-                # shoe_coups_total counted the coup once, when it settled
+                # shoe_controller_coups_total counted the coup once, when it settled
                 self.corrections.inc()
             elif t == "misdeal" and e["action"] != "corrected":
                 self.misdeals.labels(e["code"]).inc()

@@ -24,16 +24,39 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import platform
 import selectors
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
 
 log = logging.getLogger(__name__)
+
+#: Every metric's prefix, as Prometheus exporters name theirs (the
+#: application, then what is measured): ``shoe_controller_cards_total``.
+NAMESPACE = "shoe_controller"
+
+
+def build_info(registry: CollectorRegistry, component: str) -> Gauge:
+    """``shoe_controller_build_info{version, python, component} 1``: which
+    build runs, the way Prometheus exporters say it (join on it to see a
+    fleet's versions); ``component`` is ``table`` or ``archive``."""
+    # imported here: the package's version, not a module of the daemon
+    from controller import __version__
+
+    info = Gauge(
+        f"{NAMESPACE}_build_info",
+        "Always 1: the running build's version, Python version and component",
+        ["version", "python", "component"],
+        registry=registry,
+    )
+    info.labels(__version__, platform.python_version(), component).set(1)
+    return info
+
 
 #: Connections open at once.
 MAX_CONNECTIONS = 16

@@ -142,7 +142,7 @@ def config_seeds() -> list[bytes]:
         b"  faults: 'gap:0.01,garbage:0.05'\nrules:\n  burn: fixed:3\n  demo_coups: 2\n",
         b"table: T-2\ndevice: {driver: usb, vendor_id: 0x1234, product_id: '5678'}\n"
         b"outputs: {stdout: false, mqtt: {host: localhost, port: 8883, protocol: 5}}\n"
-        b"metrics: '[::1]:9108'\n",
+        b"metrics: '[::1]:10108'\n",
         b"table: T01\ndevice: {driver: serial, port: /dev/ttyUSB0, baudrate: 9600, protocol: angel-eye/2}\n",
     ]
     seeds += [p.read_bytes() for p in sorted((ROOT / "controller" / "profiles").glob("*.yaml"))]

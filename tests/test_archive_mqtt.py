@@ -84,9 +84,12 @@ def test_a_batch_not_committed_is_not_acknowledged(
         # this process's count, on its Prometheus endpoint: the 50 held back
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
             text = r.read().decode()
-        assert 'shoe_archive_messages_total{outcome="archived"} 50.0' in text
-        assert 'shoe_archive_messages_total{outcome="conflicts"} 0.0' in text
-        assert "shoe_archive_database_connected 1.0" in text and "shoe_archive_broker_connected 1.0" in text
+        assert 'shoe_controller_archive_messages_total{outcome="archived"} 50.0' in text
+        assert 'shoe_controller_archive_messages_total{outcome="conflicts"} 0.0' in text
+        assert (
+            "shoe_controller_archive_database_connected 1.0" in text
+            and "shoe_controller_archive_broker_connected 1.0" in text
+        )
     finally:
         archiver.stop()
     assert _count(pg_dsn, "SELECT count(*) FROM events") == 60

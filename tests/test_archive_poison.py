@@ -449,7 +449,7 @@ def test_poison_published_then_a_good_event_the_archiver_lives_and_never_sees_th
         assert archiver.proc is not None and archiver.proc.poll() is None, archiver.log_text()
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
             text = r.read().decode()
-        assert 'shoe_archive_messages_total{outcome="rejects"} 2.0' in text
+        assert 'shoe_controller_archive_messages_total{outcome="rejects"} 2.0' in text
         lines = [ln for ln in archiver.log_text().splitlines() if "archive.rejected" in ln]
         assert (
             len(lines) == 2
@@ -470,11 +470,13 @@ def test_poison_published_then_a_good_event_the_archiver_lives_and_never_sees_th
         with psycopg.connect(pg_dsn) as c:
             n = counters(c)["archive-test"]
             # 2 poison + 2 good, none twice; besides them the archiver receives
-            # only its own retained archive/mark back on each subscribe (issue
-            # 28), counted as ignored, never as an event
+            # only its own archive/mark back (the retained one on each
+            # subscribe, and each it publishes while subscribed: how many
+            # depends on the timing, 3 seen on a loaded machine), counted as
+            # ignored, never as an event
             marks = c.execute("SELECT count(*) FROM archive_table_marks").fetchone()
         assert marks is not None and marks[0] == 1
-        assert n["received"] - n["ignored"] == 4 and 1 <= n["ignored"] <= 2, n
+        assert n["received"] - n["ignored"] == 4 and n["ignored"] >= 1, n
     finally:
         archiver.stop()
 

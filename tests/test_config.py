@@ -244,12 +244,12 @@ def test_rule_overrides_are_checked(key: str, value: str) -> None:
     assert f"rules.{key}:" in error_of(MINIMAL + f"rules: {{{key}: {value}}}\n")
 
 
-@pytest.mark.parametrize("metrics", ["127.0.0.1:9108", "[::1]:9108", "localhost:80"])
+@pytest.mark.parametrize("metrics", ["127.0.0.1:10108", "[::1]:10108", "localhost:80"])
 def test_metrics_takes_host_port(metrics: str) -> None:
     assert parse_config(MINIMAL + f"metrics: '{metrics}'\n").metrics_address() is not None
 
 
-@pytest.mark.parametrize("metrics", ["9108", "host:", "host:99999", "a b:1"])
+@pytest.mark.parametrize("metrics", ["10108", "host:", "host:99999", "a b:1"])
 def test_metrics_rejects_anything_else(metrics: str) -> None:
     assert "metrics:" in error_of(MINIMAL + f"metrics: '{metrics}'\n")
 
@@ -338,13 +338,13 @@ def test_check_config_summarises_a_shared_archiver_with_a_passfile(
     path.write_text(
         "broker: {host: broker.floor.lan, port: 8883, client_id: archive-2, tls: {}}\n"
         "dsn: 'host=db1 dbname=floor user=archive passfile=/etc/shoe-controller/archive.pgpass'\n"
-        "share_group: archivers\nmetrics: 127.0.0.1:9109\n"
+        "share_group: archivers\nmetrics: 127.0.0.1:10109\n"
     )
     assert main(["check-config", str(path)]) == 0
     out = capsys.readouterr().out
     assert "mqtts://broker.floor.lan:8883" in out and "$share/archivers/baccarat/+/#" in out
     assert "password from /etc/shoe-controller/archive.pgpass" in out
-    assert "metrics on http://127.0.0.1:9109/metrics" in out
+    assert "metrics on http://127.0.0.1:10109/metrics" in out
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """A supervisor's correction where an operator looks: the Prometheus
-endpoint counts it (``shoe_coups_corrected_total``), and
+endpoint counts it (``shoe_controller_coups_corrected_total``), and
 the terminal line ``run`` prints for it says which coup, each card replaced,
 the winner before and after, and the reason (shown escaped as every
 human output is: ``textsafe.visible``)."""
@@ -39,15 +39,15 @@ def test_the_metrics_endpoint_counts_each_correction_and_the_coup_once() -> None
     try:
         m.observe(tb.events, None, None)
         text = scrape(m.server)
-        assert "shoe_coups_corrected_total 1.0" in text
+        assert "shoe_controller_coups_corrected_total 1.0" in text
         # the coup was counted when it settled; its correction does not count it again
-        assert 'shoe_coups_total{outcome="settled"} 2.0' in text
+        assert 'shoe_controller_coups_total{outcome="settled"} 2.0' in text
         reply, out = tb.command(
             id="fix-2", cmd="correct", coup=2, cards={"P1": "9D"}, reason="again", confirm=True
         )
         assert reply["ok"], reply
         m.observe(out, None, None)
-        assert "shoe_coups_corrected_total 2.0" in scrape(m.server)
+        assert "shoe_controller_coups_corrected_total 2.0" in scrape(m.server)
     finally:
         m.close()
 

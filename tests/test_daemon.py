@@ -214,8 +214,8 @@ def test_the_prometheus_endpoint_counts_cards_coups_and_drops(tmp_path: Path) ->
     from prometheus_client import generate_latest
 
     text = generate_latest(daemon.metrics.registry).decode()
-    assert "shoe_cards_total 8.0" in text
-    assert 'shoe_coups_total{outcome="settled"} 1.0' in text
-    assert 'shoe_frames_dropped{reason="garbage"}' in text
+    assert "shoe_controller_cards_total 8.0" in text
+    assert 'shoe_controller_coups_total{outcome="settled"} 1.0' in text
+    assert 'shoe_controller_frames_dropped{reason="garbage"}' in text
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        assert b"shoe_cards_total" in resp.read()
+        assert b"shoe_controller_cards_total" in resp.read()

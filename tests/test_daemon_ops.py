@@ -105,8 +105,8 @@ def test_a_jsonl_output_unwritable_at_start_is_reported_and_retried_while_dealin
         from prometheus_client import generate_latest
 
         text = generate_latest(run.daemon.metrics.registry).decode()
-        assert 'shoe_output_up{output="jsonl"} 0.0' in text
-        assert 'shoe_output_errors_total{output="jsonl"}' in text
+        assert 'shoe_controller_output_up{output="jsonl"} 0.0' in text
+        assert 'shoe_controller_output_errors_total{output="jsonl"}' in text
         assert "output failing: jsonl" in run.daemon._status()
 
         (tmp_path / "out").unlink()
@@ -173,7 +173,7 @@ def test_dropped_bytes_are_counted_for_a_stream_of_nothing_but_garbage(tmp_path:
 
     assert daemon.stats.events == 0  # no frame, no event: the metric must not wait for one
     text = generate_latest(daemon.metrics.registry).decode()
-    assert 'shoe_frames_dropped{reason="garbage"} 3200.0' in text, text
+    assert 'shoe_controller_frames_dropped{reason="garbage"} 3200.0' in text, text
 
 
 def test_an_unreachable_notify_socket_is_logged_once_then_rate_limited(

@@ -506,7 +506,7 @@ CONFIG: dict[str, Any] = {
     "journal_retention_days": 90,
     "odds": True,
     "advantage_threshold": 0.0,
-    "metrics": "127.0.0.1:9108",
+    "metrics": "127.0.0.1:10108",
     "outputs": {
         "stdout": True,
         "jsonl": "./var/events.jsonl",

@@ -23,7 +23,7 @@ from tests.conftest import eventually
 
 def registry() -> CollectorRegistry:
     reg = CollectorRegistry()
-    Counter("shoe_cards_total", "Cards read", registry=reg).inc(7)
+    Counter("shoe_controller_cards_total", "Cards read", registry=reg).inc(7)
     return reg
 
 
@@ -96,7 +96,7 @@ def test_idle_connections_past_the_bound_hold_at_most_the_bound_and_a_scrape_sti
         # the oldest idle ones were closed at once to make room
         assert eventually(lambda: sum(closed_by_server(s) for s in idle[:extra]) == extra, 10)
         assert not any(closed_by_server(s) for s in idle[extra:])
-        assert "shoe_cards_total 7.0" in scrape(server)  # evicts one idle connection, is served
+        assert "shoe_controller_cards_total 7.0" in scrape(server)  # evicts one idle connection, is served
         assert threading.active_count() == threads  # no thread per connection
     finally:
         for s in idle:
@@ -148,9 +148,9 @@ def test_a_request_head_of_the_bound_is_served_and_one_byte_more_gets_431(server
         return start + b"a" * (size - len(start) - len(end)) + end
 
     ok = raw_request(server, head(MAX_HEAD_BYTES))
-    assert ok.startswith(b"HTTP/1.1 200 OK\r\n") and b"shoe_cards_total 7.0" in ok
+    assert ok.startswith(b"HTTP/1.1 200 OK\r\n") and b"shoe_controller_cards_total 7.0" in ok
     assert raw_request(server, head(MAX_HEAD_BYTES + 1)).startswith(b"HTTP/1.1 431 ")
-    assert "shoe_cards_total" in scrape(server)
+    assert "shoe_controller_cards_total" in scrape(server)
 
 
 @pytest.mark.parametrize(
@@ -169,7 +169,7 @@ def test_hostile_request_lines_are_answered_and_the_server_serves_on(
     assert got.split(b" ", 2)[1] == status
     if request_bytes.startswith(b"HEAD"):
         assert got.endswith(b"\r\n\r\n")  # no body
-    assert "shoe_cards_total" in scrape(server)
+    assert "shoe_controller_cards_total" in scrape(server)
 
 
 def test_new_connections_are_refused_while_every_slot_sends_to_a_client_reading_nothing() -> None:
@@ -224,7 +224,7 @@ def test_the_daemons_metrics_serve_through_the_bounded_server() -> None:
     try:
         assert isinstance(m.server, MetricsServer)
         m.cards.inc()
-        assert "shoe_cards_total 1.0" in scrape(m.server)
+        assert "shoe_controller_cards_total 1.0" in scrape(m.server)
     finally:
         m.close()
 
@@ -245,6 +245,28 @@ def test_the_archivers_metrics_serve_through_the_bounded_server() -> None:
     m = ArchiveMetrics(("127.0.0.1", 0))
     try:
         assert isinstance(m.server, MetricsServer)
-        assert 'shoe_archive_messages_total{outcome="archived"} 0.0' in scrape(m.server)
+        assert 'shoe_controller_archive_messages_total{outcome="archived"} 0.0' in scrape(m.server)
     finally:
         m.server.close()
+
+
+def test_every_metric_is_in_the_namespace_and_each_endpoint_says_its_build() -> None:
+    """As Prometheus exporters do: one prefix for every family, and a
+    ``*_build_info`` gauge of 1 labelled with the version."""
+    import platform
+
+    from controller import __version__
+    from controller.archive.metrics import ArchiveMetrics
+
+    for m, component in ((Metrics(("127.0.0.1", 0)), "table"), (ArchiveMetrics(("127.0.0.1", 0)), "archive")):
+        try:
+            text = scrape(m.server)
+            families = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+            assert families and all(f.startswith("shoe_controller_") for f in families), families
+            info = (
+                f'shoe_controller_build_info{{component="{component}",python="{platform.python_version()}",'
+                f'version="{__version__}"}} 1.0'
+            )
+            assert info in text, text[:2000]
+        finally:
+            m.server.close()

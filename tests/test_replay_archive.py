@@ -239,10 +239,10 @@ def test_the_durable_counters_and_stats_count_replays_apart(conn: Any, pg_dsn: s
         text = generate_latest(m.registry).decode()
     finally:
         m.server.close()
-    assert 'shoe_archive_messages_total{outcome="archived"} 2.0' in text
-    assert 'shoe_archive_messages_total{outcome="replay_archived"} 3.0' in text
-    assert 'shoe_archive_messages_total{outcome="conflicts"} 0.0' in text
-    assert 'shoe_archive_messages_total{outcome="replay_conflicts"} 1.0' in text
+    assert 'shoe_controller_archive_messages_total{outcome="archived"} 2.0' in text
+    assert 'shoe_controller_archive_messages_total{outcome="replay_archived"} 3.0' in text
+    assert 'shoe_controller_archive_messages_total{outcome="conflicts"} 0.0' in text
+    assert 'shoe_controller_archive_messages_total{outcome="replay_conflicts"} 1.0' in text
     # archive --stats: the live events and conflicts, and the replays' apart
     from controller.commands.archive import _stats
 

@@ -19,7 +19,7 @@ batch_max_latency_ms: 200     # ...or this long after its first one
 max_payload_bytes: 262144     # a larger message is kept aside (rejects), not parsed
 retention_months: 24          # partitions wholly older than this many months are dropped
 partitions_ahead: 2           # months of partitions made ahead of time
-metrics: 127.0.0.1:9109       # optional Prometheus endpoint
+metrics: 127.0.0.1:10109       # optional Prometheus endpoint
 ```
 
 On a NATS JetStream cluster (README, Archive, "On a NATS JetStream

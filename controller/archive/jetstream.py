@@ -61,7 +61,7 @@ signature under a known key, or an unsigned event of a table that signs,
 is rejected at once. The store is idempotent by ``event_id`` and the
 archive's marks are computed from what is committed (marks.py), so an
 event archived after those that followed it only closes a hole later.
-Counted: ``key_waits`` (log) and ``shoe_archive_key_waits_total``.
+Counted: ``key_waits`` (log) and ``shoe_controller_archive_key_waits_total``.
 
 The writer (database connection, retried commits with their BatchMark,
 maintenance, reports) is the MQTT archiver's own (service.Archiver);
