@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench fuzz soak venv clean deps-system deps-postgres
+.PHONY: demo test lint docs docs-check bench fuzz soak venv clean deps-system deps-postgres
 
 # Create the virtualenv and install the project (editable) with its dev tools.
 $(STAMP): pyproject.toml
@@ -81,8 +81,20 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: $(STAMP) deps-system deps-postgres lint
+test: $(STAMP) deps-system deps-postgres lint docs-check
 	$(BIN)/python -m pytest -q
+
+# The documentation site (mkdocs.yml, pages under docs/), built with --strict:
+# a link to a missing page or anchor is an error (mkdocs.yml, validation:).
+# docs-check builds into a temporary directory and keeps nothing; docs builds
+# into site/ (not committed) and serves it on 127.0.0.1:8000.
+docs-check: $(STAMP)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  $(BIN)/mkdocs build --strict --quiet --site-dir "$$tmp/site" && echo "docs: site built, every link and anchor found"
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
+	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
 
 # The archive tests use the PostgreSQL on 127.0.0.1:5432 (trust auth; each
 # run makes and drops its own database). Not installed or started for you:
@@ -106,14 +118,14 @@ soak: $(STAMP) deps-system
 	$(BIN)/python -m tests.soak --coups 10000 $(SOAK_ARGS)
 	$(BIN)/python -m tests.dealer_model --coups $(DEALER_COUPS) --jobs 2
 	$(BIN)/python -m tests.soak.ack_faults --tables 6 --events 3000 --down 15
-	@# the NATS cluster run's long form: six tables, three rounds of two node kills (README, "On a NATS JetStream cluster")
+	@# the NATS cluster run's long form: six tables, three rounds of two node kills (docs/archive.md, "On a NATS JetStream cluster")
 	NATS_FLOOR_TABLES=6 NATS_FLOOR_ROUNDS=3 $(BIN)/pytest -q -s -p no:cacheprovider tests/test_nats_cluster.py -k archive
 
 fuzz: $(STAMP)
 	$(BIN)/python -m pip install -q atheris
 	$(BIN)/python -m fuzz
 
-# Install on this box (README: "Installing on a table box"), as root: a venv
+# Install on this box (docs/operations.md: "Installing on a table box"), as root: a venv
 # in /opt/shoe-controller built from this tree, the systemd units, sysusers
 # and udev files, a config in /etc/shoe-controller (never overwritten).
 # DESTDIR=/some/dir stages it there instead; TABLE=T01 writes
@@ -134,4 +146,4 @@ dist: $(STAMP)
 	$(BIN)/python -m build --outdir dist .
 
 clean:
-	rm -rf $(VENV) var build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) var build dist site *.egg-info .mypy_cache .ruff_cache .pytest_cache

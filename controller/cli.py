@@ -142,7 +142,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="archive every table's events from the broker into PostgreSQL",
         description="Subscribe to every table's events and write them to PostgreSQL, exactly once.",
     )
-    ar.add_argument("--config", "-c", required=True, help="the archiver's config YAML (README, Archive)")
+    ar.add_argument("--config", "-c", required=True, help="the archiver's config YAML (docs/archive.md)")
     ar_mode = ar.add_mutually_exclusive_group()
     ar_mode.add_argument("--migrate", action="store_true", help="apply the schema migrations, then exit")
     ar_mode.add_argument(
@@ -261,7 +261,9 @@ def _integrity_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     kg = sub.add_parser(
         "keygen",
         help="make the table's signing key (mode 0600), or --rotate it",
-        description="Make the Ed25519 key a table signs its events with (README: Signed and chained events).",
+        description=(
+            "Make the Ed25519 key a table signs its events with (docs/events.md: Signed and chained events)."
+        ),
     )
     kg.add_argument("-c", "--config", help="the table's config (the key goes to its signing_key path)")
     kg.add_argument("--key", metavar="PATH", help="the key file (instead of -c)")

@@ -711,7 +711,7 @@ class Daemon:
             what = (
                 "DAEMON FAILED re-feeding the journal: a bug, please report this line; every start "
                 "fails alike on this input until the engine is fixed or the journal is moved aside "
-                "(README: 'If the daemon fails on an input')"
+                "(docs/operations.md: 'If the daemon fails on an input')"
             )
             status = f"failed re-feeding journal input {exc.input_id}: {error}"
             where["input_id"] = exc.input_id
@@ -911,7 +911,7 @@ class Daemon:
 
     def _enable_signing(self, journal: Journal, history: History) -> None:
         """Every event stored from here on is signed with the table's key
-        (made now if missing: README "Signed and chained events") and chained
+        (made now if missing: docs/events.md "Signed and chained events") and chained
         to the journal's last; after lost history the next event says so."""
         from controller import signing
 

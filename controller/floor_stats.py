@@ -17,7 +17,7 @@ reads from the archive):
   vs not, 1 degree of freedom), a flag for each test whose p is below
   ``alpha``, and the theoretical and observed hold of every bet.
 
-What the expectations assume, said once here and in the README:
+What the expectations assume, said once here and in docs/archive.md:
 
 * Each settled, non-demo coup's result is drawn with the full-shoe
   probabilities. Within a shoe, coups are dealt without replacement and are

@@ -1216,7 +1216,7 @@ class _HighWaterMark:
                     f"the journal's high-water mark {self.path} holds {key} {shown}, not a seq (an"
                     f" integer 0..{MAX_MARK_SEQ}); it guards event ids against reuse after a lost"
                     " journal: if the journal is intact, delete the mark and start again; if it was"
-                    " lost, see the README's 'A journal that lost history'"
+                    " lost, see docs/operations.md, 'A journal that lost history'"
                 )
         return fields
 

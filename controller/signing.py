@@ -2,7 +2,7 @@
 the chain link, a table's keys, and the checks a verifier makes.
 
 Pure except for the key file (``load_key``/``create_key``). The format,
-which README's "Signed and chained events" documents for consumers in any
+which docs/events.md, "Signed and chained events" documents for consumers in any
 language:
 
 * **signed bytes**: the event exactly as journalled and published, without

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install shoe-controller on a table box (README.md, "Installing on a table box").
+# Install shoe-controller on a table box (docs/operations.md, "Installing on a table box").
 #
 #   sudo deploy/install.sh [--table T01]... [--archive 1]...   install or upgrade
 #   sudo deploy/install.sh --uninstall             remove the program (keeps configs and journals)

@@ -2,7 +2,7 @@
 
 It deals shoes as a dealer physically does (8 decks shuffled by a seeded
 RNG, the first card and its burn, coups by the tableau, the cut card and
-one more coup), and makes the mistakes of the README's "Dealing errors
+one more coup), and makes the mistakes of docs/dealing-errors.md, "Dealing errors
 (Article X)" where they happen at a real table: one kind of :data:`KINDS`
 per coup it picks (or none). The frames go through the protocol's own
 encoder and decoder, byte for byte, into a real :class:`Engine`; the
@@ -138,7 +138,7 @@ _VOID_EXEMPT = frozenset(
         # (the dealing errors a coup already void raises no misdeal for: its
         # further cards are shown as dealt (extra cards included), a RESULT
         # or the device's result only closes it, a void or an accept has
-        # nothing to act on; README, "Dealing errors")
+        # nothing to act on; docs/dealing-errors.md, "Dealing errors")
         *("extra_card", "early_result_1", "early_result_2", "early_result_3", "early_result_due"),
         *("wrong_hand_accept", "wrong_hand_deadline", "device_disagrees", "supervisor_void"),
     )
@@ -160,7 +160,8 @@ KINDS: dict[str, Kind] = {
         ("MISSING_RESULT", "EXTRA_CARD", "PREMATURE_RESULT", "COUP_NUMBERING_LOST", "SHOE_ENDED"),
         "either",
         "RESULT never pressed, the next coup dealt: four cards past a complete tableau are the next "
-        "coup (README), the coup ends as dealt (MISSING_RESULT); fewer, extra cards; the shoe's last "
+        "coup (docs/dealing-errors.md), the coup ends as dealt (MISSING_RESULT); fewer, extra cards; "
+        "the shoe's last "
         "coup, then NEWSHOE: void with the shoe (SHOE_ENDED, a coup open when a new shoe is loaded)",
     ),
     "burn_short": Kind(frozenset((ANGEL,)), ("BURN_MISMATCH",), "settle", "one burn card fewer than called"),
@@ -506,7 +507,7 @@ class Dealer:
             elif prev == "no_result" and kind in ("early_result_1", "early_result_2", "early_result_3"):
                 # (not after a RESULT never pressed: fewer than four cards
                 # then a RESULT are that coup's extra cards and its RESULT
-                # (README, "A RESULT never pressed"), one dealing error
+                # (docs/dealing-errors.md, "A RESULT never pressed"), one dealing error
                 # against these two, so the bytes read so and no engine
                 # can tell the two apart; so are fewer than four then
                 # NEWSHOE, below)
@@ -515,7 +516,7 @@ class Dealer:
                 kind = None
             elif prev == "no_result" and "supervisor_void" in self.kinds and rng.random() < 0.4:
                 # the supervisor voids the coup after one whose RESULT was
-                # never pressed: its first cards wait unseen (README, "A
+                # never pressed: its first cards wait unseen (docs/dealing-errors.md, "A
                 # RESULT never pressed"), so often nothing of it is shown
                 # and no void can be sent (supervisor_void_unseen)
                 kind = "supervisor_void"
@@ -524,7 +525,7 @@ class Dealer:
             if self._cut_out and last is None:
                 # the cut card came out in this coup: one more (after_cut
                 # one_more); out past its complete tableau (before an extra
-                # card), it counts from the next coup (README, "Dealing
+                # card), it counts from the next coup (docs/dealing-errors.md, "Dealing
                 # errors": a cut card after a complete tableau counts from
                 # the next coup), so two more
                 last = number + 1 + self._cut_past_tableau
@@ -712,7 +713,7 @@ class Dealer:
                     places = draws(rec + ["2C"] * 2)
                     # (the engine refuses, or holds for confirm, an entry that
                     # makes the cards dealt after it illegal by the tableau:
-                    # one set aside or one missing; README, "An entry is
+                    # one set aside or one missing; docs/operations.md, Supervisor commands: "An entry is
                     # checked against what the shoe itself dealt". One whose
                     # tableau takes the same cards, the Player drawing where
                     # the Banker did, no card contradicts: the record is the
@@ -794,7 +795,7 @@ def check(
             out.append(Violation(-1, None, kind, f"accept with the true next coup refused: {reply['error']}"))
     # Each shoe's events by the id the engine gave it when the dealer dealt
     # it (zipped in order, an extra shoe the engine started would shift
-    # every later one: README, "Coup numbers after a gap": frames lost
+    # every later one: docs/dealing-errors.md, "Coup numbers after a gap": frames lost
     # after a shoe ended may have held the next shoe's start, and a card
     # after them starts one). A shoe the dealer never started settles
     # nothing: every coup of it is void (its numbering lost).
@@ -828,7 +829,7 @@ def _check_shoe(truth: TrueShoe, evs: list[Event], out: list[Violation], flagged
         if e.get("coup") is not None:
             last_coup = e["coup"]
         elif t == "security.alert" and e["code"] == "SEQUENCE_GAP":
-            # frames lost after the last permitted coup (README, "Dealing
+            # frames lost after the last permitted coup (docs/dealing-errors.md, "Dealing
             # errors": the alert has no coup, none is opened for it): the
             # flag of the coup then last seen
             by_number.setdefault(last_coup, set()).add("SEQUENCE_GAP")

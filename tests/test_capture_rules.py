@@ -2,7 +2,7 @@
 
 ``tests/test_captures.py`` compares every capture's events with its
 ``*.expected.jsonl`` byte for byte; this module says what in those events
-is the point (README "How the engine decides what it cannot see"), so a
+is the point (docs/dealing-errors.md "How the engine decides what it cannot see"), so a
 regenerated expected file that breaks a rule fails here, not only in a
 reviewer's reading of the diff. The frames are those of the unit tests
 named in ``tests/captures/README.md``.

@@ -323,17 +323,18 @@ def test_record_on_a_file_that_is_no_serial_port_exits_1(tmp_path: Path) -> None
     assert line.endswith("; nothing recorded"), line
 
 
-def test_the_readme_command_table_has_a_row_for_every_command() -> None:
-    """README's "Command line" table: one row per subcommand of the CLI
-    (archive and report included), each saying what it does."""
+def test_the_docs_command_table_has_a_row_for_every_command() -> None:
+    """The "Command line" table of docs/operations.md: one row per
+    subcommand of the CLI (archive and report included), each saying what
+    it does."""
     import argparse
     import re
 
     from controller.cli import _build_parser
 
     (sub,) = [a for a in _build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    table = readme.split("## Command line", 1)[1].split("\n\n", 2)[1]
+    page = (Path(__file__).resolve().parent.parent / "docs" / "operations.md").read_text()
+    table = page.split("\n## Command line\n\n", 1)[1].split("\n\n", 1)[0]
     rows = re.findall(r"^\| `shoe-controller ([a-z-]+)[^`]*` \| (.+) \|$", table, re.MULTILINE)
     documented = {name for name, does in rows if len(does) > 20}
     assert set(sub.choices) <= documented, sorted(set(sub.choices) - documented)

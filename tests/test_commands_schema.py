@@ -65,7 +65,7 @@ def test_malformed_commands_are_refused_with_a_reason(payload: bytes, message: s
 
 
 def test_each_field_is_taken_at_its_bound_and_refused_past_it() -> None:
-    """Every command input's stated bound (README, supervisor commands)."""
+    """Every command input's stated bound (docs/operations.md, supervisor commands)."""
     base = {"id": "a", "cmd": "void", "coup": 1, "reason": "", "table": "T01", "ts": 1.5}
 
     def payload_of(size: int) -> bytes:

@@ -7,7 +7,7 @@ and the alerts.
 
 1. A RESULT before the first four cards (1, 2 or 3), then the coup's
    missing cards (exactly, fewer or one more) and a second RESULT: the
-   coup is void, and the cards and the second RESULT are its own (README,
+   coup is void, and the cards and the second RESULT are its own (docs/dealing-errors.md,
    "Dealing errors": fewer than four cards before the next RESULT are the
    voided coup's due cards), so every later coup keeps its number.
 2. An Angel Eye shoe labels every card's place itself: a burn one card

@@ -153,7 +153,7 @@ def test_a_result_never_pressed_keeps_the_next_coup_and_its_number() -> None:
     # whole (P 9S KH, B 2C 3D: Player natural), no RESULT; coup 2 dealt
     # whole (P 8C KD, B KC 4H) and RESULT; coup 3 and RESULT. Coup 2's four
     # cards were each burned as an EXTRA_CARD of coup 1 and the third coup
-    # settled as coup 2, unflagged (README, "Dealing errors": four or more
+    # settled as coup 2, unflagged (docs/dealing-errors.md, "Dealing errors": four or more
     # cards past a complete tableau are the next coup); now coup 1 ends as
     # dealt, flagged MISSING_RESULT (tests/test_missing_result.py).
     from tests.table import Table

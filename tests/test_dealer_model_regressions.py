@@ -6,7 +6,7 @@ that were never dealt, so ``accept`` with the true next coup was refused
 ("coup numbers below N are taken"), or applied to the wrong coup:
 
 * a RESULT before four cards while the numbering is lost: its due cards
-  opened a coup of their own (README, "Dealing errors": fewer than four
+  opened a coup of their own (docs/dealing-errors.md, "Dealing errors": fewer than four
   cards before the next RESULT are the voided coup's due cards, lost
   numbering or not);
 * ``accept`` given while frames were held: the number went to the first

@@ -280,7 +280,7 @@ def test_a_jam_then_a_restart_is_not_cleared_by_stat_ok() -> None:
 
 
 def test_a_reconnect_with_an_unbroken_sequence_still_corrects_the_fault() -> None:
-    # (the case the README keeps: no restart, no gap)
+    # (the case docs/dealing-errors.md keeps: no restart, no gap)
     e = engine()
     events = [ev for f in fault_then_restart() for ev in e.feed(f)]
     for f in (Link(T0 + 0.1, None, False, ""), Link(T0 + 0.2, None, True, ""), Card(T0 + 0.3, 6, "TS")):

@@ -44,6 +44,8 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("controller", "drivers", "firmware_protocols")
 #: What the sdist carries besides the packages (MANIFEST.in): the deploy kit.
 DEPLOY_KIT = ("deploy", "systemd", "examples")
+#: the documentation the README links to, shipped in the release tarball
+DOCS = ("docs",)
 INSTALL_SH = REPO / "deploy" / "install.sh"
 
 
@@ -163,7 +165,8 @@ def test_the_sdist_is_the_release_tarball_sources_and_deploy_kit_without_tests(d
     with tarfile.open(dist.sdist) as t:
         names = {m.name.removeprefix(top) for m in t.getmembers() if m.isfile()}
         assert t.getmember(top + "deploy/install.sh").mode & 0o111, "install.sh must stay executable"
-    want = tree_files(*PACKAGES, *DEPLOY_KIT) | {"README.md", "pyproject.toml", "MANIFEST.in"}
+    top_files = {"README.md", "pyproject.toml", "MANIFEST.in", "mkdocs.yml"}
+    want = tree_files(*PACKAGES, *DEPLOY_KIT, *DOCS) | top_files
     assert want <= names, f"missing from the sdist: {sorted(want - names)}"
     generated = {
         n for n in names - want if n in ("PKG-INFO", "setup.cfg") or n.startswith("shoe_controller.egg-info/")

@@ -1,5 +1,5 @@
 """A RESULT never pressed (found by the dealer model): the cards
-after a complete tableau wait for the RESULT or a fourth card (README,
+after a complete tableau wait for the RESULT or a fourth card (docs/dealing-errors.md,
 "Dealing errors (Article X)": four or more are the next coup, fewer are
 extra cards). The coup whose RESULT was missed ends as dealt, flagged
 ``MISSING_RESULT``, and every later coup keeps its number."""

@@ -485,7 +485,7 @@ def test_a_command_retained_while_the_controller_is_connected_is_refused_with_th
 def test_with_mqtt_3_1_1_a_command_retained_while_connected_reaches_the_handler_once(
     mosquitto: BrokerFactory, subscriber: SubscriberFactory, start_output: Callable[..., MqttOutput]
 ) -> None:
-    """What 3.1.1 cannot guarantee, as the README says: the broker clears the
+    """What 3.1.1 cannot guarantee, as docs/operations.md says: the broker clears the
     flag on live delivery, so the output cannot tell the retained command
     from a plain one; the copy delivered on the next (re)subscription shows
     the flag and is refused. (The daemon's fresh-ts and once-only checks stop

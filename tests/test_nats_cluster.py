@@ -15,7 +15,7 @@ other two. The archivers list all three nodes and follow the cluster
 one line, that the broker lacks MQTT 5 and what to set.
 
 The long form: ``NATS_FLOOR_TABLES=6 NATS_FLOOR_ROUNDS=5 pytest -s
-tests/test_nats_cluster.py -k archive`` (README, "On a NATS JetStream
+tests/test_nats_cluster.py -k archive`` (docs/archive.md, "On a NATS JetStream
 cluster", gives its numbers).
 """
 

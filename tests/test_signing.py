@@ -111,7 +111,7 @@ def test_every_journalled_event_is_signed_and_chained(signed: Path) -> None:
 
 
 def test_the_signed_bytes_are_the_line_without_its_sig(signed: Path) -> None:
-    """The recipe README gives any consumer: cut the 96-byte tail, put } back."""
+    """The recipe docs/events.md gives any consumer: cut the 96-byte tail, put } back."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     signer = signing.Signer(signing.load_key(signed / "signing.key"))

@@ -22,7 +22,7 @@ partitions_ahead: 2           # months of partitions made ahead of time
 metrics: 127.0.0.1:10109       # optional Prometheus endpoint
 ```
 
-On a NATS JetStream cluster (README, Archive, "On a NATS JetStream
+On a NATS JetStream cluster (docs/archive.md, Archive, "On a NATS JetStream
 cluster") ``nats:`` takes the place of ``broker:`` (exactly one of the two):
 
 ```yaml
@@ -78,7 +78,7 @@ MAX_SESSION_EXPIRY_S = 0xFFFF_FFFF
 #: and the tables re-offer from their journals what the archive's marks do
 #: not cover (outputs.mqtt.archive_ack), which then reaches the members
 #: alive. So this bounds how long a member that died for good holds back
-#: its share (README, Archive, "Several archivers").
+#: its share (docs/archive.md, Archive, "Several archivers").
 GROUP_SESSION_EXPIRY_S = 60
 MAX_GROUP_SESSION_EXPIRY_S = 3600
 #: A batch bigger than the broker may keep in flight to us could never fill.
@@ -205,7 +205,7 @@ class NatsConfig(_Model):
 
 
 class ArchiveSigning(_Model):
-    """Which signing keys the archive trusts (README, "Signed and
+    """Which signing keys the archive trusts (docs/events.md, "Signed and
     chained events")."""
 
     #: A table's first announced key is trusted when seen (default: a new

@@ -70,7 +70,7 @@ def after_void_early_result(
     elif short:
         # Its RESULT came before its first four cards, which no coup ends
         # with: the dealer deals its missing cards and presses RESULT
-        # again (README, "Dealing errors": fewer than four cards before
+        # again (docs/dealing-errors.md, "Dealing errors": fewer than four cards before
         # the next RESULT are the voided coup's due cards). The cards are
         # read with the fewest dealing errors, and where two readings
         # tie, the one that settles nothing:
@@ -317,7 +317,7 @@ def _early_fits(eng: Engine, s: Shoe | None, coup: Coup) -> bool:
     cards and extras then exactly its due cards. Two dealing errors each
     way (two coups with extra cards; a RESULT never pressed and one
     pressed early): both readings fit, so it is not settled on a guess
-    (README, "Dealing errors": the engine never guesses a coup's
+    (docs/dealing-errors.md, "Dealing errors": the engine never guesses a coup's
     boundary). The number is the same either way. Without extra cards of
     its own the first reading has one error, and is taken."""
     if s is None or s.past_read is None:
@@ -574,7 +574,7 @@ MIN_COUP_CARDS = 4
 def past_tableau(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
     """A card after the live coup's tableau completed, before the dealer's
     RESULT: an extra card, or the first of the next coup if the dealer did
-    not press RESULT (README, "Dealing errors": fewer than four cards before
+    not press RESULT (docs/dealing-errors.md, "Dealing errors": fewer than four cards before
     the next RESULT are its extra cards, four or more the next coup).
 
     The bytes cannot tell which until the RESULT or a fourth card comes, so

@@ -159,7 +159,7 @@ def open_coup(eng: Engine, s: Shoe, t: float) -> Steps[Coup]:
                 # The cut card came out in a coup whose number was unknown
                 # (opened after the loss): the supervisor's number places
                 # it. The coups counted lost whole came before it, the coup
-                # after it is still one more (README, "Coup numbers after
+                # after it is still one more (docs/dealing-errors.md, "Coup numbers after
                 # a gap"). (One that came between coups counts from the
                 # engine's next number, as before the accept.)
                 shift = target - s.next_coup

@@ -54,7 +54,7 @@ def held_behind(eng: Engine, f: Hello | Status, seen: DeviceSeen | None = None) 
     """A HELLO, a fault, or the OK after a fault that waits, come while
     frames are held behind an earlier coup, past a RESULT it holds (its
     own frames, then later coups'): they came in the coup being dealt
-    then, which only those frames can tell (README: a restart mid-coup
+    then, which only those frames can tell (docs/dealing-errors.md: a restart mid-coup
     loses frames where it came; a fault is flagged on its coup). Its
     ``device.status`` was sent; what it does to the game waits among them
     (``DeviceSeen``, applied by ``on_seen`` when they are dealt on) and it

@@ -294,7 +294,7 @@ class Engine:
         yield from boundary.past_as_extras(self, self.shoe, coup)
         if isinstance(frame, SequenceGap):
             # The cards that waited, the frames lost and what follows them
-            # may be one coup (the dealer did not press RESULT: README,
+            # may be one coup (the dealer did not press RESULT: docs/dealing-errors.md,
             # "Dealing errors", four cards or more before the next RESULT
             # are the next coup) or this coup's extra cards: which is not
             # known, so neither is the number of the coups after it.

@@ -62,7 +62,7 @@ MIN_COUP_CARDS = 4
 
 #: The most frames a coup holds while its positions are unknown: its own
 #: remaining cards and RESULT, then every later frame of its shoe, kept so
-#: they can be placed once a supervisor corrects it (README, "It never
+#: they can be placed once a supervisor corrects it (docs/dealing-errors.md, "It never
 #: guesses"). Only cards, RESULTs, device results, the cut card and gaps are
 #: held, and a shoe of 12 decks has at most 624 cards and 156 coups (a RESULT
 #: and a device result each): 937 frames. So 1024 lets a hold last out the
@@ -131,7 +131,7 @@ def _early_next(
     keeps them with it). But the frames lost may also have held its
     RESULT, the first held RESULT then being the next coup's, pressed
     before its fourth card, and the cards after it that coup's due cards
-    (README, "Dealing errors"). If the cards read fit that reading too,
+    (docs/dealing-errors.md, "Dealing errors"). If the cards read fit that reading too,
     the coups' count is not known: the numbering of the coups after it
     is lost (the lower count is kept, so the true next number is among
     those ``accept`` allows)."""
@@ -216,7 +216,7 @@ def discard_held(
         # the cards held may be the next coup's, and only the next RESULT
         # tells how many coups ended among them (``ends_at_result``).
         # Taken here as this coup's extra cards, they would take a coup
-        # out of the count: the void coup holds on until then (README,
+        # out of the count: the void coup holds on until then (docs/dealing-errors.md,
         # "Coup numbers after a gap").
         machine.hold(coup, held)
         return [], [], 0
@@ -276,14 +276,14 @@ def discard_held(
         ):
             # the phantom's RESULT came before its fourth card: no coup
             # ends there, and the cards up to the next RESULT are its due
-            # cards (README, "Dealing errors"), not a coup of their own
+            # cards (docs/dealing-errors.md, "Dealing errors"), not a coup of their own
             due: list[Frame] = [f for f in rest[:second] if isinstance(f, Card)]
             others: list[Frame] = [f for f in rest[:second] if not isinstance(f, Card)]
             phantom_frames += due
             rest = others + rest[second + 1 :]
     elif not phantom_frames and first is not None and _labelled(rest):
         # The device places each card itself (Angel Eye): a coup begins at
-        # the card it places on P1 (README, "Dealing errors": its labels
+        # the card it places on P1 (docs/dealing-errors.md, "Dealing errors": its labels
         # tell whose the cards are). Cards after this coup's first RESULT
         # that it places elsewhere, up to the next P1 or a loss on the
         # line, are its own (due cards after a RESULT pressed early, then
@@ -561,7 +561,7 @@ def unnumbered(coup: Coup) -> bool:
     (the numbering lost, ``dealing.open_coup``), nothing of it lost on the
     line: nobody at the table sees that void, so the dealer deals it as
     any coup, and a RESULT before its fourth card is an early press whose
-    due cards follow (README, "Dealing errors"), not the end of a coup
+    due cards follow (docs/dealing-errors.md, "Dealing errors"), not the end of a coup
     abandoned there. Counted as a coup of their own, those cards would
     make the true number of the next coup one ``accept`` refuses."""
     return coup.void_code == "SEQUENCE_GAP" and not coup.lost_frames

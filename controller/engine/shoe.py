@@ -247,7 +247,7 @@ def finish_burn(eng: Engine, s: Shoe, t: float) -> None:
 
 # The burn's end where the device labels each card's place (Angel Eye:
 # ``burn``, ``P1``, ``B1``...): its labels decide where a card goes, and the
-# burn count only raises BURN_MISMATCH (README, "Dealing errors"). A card it
+# burn count only raises BURN_MISMATCH (docs/dealing-errors.md, "Dealing errors"). A card it
 # places on a hand ends the burn, however many were burned; a card it labels
 # burn before coup 1 is a burn card, however many the first card called for.
 # The other protocols (shoe-ascii/1, shoe-bin/1) label no card: there the
@@ -289,7 +289,7 @@ def after_burn_unread(eng: Engine, s: Shoe, f: Frame) -> Work:
     P1 says the unread card was coup 1's P1 (the burn one short: it ends
     before it, BURN_MISMATCH); a card labelled burn or placed on P1, or
     any other frame that can tell nothing of it, leaves it the last burn
-    card, as called. Then ``f`` applies (README, "Dealing errors": where
+    card, as called. Then ``f`` applies (docs/dealing-errors.md, "Dealing errors": where
     the device labels each card's place, its labels decide where the burn
     ends)."""
     unread = s.burn_unread

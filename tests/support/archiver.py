@@ -17,7 +17,7 @@ import yaml
 
 #: A broker config for archiving: the default listener, and no limit on the
 #: messages queued for a client (mosquitto's default of 1000 would drop
-#: QoS 1 events for an archiver that is down or behind: see README, Archive).
+#: QoS 1 events for an archiver that is down or behind: see docs/archive.md, Archive).
 BROKER_CONFIG = "listener @PORT@ 127.0.0.1\nallow_anonymous true\nmax_queued_messages 10000000\n"
 
 

@@ -1,4 +1,4 @@
-"""Serial device servers on 127.0.0.1 for the tests (and the README's demo):
+"""Serial device servers on 127.0.0.1 for the tests (and for trying docs/devices.md by hand):
 what a MOXA NPort-like box does between a shoe's serial line and the
 controller, in its two modes.
 
