@@ -270,7 +270,8 @@ class Reader:
             try:
                 before = self._identity()
             except FileNotFoundError:
-                raise HistoryError(f"{where}: no journal there (give --journal PATH or -c CONFIG)") from None
+                # (the CLI says how to name one: commands/history.missing_journal)
+                raise HistoryError(f"{where}: no journal there") from None
             except OSError as exc:
                 raise HistoryError(f"{where}: cannot read: {exc.strerror or exc}") from None
             if not self.path.is_file():

@@ -232,8 +232,13 @@ for name in "${names[@]}"; do
     continue
   fi
   table=$name
-  [ "$name" = config ] && table=T01
+  state=/var/lib/shoe-controller/$name   # the unit's StateDirectory (%S/shoe-controller/%i)
+  [ "$name" = config ] && table=T01 && state=/var/lib/shoe-controller
+  # The state paths absolute, as the unit lays them out: the board, history
+  # and verify read the journal at the same path from any directory.
   sed -e "s|^table: T01 |table: $table |" -e "s|client_id: shoe-T01 |client_id: shoe-$table |" \
+    -e "s|^journal: ./var/journal.sqlite3 |journal: $state/journal.sqlite3 |" \
+    -e "s|^  jsonl: ./var/events.jsonl |  jsonl: $state/events.jsonl |" \
     "$SRC/examples/config.yaml" >"$TMP/$name.yaml"
   install -m 0644 "$TMP/$name.yaml" "$R$cfg"
   "$R$PREFIX/bin/python" -m controller.cli check-config "$R$cfg" >/dev/null

@@ -23,6 +23,7 @@ import pytest
 
 from controller.board.app import MAX_HEAD_BYTES, Hub
 from controller.board.config import parse_board_config
+from controller.journal import Journal
 from tests.conftest import BrokerFactory, Subscriber, eventually, mqtt_client
 from tests.support.board import Board, board_config, daemon_config, start_daemon, stop
 
@@ -74,6 +75,24 @@ def test_the_example_config_is_valid() -> None:
     cfg = parse_board_config((REPO / "examples" / "board.yaml").read_text(), "examples/board.yaml")
     assert cfg.address == ("127.0.0.1", 8080)  # loopback unless told otherwise
     assert cfg.odds is False
+
+
+def test_check_refuses_a_journal_path_that_names_no_journal(tmp_path: Path) -> None:
+    """``board --check`` catches a wrong journal path now, naming the key,
+    instead of a history page answering 503 later."""
+    path = tmp_path / "board.yaml"
+    journal = tmp_path / "T01" / "journal.sqlite3"
+    path.write_text(f"mqtt: {{host: 127.0.0.1, port: 1883}}\ntables: [{{table: T01, journal: {journal}}}]\n")
+    result = run_board("--config", str(path), "--check")
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr == (
+        f"shoe-controller board: {path}: tables.0.journal: {journal}: no journal there (the table's daemon"
+        " writes it; an installed table keeps it at /var/lib/shoe-controller/T01/journal.sqlite3)\n"
+    )
+    journal.parent.mkdir()
+    Journal(journal).close()
+    result = run_board("--config", str(path), "--check")
+    assert result.returncode == 0 and ": ok (tables T01;" in result.stdout, result.stderr
 
 
 def test_an_address_in_use_is_one_line_and_exit_code_1(tmp_path: Path) -> None:

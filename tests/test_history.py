@@ -672,3 +672,32 @@ def test_a_snapshot_the_daemon_changed_under_an_immutable_read_is_read_again(
     monkeypatch.setattr(Reader, "_identity", always)
     with pytest.raises(HistoryError, match="kept changing under a read"):
         reader.shoes()
+
+
+def test_cli_with_a_config_whose_relative_journal_is_not_here_says_where_it_is_read_from(
+    tmp_path: Path,
+) -> None:
+    """``history -c /etc/.../t01.yaml`` from another directory: the config's
+    relative journal is the daemon's, relative to where it runs; said so,
+    not "give -c" to a user who gave it."""
+    cfg = tmp_path / "etc" / "t01.yaml"
+    cfg.parent.mkdir()
+    cfg.write_text("table: T01\ndevice: {driver: fake}\njournal: ./var/journal.sqlite3\n")
+    elsewhere = tmp_path / "home"
+    elsewhere.mkdir()
+    line = one_line_error(cli("shoes", "-c", str(cfg), cwd=elsewhere), 1)
+    assert line == (
+        f"shoe-controller history: {elsewhere}/var/journal.sqlite3: no journal there: {cfg} gives"
+        " journal: var/journal.sqlite3, relative to the directory its daemon runs in (under systemd,"
+        f" the unit's WorkingDirectory), not to this one ({elsewhere}); run from there, or give --journal PATH"
+    ), line
+    # an absolute one that is missing: the daemon may not have started
+    cfg.write_text(f"table: T01\ndevice: {{driver: fake}}\njournal: {tmp_path}/state/journal.sqlite3\n")
+    line = one_line_error(cli("shoes", "-c", str(cfg), cwd=elsewhere), 1)
+    assert line == (
+        f"shoe-controller history: {tmp_path}/state/journal.sqlite3: no journal there"
+        f" (the journal of {cfg}; has its daemon started?)"
+    ), line
+    line = one_line_error(cli("shoes", "--journal", str(tmp_path / "nope.sqlite3"), cwd=elsewhere), 1)
+    assert line == f"shoe-controller history: {tmp_path}/nope.sqlite3: no journal there (--journal)"
+    assert not (elsewhere / "var").exists() and not (tmp_path / "state").exists(), "history creates nothing"

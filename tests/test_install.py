@@ -376,6 +376,16 @@ def test_install_sh_lays_out_the_tree(staged_install: StagedInstall) -> None:
         assert mode(cfg) == "-rw-r--r--"
         data = yaml.safe_load(cfg.read_text())
         assert data["table"] == table and data["outputs"]["mqtt"]["client_id"] == f"shoe-{table}"
+        # absolute, in the unit's state directory: where the board's example
+        # and history -c find the journal, from any directory
+        assert data["journal"] == f"/var/lib/shoe-controller/{table}/journal.sqlite3"
+        assert data["outputs"]["jsonl"] == f"/var/lib/shoe-controller/{table}/events.jsonl"
+    board = yaml.safe_load((REPO / "examples/board.yaml").read_text().replace("# journal:", "journal:"))
+    assert board["tables"][0] == {
+        "table": "T01",
+        "title": "Baccarat 1",
+        "journal": yaml.safe_load((root / "etc/shoe-controller/T01.yaml").read_text())["journal"],
+    }
     assert not (root / "etc/shoe-controller/config.yaml").exists()  # --table given: per-table configs only
     # --archive 1: the example, with the archiver's own client id, and psycopg in the venv
     archive = root / "etc/shoe-controller/archive-1.yaml"

@@ -5,12 +5,29 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from typing import TYPE_CHECKING
 
 from controller.errors import RuntimeFailure, UsageError
 from controller.textsafe import visible
 
+if TYPE_CHECKING:
+    from controller.board.config import BoardConfig
+
 DEFAULT_CONFIG = "mqtt: {host: 127.0.0.1, port: 1883}\ntables: [{table: T01}]\n"
+
+
+def missing_journals(cfg: BoardConfig, source: str) -> list[str]:
+    """A line for each table whose ``journal`` names no file."""
+    out = []
+    for i, t in enumerate(cfg.tables):
+        if t.journal is not None and not os.path.lexists(t.journal):
+            out.append(
+                f"{source}: tables.{i}.journal: {t.journal}: no journal there (the table's daemon writes"
+                f" it; an installed table keeps it at /var/lib/shoe-controller/{t.table}/journal.sqlite3)"
+            )
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,7 +44,12 @@ def run(args: argparse.Namespace) -> int:
                 f"--listen: must be host:port (e.g. 127.0.0.1:8080), not {args.listen!r}"
             ) from None
         cfg = cfg.model_copy(update={"listen": args.listen})
+    missing = missing_journals(cfg, args.config or "<default>")
     if args.check:
+        if missing:
+            # a path that names no journal is a mistake to catch now, not a
+            # history page answering 503 later
+            raise UsageError(missing[0])
         tables = ", ".join(t.table for t in cfg.tables)
         where = f"tables {tables}; listen {cfg.listen}; broker {cfg.mqtt.host}"
         print(visible(f"{args.config or '<default>'}: ok ({where})"))
@@ -46,6 +68,13 @@ def run(args: argparse.Namespace) -> int:
 
     def announce() -> None:
         print(visible(f"board: tables {tables} on http://{shown}:{port}/"), file=sys.stderr, flush=True)
+        for line in missing:
+            # the daemon may not have written it yet: served, and said
+            print(
+                visible(f"board: {line}; its history pages answer 503 until it is there"),
+                file=sys.stderr,
+                flush=True,
+            )
         if host in ("0.0.0.0", "::") and cfg.allowed_hosts is None:
             print(
                 "board: listening on every address but answering only localhost, 127.0.0.1 and [::1]:"

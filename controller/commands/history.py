@@ -118,6 +118,27 @@ def _page(args: argparse.Namespace, query: str, p: Page, **params: Any) -> None:
         )
 
 
+def missing_journal(args: argparse.Namespace, path: Path) -> str | None:
+    """What to say when no journal is at ``path``, by where the path came
+    from (None when there is one, or something else is there: the reader
+    says what). A config's relative ``journal`` is the daemon's, relative to
+    the directory it runs in, which need not be this one."""
+    if os.path.lexists(path):
+        return None
+    if args.journal:
+        return f"{path}: no journal there (--journal)"
+    if args.config:
+        raw = str(path)
+        if not path.is_absolute():
+            return (
+                f"{path.absolute()}: no journal there: {args.config} gives journal: {raw}, relative to"
+                " the directory its daemon runs in (under systemd, the unit's WorkingDirectory), not to"
+                f" this one ({os.getcwd()}); run from there, or give --journal PATH"
+            )
+        return f"{path}: no journal there (the journal of {args.config}; has its daemon started?)"
+    return f"{path}: no journal there (give --journal PATH or -c CONFIG)"
+
+
 def _time(value: str | None, name: str) -> float | None:
     return None if value is None else parse_time(value, name=name)
 
@@ -126,6 +147,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json and args.csv:
         raise UsageError("--json and --csv: choose one")
     args.journal_path = journal_path(args)
+    missing = missing_journal(args, args.journal_path)
+    if missing is not None:
+        raise RuntimeFailure(missing)
     reader = Reader(args.journal_path)
     action = args.action
     if action == "shoes":
