@@ -689,7 +689,8 @@ def test_cli_with_a_config_whose_relative_journal_is_not_here_says_where_it_is_r
     assert line == (
         f"shoe-controller history: {elsewhere}/var/journal.sqlite3: no journal there: {cfg} gives"
         " journal: var/journal.sqlite3, relative to the directory its daemon runs in (under systemd,"
-        f" the unit's WorkingDirectory), not to this one ({elsewhere}); run from there, or give --journal PATH"
+        f" the unit's WorkingDirectory), not to this one ({elsewhere}); run from there,"
+        " or give --journal PATH"
     ), line
     # an absolute one that is missing: the daemon may not have started
     cfg.write_text(f"table: T01\ndevice: {{driver: fake}}\njournal: {tmp_path}/state/journal.sqlite3\n")
