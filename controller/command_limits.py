@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.commands_schema import Command
+from controller.commands_schema import Received
 
 BURST = 20
 RATE_PER_S = 2.0
@@ -65,7 +65,7 @@ class CommandInbox:
     ) -> None:
         self.queue_max = queue_max
         self._bucket = TokenBucket(burst, rate_per_s, clock)
-        self._queue: deque[Command] = deque()
+        self._queue: deque[Received] = deque()
         self._lock = threading.Lock()
         self._dropped = 0  # since the last pop_dropped
         self.admitted = 0  # totals, for metrics and tests
@@ -83,7 +83,7 @@ class CommandInbox:
             self._dropped += 1
             return False
 
-    def offer(self, cmd: Command) -> None:
+    def offer(self, cmd: Received) -> None:
         """A parsed command for the main loop (dropped when the queue is full)."""
         with self._lock:
             if len(self._queue) >= self.queue_max:
@@ -93,7 +93,7 @@ class CommandInbox:
             self._queue.append(cmd)
             self.high_water = max(self.high_water, len(self._queue))
 
-    def take(self, n: int) -> list[Command]:
+    def take(self, n: int) -> list[Received]:
         with self._lock:
             return [self._queue.popleft() for _ in range(min(n, len(self._queue)))]
 

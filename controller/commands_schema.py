@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
@@ -138,7 +138,9 @@ class SupervisorCommand(_Command, kw_only=True, forbid_unknown_fields=True):
             str,
             Meta(
                 pattern="^[0-9a-f]{64}$",
-                description="HMAC-SHA256 of the canonical JSON without sig (table and ts included)",
+                description="HMAC-SHA256 of the bytes sent without this member, which is their last:"
+                ' the payload ends in ,"sig":"<64 hex>"} and was signed with } in their place'
+                " (table and ts included)",
             ),
         ]
         | UnsetType
@@ -378,13 +380,27 @@ def parse_command(payload: bytes) -> Command:
     return _supervisor(data)
 
 
-def parse_journalled(payload: bytes) -> EngineCommand:
-    """A command as the daemon journalled it (``command_json``): a
-    supervisor's, checked by the same rules as ``parse_command``, or one of
-    the daemon's own (``_reject``, ``_alert``, ``_refused``)."""
+class Received(NamedTuple):
+    """A supervisor's command as it arrived: parsed, and the bytes received
+    (what its signature covers, and what the journal keeps)."""
+
+    cmd: Command
+    payload: bytes
+
+
+def parse_journalled(payload: bytes, *, received: bool = False) -> EngineCommand:
+    """A command as the daemon journalled it: a supervisor's, checked by
+    the same rules as ``parse_command``, or one of the daemon's own
+    (``_reject``, ``_alert``, ``_refused``). ``received``: the bytes as
+    they arrived (``Received.payload``), read as ``parse_command`` read
+    them; otherwise the daemon's ``command_json``, where an entry without
+    ``confirm`` was taken before confirming existed (``_entry``)."""
     data = _load(payload, MAX_JOURNALLED)
     if not isinstance(data, dict):
         raise CommandError("command must be a JSON object")
+    name = data.get("cmd")
+    if received and not (isinstance(name, str) and name.startswith("_")):
+        return _supervisor(data, journalled=True, as_sent=True)
     return command_from_dict(data, journalled=True)
 
 
@@ -446,7 +462,7 @@ def _internal(name: str, data: Mapping[str, Any]) -> EngineCommand:
     )
 
 
-def _supervisor(data: Mapping[str, Any], *, journalled: bool = False) -> Command:
+def _supervisor(data: Mapping[str, Any], *, journalled: bool = False, as_sent: bool = False) -> Command:
     if "id" not in data:
         raise CommandError("missing 'id'")
     cid = _command_id(data["id"], journalled=journalled)
@@ -510,7 +526,7 @@ def _supervisor(data: Mapping[str, Any], *, journalled: bool = False) -> Command
     if cmd == "void":
         return Void(id=cid, table=table, ts=ts, sig=sig, coup=coup, reason=reason)
     if cmd in ("enter_card", "accept"):
-        return _entry(data, cid, cmd, coup, card, table, ts, sig, journalled=journalled)
+        return _entry(data, cid, cmd, coup, card, table, ts, sig, journalled=journalled and not as_sent)
     if cmd == "new_shoe":
         return NewShoe(id=cid, table=table, ts=ts, sig=sig)
     return EndShoe(id=cid, table=table, ts=ts, sig=sig)

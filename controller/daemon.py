@@ -67,9 +67,9 @@ from controller.command_auth import CommandGate
 from controller.command_limits import CommandInbox, RefusalAlerts
 from controller.commands_schema import (
     Alert,
-    Command,
     CommandError,
     EngineCommand,
+    Received,
     Refused,
     Reject,
     command_dict,
@@ -475,6 +475,7 @@ class Daemon:
                 )
             history.record(journal, wanted, after=0)
         self._history = history
+        received_from = journal.received_commands_from()
         first = journal.first_input_id()
         base = history.in_force_at(first)
         self.engine = self._new_engine(settings_mod.engine_settings(base.doc))
@@ -528,7 +529,7 @@ class Daemon:
             while pending and pending[0].after < rec.id:
                 self._switch_settings(pending.pop(0))
             try:
-                events = self._apply_input(rec.t, rec.kind, rec.data)
+                events = self._apply_input(rec.t, rec.kind, rec.data, received=rec.id >= received_from)
                 events += self.engine.drain_analytics()
             except Exception as exc:  # a bug: see InputFailure
                 raise InputFailure(rec.kind, rec.t, rec.data, rec.id) from exc
@@ -550,7 +551,7 @@ class Daemon:
             log.info("rebuilt from journal", inputs=replayed, events_recovered=stored, checkpoint_input=after)
 
     def _apply_input(
-        self, t: float, kind: str, data: bytes, parsed: EngineCommand | None = None
+        self, t: float, kind: str, data: bytes, parsed: EngineCommand | None = None, *, received: bool = False
     ) -> list[Event]:
         engine = self.engine
         assert engine is not None
@@ -568,9 +569,10 @@ class Daemon:
             return engine.feed(Link(t, None, data[:1] == b"1", data[1:].decode("utf-8", "replace")))
         if kind == "cmd":
             # a journalled command is read back by the parser a live one
-            # went through (``parsed``: live, already parsed once)
+            # went through (``parsed``: live, already parsed once);
+            # ``received``: the bytes as they arrived, not ``command_json``
             try:
-                cmd = parsed if parsed is not None else parse_journalled(data)
+                cmd = parsed if parsed is not None else parse_journalled(data, received=received)
             except CommandError as exc:
                 self.last_reply = {"id": exc.command_id, "ok": False, "error": str(exc)}
                 return []
@@ -944,16 +946,18 @@ class Daemon:
         alert = Alert(code="JOURNAL_LOST", detail=detail, seq_above=history.seq_floor)
         self._input_command(alert, self._now() or time.time())
 
-    def _command(self, cmd: Command) -> None:
-        """One command from the broker: checked (origin, table, freshness,
-        once-only), then journalled and applied. A refusal is journalled
-        with its alert only when it is the first in its alert window; later
-        ones are answered, counted and reported together."""
+    def _command(self, item: Received) -> None:
+        """One command from the broker: checked (origin over the bytes
+        received, table, freshness, once-only), then journalled as those
+        bytes and applied. A refusal is journalled with its alert only when
+        it is the first in its alert window; later ones are answered,
+        counted and reported together."""
         gate = self.gate
         assert gate is not None
-        error = gate.check(command_dict(cmd), time.time())
+        cmd = item.cmd
+        error = gate.check(command_dict(cmd), time.time(), item.payload)
         if error is None:
-            self._input_command(cmd)
+            self._input(self._now(), "cmd", item.payload, cmd)
             return
         if self._refusals.refused(time.monotonic()):
             log.warning("command refused", id=cmd.id, error=error)

@@ -54,6 +54,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from controller.commands_schema import CommandError, command_dict, parse_journalled
 from controller.errors import RuntimeFailure, UsageError
 from controller.events import format_ts
 from controller.journal import SCHEMA_VERSION
@@ -513,9 +514,14 @@ class Reader:
         out: list[dict[str, Any]] = []
         for input_id, t, data in rows:
             try:
-                cmd = json.loads(bytes(data))
-            except (ValueError, UnicodeDecodeError):
-                continue
+                # read by the daemon's own parser: a card as the engine took
+                # it ("td" sent, "TD" entered), whichever form was journalled
+                cmd = command_dict(parse_journalled(bytes(data)))
+            except CommandError:
+                try:
+                    cmd = json.loads(bytes(data))
+                except (ValueError, UnicodeDecodeError):
+                    continue
             if not isinstance(cmd, dict):
                 continue
             name = str(cmd.get("cmd"))

@@ -60,6 +60,9 @@ from controller.events import dumps
 from controller.signing import SIGNING_FIELDS, Signer, digest, link_of
 
 SCHEMA_VERSION = 1
+#: ``meta``: the first input whose supervisor command is the bytes received
+#: (``Journal.received_commands_from``).
+RECEIVED_COMMANDS_KEY = "commands_received_from"
 INPUT_KINDS: frozenset[str] = frozenset({"rx", "tx", "cmd", "link", "tick"})
 InputKind = Literal["rx", "tx", "cmd", "link", "tick"]
 
@@ -977,6 +980,21 @@ class Journal:
                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+    def received_commands_from(self) -> int:
+        """The first input id from which a supervisor's ``cmd`` input holds
+        the bytes received (``commands_schema.Received``); the inputs before
+        it hold the daemon's ``command_json`` of the command, written by an
+        older version. Noted in ``meta`` (durably) by the first call, before
+        this version journals any command, so each input is read back as it
+        was written."""
+        with self._lock, self._guard("writing meta"), self._transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (RECEIVED_COMMANDS_KEY,)).fetchone()
+            if row is not None:
+                return int(row[0])
+            first = int(db.execute("SELECT coalesce(max(id), 0) FROM inputs").fetchone()[0]) + 1
+            db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (RECEIVED_COMMANDS_KEY, str(first)))
+            return first
 
     # --- supervisor commands already taken ---------------------------------
 

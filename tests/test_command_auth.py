@@ -25,7 +25,9 @@ from controller.command_auth import (
     SeenCommands,
     canonical,
     sign,
+    signed_bytes,
     stamp,
+    wire,
 )
 from controller.commands_schema import CommandError, command_dict, parse_command
 from controller.config import load_config
@@ -249,3 +251,169 @@ def test_an_empty_command_key_is_a_config_error_not_a_traceback(tmp_path: Path) 
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [r.stderr.strip()]
     assert "command_key_file" in r.stderr and "empty" in r.stderr and "Traceback" not in r.stderr
+
+
+# --- the signature covers the bytes received (issue 30, item 3) ------------------------
+
+
+def _signed_as_sent(fields: dict[str, Any], key: bytes = KEY) -> bytes:
+    """A command signed over its own bytes, as any client may write them
+    (here: not the canonical form, keys in the sender's order, a card in
+    lower case), ``sig`` appended last."""
+    body = json.dumps(fields, separators=(",", ":")).encode()
+    sig = hmac.new(key, body, hashlib.sha256).hexdigest()
+    return body[:-1] + b',"sig":"' + sig.encode() + b'"}'
+
+
+def test_a_command_is_authenticated_over_the_bytes_received_not_as_re_encoded() -> None:
+    payload = _signed_as_sent(
+        {"id": "e1", "cmd": "enter_card", "coup": 2, "card": "td", "table": "T01", "ts": 1000.0}
+    )
+    cmd = parse_command(payload)
+    assert cmd.card == "TD", "the schema takes 'td' and normalises it"  # type: ignore[union-attr]
+    assert gate().check(command_dict(cmd), 1000.0, payload) is None
+    # what the controller did before: the signature checked over the command
+    # re-encoded after parsing ("TD", keys sorted), which the sender never signed
+    assert gate().check(command_dict(cmd), 1000.0) == "unauthenticated command: bad signature"
+    # any byte changed: refused, a change that parses to the same command included
+    for i in range(len(payload) - 74):
+        tampered = payload[:i] + bytes([payload[i] ^ 0x01]) + payload[i + 1 :]
+        try:
+            parsed = parse_command(tampered)
+        except CommandError:
+            continue  # no longer a command at all
+        assert (
+            gate().check(command_dict(parsed), 1000.0, tampered) == "unauthenticated command: bad signature"
+        )
+    spaced = payload.replace(b'"coup":2', b'"coup": 2')
+    assert gate().check(command_dict(parse_command(spaced)), 1000.0, spaced) == (
+        "unauthenticated command: bad signature"
+    )
+    upper = payload.replace(b'"td"', b'"TD"')  # the normalised card: not what was signed
+    assert gate().check(command_dict(parse_command(upper)), 1000.0, upper) == (
+        "unauthenticated command: bad signature"
+    )
+    # a signature anywhere but last, or a byte after it: refused as such
+    moved = json.loads(payload)
+    moved = {"sig": moved.pop("sig"), **moved}
+    first = json.dumps(moved, separators=(",", ":")).encode()
+    assert gate().check(command_dict(parse_command(first)), 1000.0, first) == (
+        "unauthenticated command: 'sig' is not the last member of the bytes received"
+    )
+    assert "not the last member" in (gate().check(command_dict(cmd), 1000.0, payload + b"\n") or "")
+
+
+def test_ctl_sends_its_canonical_bytes_with_the_signature_last() -> None:
+    """What ``ctl`` publishes (``wire``) verifies over the bytes, and is also
+    what a controller that re-encoded the command to check it computed."""
+    signed = sign({"id": "1", "cmd": "enter_card", "coup": 2, "card": "TD"}, KEY, now=1000.0, table="T01")
+    payload = wire(signed)
+    assert payload.endswith(b',"sig":"' + signed["sig"].encode() + b'"}')
+    assert signed_bytes(payload) == (canonical(signed), signed["sig"])
+    assert gate().check(command_dict(parse_command(payload)), 1000.0, payload) is None
+    assert json.loads(payload) == signed
+    assert signed_bytes(b'{"sig":"' + b"0" * 64 + b'"}') is None  # nothing signed before it
+    assert signed_bytes(payload[:-3] + b'X"}') is None  # not hex
+
+
+def _journal_with_entry(tmp_path: Path, *, before_this_version: bool) -> list[dict[str, Any]]:
+    """Coup 1's P3 passes unread and B3 9S is dealt; then ``enter_card 2H``
+    without ``confirm``, journalled as a version before this one wrote it
+    (``command_json``: taken then, unchecked) or as received now. The events
+    a rebuild makes of it."""
+    from controller.daemon import Daemon
+    from firmware_protocols.frames import Button, Card, Hello
+    from firmware_protocols.shoe_ascii import Encoder
+    from tests.support.configs import write_config
+    from tests.table import T0
+
+    cfg = load_config(
+        write_config(tmp_path, {"driver": "serial", "port": "/dev/null", "protocol": "shoe-ascii/1"})
+    )
+    enc = Encoder()
+    frames = [Hello(T0, 0, "FAKE-1", "1.0", "000001"), Button(T0 + 1, 1, "NEWSHOE")]
+    for seq, code in enumerate(("AS", "2C", "3H", "4D", "2S", "2D", None, "9S"), start=2):
+        frames.append(Card(T0 + seq, seq, code))
+    frames.append(Button(T0 + 10, 10, "RESULT"))
+    entry = b'{"id":"a","cmd":"enter_card","coup":1,"card":"2H"}'
+    with Journal(cfg.journal) as journal:
+        for f in frames:
+            journal.append_input(f.t, "rx", enc.encode(f))
+        if before_this_version:
+            journal.append_input(T0 + 11, "cmd", entry)
+            assert journal.received_commands_from() == len(frames) + 2
+        else:
+            assert journal.received_commands_from() == len(frames) + 1
+            journal.append_input(T0 + 11, "cmd", entry)
+        daemon = Daemon(cfg)
+        daemon._rebuild(journal)
+        return [json.loads(p.json) for p in journal.events_since(0)]
+
+
+def test_a_journal_written_before_reads_its_commands_as_then_and_received_bytes_as_sent(
+    tmp_path: Path,
+) -> None:
+    """The same bytes in a ``cmd`` input: written by an older version (its
+    ``command_json``, where an entry without ``confirm`` was taken before
+    entries were checked) they are re-fed as taken then; journalled as
+    received, as the supervisor sent them (refused without ``confirm``)."""
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    old = _journal_with_entry(tmp_path / "old", before_this_version=True)
+    new = _journal_with_entry(tmp_path / "new", before_this_version=False)
+    old_results = [e for e in old if e["type"] == "coup.result"]
+    assert [r["player"]["cards"] for r in old_results] == [["3H", "2S", "2H"]], "taken, as then"
+    assert not [e for e in new if e["type"] == "coup.result"], "refused: 2H contradicts the B3 dealt"
+    assert [e for e in old if e["type"] != "card" or e.get("card") != "2H"][:3] == new[:3]
+
+
+@pytest.mark.mqtt
+def test_the_daemon_journals_the_bytes_received_and_a_rebuild_reproduces_their_events(
+    tmp_path: Path, mosquitto: BrokerFactory, subscriber: Callable[..., Subscriber]
+) -> None:
+    """A command signed over ``"card": "td"`` (the schema takes it) is
+    applied; the same with one byte changed is refused; the journal keeps
+    the bytes as received, and a rebuild from them makes the same events
+    (a different one would be a journal conflict)."""
+    from controller.daemon import CHECKPOINT_KEY, Daemon
+
+    broker = mosquitto()
+    cfg = _write_config(tmp_path, broker.port)
+    sub = subscriber(broker, ["baccarat/T01/#"])
+    daemon = _start(cfg)
+    try:
+        assert sub.wait_for(
+            lambda ms: [m.text for m in ms if m.topic == "baccarat/T01/status"][-1:] == ["online"], 60
+        )
+        now = __import__("time").time()
+        good = _signed_as_sent({"id": "n1", "cmd": "new_shoe", "table": "T01", "ts": now})
+        sub.publish("baccarat/T01/cmd", good)
+        assert sub.wait_for(lambda ms: _reply(sub, "n1") is not None, 20)
+        assert _reply(sub, "n1") == {"id": "n1", "ok": True, "error": None}
+        fields = {"id": "v1", "cmd": "void", "coup": 1, "reason": "td", "table": "T01", "ts": now}
+        tampered = _signed_as_sent(fields).replace(b'"reason":"td"', b'"reason":"tD"')
+        sub.publish("baccarat/T01/cmd", tampered)
+        assert sub.wait_for(lambda ms: _reply(sub, "v1") is not None, 20)
+        assert _reply(sub, "v1") == {
+            "id": "v1",
+            "ok": False,
+            "error": "unauthenticated command: bad signature",
+        }
+        entry = _signed_as_sent(
+            {"id": "e1", "cmd": "enter_card", "coup": 1, "card": "td", "table": "T01", "ts": now}
+        )
+        sub.publish("baccarat/T01/cmd", entry)
+        assert sub.wait_for(lambda ms: _reply(sub, "e1") is not None, 20)
+        reply = _reply(sub, "e1")
+        assert reply is not None and "bad signature" not in str(reply.get("error")), reply
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(30) == 0
+    path = tmp_path / "j.sqlite3"
+    with Journal(path) as j:
+        cmds = [r.data for r in j.inputs_since(0) if r.kind == "cmd"]
+        assert good in cmds and entry in cmds, "journalled as the bytes received"
+        before = [p.json for p in j.events_since(0)]
+        j.set_meta(CHECKPOINT_KEY, "")  # re-feed every input, commands included
+        Daemon(load_config(cfg))._rebuild(j)  # a JournalConflict if any event differed
+        assert [p.json for p in j.events_since(0)] == before

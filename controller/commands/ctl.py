@@ -35,7 +35,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 
 from controller.cards import CardError, parse_card
-from controller.command_auth import sign, stamp
+from controller.command_auth import sign, stamp, wire
 from controller.commands_schema import HAND_POSITIONS, MAX_COUP
 from controller.config import load_client_config, table_problem
 from controller.errors import RuntimeFailure, UsageError
@@ -298,7 +298,8 @@ def run(args: argparse.Namespace) -> int:
         with lock:
             events.clear()  # only what follows the command can say what it did
             subscribed.set()
-        sent.append(c.publish(f"{prefix}/cmd", json.dumps(cmd, separators=(",", ":")), qos=1).mid)
+        # the bytes signed, with the signature appended last (``wire``)
+        sent.append(c.publish(f"{prefix}/cmd", wire(cmd), qos=1).mid)
 
     def on_publish(_c: mqtt.Client, _u: Any, mid: int, rc: Any, _p: Any = None) -> None:
         # MQTT 5 says why a publish was not taken (an MQTT 3.1.1 broker drops

@@ -41,7 +41,8 @@ Commands arriving on ``<prefix>/<table>/cmd`` first pass ``admit`` (the
 owner's rate limit: a message it refuses is dropped unread), are refused if
 retained, then parsed strictly (``controller.commands_schema``); a bad one
 gets an error reply at once and changes nothing, a valid one goes to
-``on_command`` (called on the network thread: it should only enqueue),
+``on_command`` with the bytes received (``Received``: its signature is
+checked over them; called on the network thread: it should only enqueue),
 whose owner later calls ``reply``. With MQTT 5 (the default) the
 subscription asks for "retain as published", so a retained command shows its
 flag even when it arrives live and is always refused; with MQTT 3.1.1 the
@@ -92,7 +93,7 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from controller.commands_schema import Command, CommandError, error_reply, id_of, parse_command
+from controller.commands_schema import CommandError, Received, error_reply, id_of, parse_command
 from controller.config import MqttConfig
 from controller.journal import Journal, JournalError, PendingEvent
 from controller.mqtt_client import (
@@ -158,7 +159,7 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number")
 
 
-CommandHandler = Callable[[Command], None]
+CommandHandler = Callable[[Received], None]
 
 #: Reconnect backoff (seconds): 1, then 2, 2, 2...; paho starts again from
 #: the first after every successful CONNACK. A broker back after a short
@@ -615,7 +616,7 @@ class MqttOutput:
         if self._on_command is None:
             self.reply({"id": cmd.id, "ok": False, "error": "this controller takes no commands"})
             return
-        self._on_command(cmd)
+        self._on_command(Received(cmd, payload))
 
     def _on_mark(self, payload: bytes) -> None:
         """The archive's mark (network thread): checked for form here, then
