@@ -715,6 +715,7 @@ def _group_coups(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], d
         if not isinstance(n, int):
             continue
         key = (str(ev.get("shoe")), n)
+        fresh = key not in coups
         c = coups.setdefault(
             key,
             {
@@ -727,13 +728,19 @@ def _group_coups(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], d
             },
         )
         kind = ev["type"]
+        # the latest time seen of the coup's events, in journal order: a
+        # result released by a supervisor's entry keeps its RESULT's read
+        # time, earlier than the entry; the coup closed at the entry
+        seen = ev["ts"] if fresh else max(c["latest_ts"], ev["ts"])
+        if "closed_ts" not in c:
+            c["latest_ts"] = seen
         if kind == "misdeal":
             if ev["code"] not in c["misdeals"]:
                 c["misdeals"].append(ev["code"])
         elif kind == "coup.result":
-            c["result"], c["closed_ts"] = ev, ev["ts"]
+            c["result"], c["closed_ts"] = ev, seen
         elif kind == "coup.void":
-            c["void"], c["closed_ts"] = ev, ev["ts"]
+            c["void"], c["closed_ts"] = ev, seen
         elif kind == "coup.corrected":
             # the result in force (a coup corrected twice: the latest), and
             # what the first result was
@@ -915,6 +922,16 @@ def command_text(c: Mapping[str, Any]) -> str:
     return f"{head}: no effect in the journal (refused by the engine, or a card of a gap still short)"
 
 
+def _closed_at(own: Sequence[Mapping[str, Any]], closing: Mapping[str, Any] | None) -> str | None:
+    """When a coup was closed: its result's (or void's) time, or later, the
+    latest time of its events journalled before it. A result released by a
+    supervisor's entry keeps its RESULT's read time, which precedes the
+    entry (docs: Dealing errors): the coup closed at the entry, not before."""
+    if closing is None:
+        return None
+    return max(str(e["ts"]) for e in own if e["seq"] <= closing["seq"])
+
+
 def _timeline(
     s: _Shoe,
     coup: int,
@@ -979,7 +996,7 @@ def _timeline(
         "coup": coup,
         "status": status,
         "first_ts": own[0]["ts"],
-        "closed_ts": (void or result or {}).get("ts"),
+        "closed_ts": _closed_at(own, void or result),
         "cards": [
             {k: e.get(k) for k in ("ts", "seq", "position", "card", "value", "face_up", "entered")}
             for e in own
@@ -1108,7 +1125,9 @@ def _report(
     by_type: dict[str, list[dict[str, Any]]] = {}
     for ev in events:
         by_type.setdefault(ev["type"], []).append(ev)
-    voids = by_type.get("coup.void", [])
+    # by coup number, as the report's reader counts them (a coup voided at a
+    # deadline after a later one was voided comes after it in the journal)
+    voids = sorted(by_type.get("coup.void", []), key=lambda v: (v.get("coup") or 0, v["seq"]))
     misdeals = by_type.get("misdeal", [])
     for v in voids:
         v["misdeals"] = [m for m in misdeals if m.get("coup") == v.get("coup")]

@@ -702,3 +702,63 @@ def test_cli_with_a_config_whose_relative_journal_is_not_here_says_where_it_is_r
     line = one_line_error(cli("shoes", "--journal", str(tmp_path / "nope.sqlite3"), cwd=elsewhere), 1)
     assert line == f"shoe-controller history: {tmp_path}/nope.sqlite3: no journal there (--journal)"
     assert not (elsewhere / "var").exists() and not (tmp_path / "state").exists(), "history creates nothing"
+
+
+def test_a_coup_settled_by_a_later_entry_closed_at_the_entry_not_at_its_results_read_time(
+    tmp_path: Path,
+) -> None:
+    """Frames lost mid-coup, the held cards and RESULT released by the
+    supervisor's entry 20 s later: the result keeps its RESULT's read time,
+    but the coup closed at the entry, and the review never shows it closed
+    before the entry that settled it."""
+    path = tmp_path / "journal.sqlite3"
+    with Journal(path) as j:
+        tb = JournalledTable(j)
+        tb.hello()
+        tb.new_shoe()
+        tb.cards("AS", "2C")  # burn
+        tb.cards("TS", "7C")
+        tb.gap(1)  # KH lost
+        tb.cards("QD", "9H")
+        tb.result()
+        tb.t += 20
+        reply, _ = tb.command(id="gap-1", cmd="enter_card", coup=1, card="KH")
+        assert reply["ok"], reply
+        events = list(tb.events)
+    result = next(e for e in events if e["type"] == "coup.result")
+    entered = next(e for e in events if e["type"] == "card" and e["card"] == "KH")
+    assert result["ts"] < entered["ts"]  # the engine's stamps, unchanged
+    shoe = next(e["shoe"] for e in events if e["type"] == "shoe.started")
+    r = Reader(path)
+    tl = r.timeline(shoe, 1)
+    assert tl["status"] == "settled" and tl["closed_ts"] == entered["ts"]
+    command_at = next(i for i, e in enumerate(tl["entries"]) if e["kind"] == "command")
+    result_at = next(i for i, e in enumerate(tl["entries"]) if e["kind"] == "result")
+    assert command_at < result_at
+    row = next(x for x in r.coups(shoe).rows if x["coup"] == 1)
+    assert row["ts"] == entered["ts"]
+
+
+def test_the_shoe_reports_void_coups_are_listed_by_coup_number(tmp_path: Path) -> None:
+    """Coup 1's Banker third card passes unread (awaiting a supervisor: it
+    decides no draw, so coup 2 is dealt on), coup 2 is void at once (RESULT
+    after two cards), coup 1 void at its deadline: the journal holds the
+    voids as 2, 1; the report lists them 1, 2."""
+    path = tmp_path / "journal.sqlite3"
+    with Journal(path) as j:
+        tb = JournalledTable(j)
+        tb.hello()
+        tb.new_shoe()
+        tb.cards("AS", "2C")  # burn
+        tb.cards("TS", "2C", "KH", "KD", "5H")
+        tb.card(None)  # B3 unread
+        tb.result()
+        tb.cards("9S", "2C")
+        tb.result()  # coup 2: void at once
+        tb.tick(400.0)  # coup 1's deadline
+        tb.command(id="end-1", cmd="end_shoe")
+        events = list(tb.events)
+    assert [e["coup"] for e in events if e["type"] == "coup.void"] == [2, 1]
+    shoe = next(e["shoe"] for e in events if e["type"] == "shoe.started")
+    rep = Reader(path).shoe_report(shoe)
+    assert [v["coup"] for v in rep["voids"]] == [1, 2]
