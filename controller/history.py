@@ -598,19 +598,26 @@ class Reader:
     # --- the shoe report ----------------------------------------------------
 
     def shoe_lines(self, shoe: str) -> tuple[list[Any], list[str]]:
-        """A shoe's part of the table's signed chain: the key list,
-        and every event line as journalled from the shoe's first event to its
-        last (other events between them included: the chain runs through
-        them), for ``history report --events``."""
+        """A shoe's part of the table's signed chain: the key list, and
+        every event line as journalled from the shoe's ``shoe.started`` to
+        its ``shoe.ended`` (other events between them included: the chain
+        runs through them), for ``history report --events``; only for an
+        ended shoe (``NotEnded``)."""
 
         def q(db: sqlite3.Connection) -> tuple[list[Any], list[str]]:
             s = self._shoe(db, shoe)
+            if s.ended is None or s.started is None:
+                raise NotEnded(
+                    f"shoe {shoe} has not ended (or its start was pruned): its events are written"
+                    " once it runs from shoe.started to shoe.ended"
+                )
             row = db.execute("SELECT value FROM meta WHERE key = 'signing_keys'").fetchone()
             keys = json.loads(row[0]) if row else []
             lines = [
                 str(r[0])
                 for r in db.execute(
-                    "SELECT json FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq", (s.lo, s.hi)
+                    "SELECT json FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq",
+                    (s.started["seq"], s.ended["seq"]),
                 )
             ]
             return (keys if isinstance(keys, list) else []), lines

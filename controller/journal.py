@@ -1106,6 +1106,13 @@ class Journal:
                 if rows:
                     top = int(rows[-1][0])
                     undelivered += sum(1 for (seq,) in rows if int(seq) > deliverable)
+                    # the chain's link to the newest event pruned, as above
+                    tail = db.execute("SELECT json FROM events WHERE seq = ?", (top,)).fetchone()
+                    db.execute(
+                        "INSERT INTO meta (key, value) VALUES ('retired_link', ?)"
+                        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                        (link_of(str(tail[0]).encode()),),
+                    )
                     db.execute("DELETE FROM events WHERE seq <= ?", (top,))
                     db.execute(
                         "INSERT INTO meta (key, value) VALUES ('retired_seq', ?)"

@@ -286,10 +286,16 @@ class Finding:
 class ChainCheck:
     """Walks one table's events in seq order: the first broken link or bad
     signature is the finding. ``anchored``: the first event's ``prev`` is
-    not checked (a range that starts mid-chain)."""
+    not checked (a range that starts mid-chain); otherwise it must be
+    ``head`` as given (None: the chain's start). ``resets_link``: a new
+    epoch's first event (``chain_reset``) must link to the event before it
+    too (in a journal it links to whatever the journal still held, so a
+    reset that links elsewhere had events deleted before it; in the archive
+    the table may have published events its journal then lost)."""
 
     ring: KeyRing
     anchored: bool = True
+    resets_link: bool = False
     count: int = 0
     signed: int = 0
     resets: int = 0
@@ -320,11 +326,19 @@ class ChainCheck:
                 return f"{where}: {problem}"
             self.signed += 1
             prev = event.get("prev")
-            if "chain_reset" in event:
+            reset = "chain_reset" in event
+            if reset:
                 self.resets += 1
-            elif (self.head is not None or not self.anchored) and prev != self.head:
+            if (
+                (not reset or self.resets_link)
+                and (self.head is not None or not self.anchored)
+                and prev != self.head
+            ):
                 if self.head is None:
-                    return f"{where}: a chain that should start here links to {str(prev)[:16]}..."
+                    return (
+                        f"{where}: links to {str(prev)[:16]}..., but nothing comes before it here:"
+                        " the events before it were deleted"
+                    )
                 return (
                     f"{where}: broken link: prev {str(prev)[:16]}... is not the digest of the event"
                     f" before it ({self.head[:16]}...): an event before it was edited, deleted,"

@@ -200,6 +200,50 @@ def test_verify_names_a_tampered_journal_event(
     assert f"seq {shown} " in line, line
 
 
+@pytest.mark.parametrize("end", ["first", "last"])
+def test_verify_names_a_journal_without_its_first_or_last_event(
+    signed: Path, tmp_path: Path, end: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The chain alone cannot tell a journal's first or last event deleted
+    (nothing links to the last; the first's link is cut with it): the
+    journal's own records can. Its first event must be seq 1 (or follow
+    what retention pruned), its last must reach the seq its high-water
+    mark (``<journal>.hwm``) says was committed."""
+    journal = _copy(signed, tmp_path)
+    shutil.copy2(signed / "journal.sqlite3.hwm", tmp_path / "journal.sqlite3.hwm")
+    rows = _rows(journal)
+    rc, line = _verify(capsys, "--journal", str(journal))
+    assert rc == 0 and f"last against its high-water mark (seq {rows[-1][0]})" in line, line
+    seq = rows[0][0] if end == "first" else rows[-1][0]
+    with sqlite3.connect(journal) as c:
+        c.execute("DELETE FROM events WHERE seq = ?", (seq,))
+    rc, line = _verify(capsys, "--journal", str(journal))
+    assert rc == 1 and line.startswith("BROKEN: journal"), line
+    assert f"seq {seq} was deleted" in line, line
+    if end == "last":
+        assert "high-water mark" in line, line
+
+
+def test_verify_a_pruned_journal_starts_after_what_retention_pruned(
+    signed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Retention is no deletion: the first event left links to the last one
+    pruned (``retired_link``), and deleting the first one left is named."""
+    journal = _copy(signed, tmp_path)
+    rows = _rows(journal)
+    with Journal(str(journal)) as j:  # the size bound: the oldest events go, in batches
+        j.retention(1e9, 1e12, outputs=[], max_bytes=j.size_bytes() // 2, batch=100)
+    left = _rows(journal)
+    assert 1 < left[0][0] <= rows[-1][0]
+    rc, line = _verify(capsys, "--journal", str(journal))
+    assert rc == 0, line
+    assert f"first event checked against the last event retention pruned (seq {left[0][0] - 1})" in line
+    with sqlite3.connect(journal) as c:
+        c.execute("DELETE FROM events WHERE seq = ?", (left[0][0],))
+    rc, line = _verify(capsys, "--journal", str(journal))
+    assert rc == 1 and f"retention pruned through seq {left[0][0] - 1}: seq {left[0][0]} was deleted" in line
+
+
 def test_verify_journal_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main(["verify", "--journal", str(tmp_path / "none.sqlite3")]) == 1
@@ -259,6 +303,22 @@ def test_verify_names_a_tampered_report_event(
     assert f"line {k + 1}" in line and (_says(line, how) or "broken link" in line), line
 
 
+@pytest.mark.parametrize("end", ["first", "last"])
+def test_verify_names_a_report_without_its_first_or_last_event(
+    signed: Path, tmp_path: Path, end: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shoe report runs from its shoe's shoe.started to its shoe.ended."""
+    out = _report(signed, tmp_path, capsys)
+    lines = out.read_text().splitlines()
+    assert json.loads(lines[1])["type"] == "shoe.started" and json.loads(lines[-1])["type"] == "shoe.ended"
+    del lines[1 if end == "first" else -1]
+    out.write_text("\n".join(lines) + "\n")
+    rc, line = _verify(capsys, "--events", str(out))
+    assert rc == 1 and line.startswith("BROKEN: report"), line
+    want = "shoe.started: the events before it" if end == "first" else "shoe.ended: the events after it"
+    assert want in line and "were deleted" in line, line
+
+
 def test_verify_report_file_bound(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
 ) -> None:
@@ -269,7 +329,7 @@ def test_verify_report_file_bound(
     path.write_text(head + "\n")
     monkeypatch.setattr(verify, "MAX_EVENTS_FILE_BYTES", len(head) + 1)
     rc, line = _verify(capsys, "--events", str(path))
-    assert rc == 0 and "no events" in line  # at the bound
+    assert rc == 1 and "no events; a shoe report runs from shoe.started" in line  # at the bound: read
     path.write_text(head + "\n\n")
     capsys.readouterr()
     assert main(["verify", "--events", str(path)]) == 1  # one byte over
@@ -369,6 +429,109 @@ def test_verify_names_a_tampered_archive_event(
     rc, line = _archive_verify(capsys, pg_dsn)
     assert rc == 1 and line.startswith("BROKEN: archive table T01"), line
     assert _says(line, how), line
+
+
+@pytest.mark.parametrize("end", ["first", "last"])
+def test_verify_names_an_archive_without_its_first_or_last_event(
+    signed: Path, conn: Any, pg_dsn: str, end: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The archive's mark (``archive_table_marks``: the table held from
+    first_seq through seq, as the archiver keeps it after each batch) tells
+    a deleted first or last event from a record that simply starts or ends
+    there."""
+    from controller.archive import marks
+
+    _archived(signed, conn)
+    marks.advance(conn, "T01")
+    conn.commit()
+    rows = _rows(signed / "journal.sqlite3")
+    rc, line = _archive_verify(capsys, pg_dsn)
+    assert rc == 0, line
+    assert "first event checked against the chain's start (seq 1)" in line, line
+    assert f"last against the archive's mark (seq {rows[-1][0]})" in line, line
+    seq = rows[0][0] if end == "first" else rows[-1][0]
+    eid = json.loads(rows[0][1] if end == "first" else rows[-1][1])["event_id"]
+    with conn.transaction():
+        conn.execute("DELETE FROM events WHERE event_id = %s", (eid,))
+        conn.execute("DELETE FROM signed_lines WHERE event_id = %s", (eid,))
+    rc, line = _archive_verify(capsys, pg_dsn)
+    assert rc == 1 and line.startswith("BROKEN: archive table T01"), line
+    assert f"seq {seq} was deleted" in line and "the archive's mark holds the table" in line, line
+
+
+def test_retention_moves_the_archive_mark_so_verify_tells_it_from_a_deletion(
+    signed: Path, conn: Any, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Retention drops whole months: the mark then holds the table from the
+    first event left, which is no deleted first event."""
+    import datetime as dt
+
+    from controller.archive import marks, partitions
+
+    _archived(signed, conn)
+    marks.advance(conn, "T01")
+    rows = _rows(signed / "journal.sqlite3")
+    half = rows[len(rows) // 2][0]
+    with conn.transaction():
+        partitions.ensure(conn, [dt.date(2025, 10, 1)])
+    with conn.transaction():  # the first half of the record a month older
+        conn.execute(
+            "UPDATE events SET ts = ts - interval '40 days' WHERE table_id = 'T01' AND seq < %s", (half,)
+        )
+    assert partitions.drop_expired(conn, dt.datetime(2025, 11, 15, tzinfo=dt.UTC), 0)
+    assert (
+        conn.execute("SELECT first_seq FROM archive_table_marks WHERE table_id = 'T01'").fetchone()[0] == half
+    )
+    conn.commit()
+    rc, line = _archive_verify(capsys, pg_dsn)
+    assert rc == 0 and f"seq {half}..{rows[-1][0]}" in line, line
+    assert f"the table is archived from seq {half}, mid-chain" in line, line
+    with conn.transaction():
+        conn.execute("DELETE FROM events WHERE table_id = 'T01' AND seq = %s", (half,))
+    rc, line = _archive_verify(capsys, pg_dsn)
+    assert rc == 1 and f"seq {half} was deleted" in line, line
+
+
+def test_verify_an_archive_range_checks_its_ends_against_the_events_around_it(
+    signed: Path, conn: Any, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A day range's first event links to the archived event before the
+    range, and the event after the range links to its last: deleting
+    either end of the range is named, whatever the mark says."""
+    _archived(signed, conn)
+    rows = _rows(signed / "journal.sqlite3")
+    # spread the record over three days: the middle third is the range
+    third = len(rows) // 3
+    with conn.transaction():
+        for n, (s, _) in enumerate(rows):
+            day = 21 if n < third else 22 if n < 2 * third else 23
+            conn.execute(
+                "UPDATE events SET ts = ts + make_interval(days => %s - 22) WHERE table_id = 'T01' AND seq = %s",
+                (day, s),
+            )
+    one_day = ("--dsn", pg_dsn, "--table", "T01", "--from", "2025-11-22", "--to", "2025-11-22")
+    rc, line = _verify(capsys, *one_day)
+    assert rc == 0, line
+    assert (
+        f"first event checked against the archived event before the range (seq {rows[third - 1][0]})" in line
+    )
+    assert f"last against the archived event after the range (seq {rows[2 * third][0]})" in line
+    for k in (third, 2 * third - 1):
+        with conn.transaction():
+            conn.execute("DELETE FROM events WHERE table_id = 'T01' AND seq = %s", (rows[k][0],))
+        rc, line = _verify(capsys, *one_day)
+        assert rc == 1 and "broken link" in line, line
+        if k == third:
+            assert f"seq {rows[k + 1][0]} " in line, line  # the new first event names the cut
+        else:
+            assert "the event after the range" in line, line
+        with conn.transaction():  # put it back for the next end
+            conn.execute(
+                "INSERT INTO events (event_id, ts, table_id, shoe, seq, type, payload)"
+                " SELECT s.event_id, s.ts + make_interval(days => 0), 'T01', %s, s.seq, %s, s.line::jsonb"
+                " FROM signed_lines s WHERE s.table_id = 'T01' AND s.seq = %s",
+                (json.loads(rows[k][1])["shoe"], json.loads(rows[k][1])["type"], rows[k][0]),
+            )
 
 
 # --- the forgery first (item 1's demonstration) ---------------------------------------------

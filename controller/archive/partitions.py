@@ -147,4 +147,16 @@ def drop_expired(conn: Conn, now: dt.datetime, retention_months: int) -> list[st
                 sql.SQL("DELETE FROM replays.{} WHERE ts < %s").format(sql.Identifier(table)), (cutoff,)
             )
         conn.execute("DELETE FROM replays.shoes WHERE coalesce(started_at, ended_at) < %s", (cutoff,))
+        if dropped:
+            # a table's mark holds it from its first archived seq (migration
+            # 4): from the first one left, so that verify tells retention
+            # from a deleted event (a table with none left: from above its
+            # mark, where its next event will be)
+            conn.execute(
+                "UPDATE archive_table_marks m SET first_seq = f.seq FROM ("
+                " SELECT t.table_id, coalesce("
+                "(SELECT min(e.seq) FROM events e WHERE e.table_id = t.table_id), t.seq + 1) AS seq"
+                " FROM archive_table_marks t) f"
+                " WHERE f.table_id = m.table_id AND m.first_seq < f.seq"
+            )
     return dropped

@@ -17,6 +17,7 @@ start mid-chain: retention, a day range): the line says where it starts.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -27,13 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from controller.errors import RuntimeFailure, UsageError
-from controller.signing import ChainCheck, KeyRing, lines_of
+from controller.journal import HWM_SUFFIX
+from controller.signing import ChainCheck, KeyRing, lines_of, link_of
 from controller.textsafe import visible
 
 #: The largest shoe report events file read (a 12-deck shoe is about 1 MB).
 MAX_EVENTS_FILE_BYTES = 64 * 1024 * 1024
 #: The longest archive day range verified in one run.
 MAX_DAYS = 366
+#: The largest high-water mark read (the daemon writes 512 bytes).
+MAX_HWM_BYTES = 4096
 #: A shoe report events file's first line says what it is.
 REPORT_FORMAT = "shoe-controller shoe report events"
 
@@ -61,7 +65,7 @@ def _walk(check: ChainCheck, items: Iterator[tuple[str, bytes]]) -> None:
             raise Broken(problem)
 
 
-def _summary(what: str, check: ChainCheck) -> str:
+def _summary(what: str, check: ChainCheck, ends: str = "") -> str:
     if check.count == 0:
         return f"verified {what}: no events"
     if check.signed == 0:
@@ -71,7 +75,7 @@ def _summary(what: str, check: ChainCheck) -> str:
     resets = f", {check.resets} new epoch(s) after a lost journal" if check.resets else ""
     return (
         f"verified {what}: {check.count} events, seq {check.first_seq}..{check.last_seq},"
-        f" {check.signed} signed (keys {keys}), chain unbroken{resets}"
+        f" {check.signed} signed (keys {keys}), chain unbroken{resets}{ends}"
     )
 
 
@@ -87,7 +91,19 @@ def _journal(path: str, pinned: list[str] | None) -> str:
         try:
             row = db.execute("SELECT value FROM meta WHERE key = 'signing_keys'").fetchone()
             listed = json.loads(row[0]) if row else []
-            check = ChainCheck(_ring(listed if isinstance(listed, list) else [], pinned))
+            check = ChainCheck(_ring(listed if isinstance(listed, list) else [], pinned), resets_link=True)
+            meta = dict(
+                db.execute(
+                    "SELECT key, value FROM meta WHERE key IN ('retired_seq', 'retired_link', 'journal_id')"
+                ).fetchall()
+            )
+            retired = _int(meta.get("retired_seq")) or 0
+            # the first event links to the chain's start, or to the newest
+            # event retention pruned (unknown for a journal pruned before
+            # the link was kept: then not checked)
+            if retired == 0 or meta.get("retired_link") is not None:
+                check.anchored = False
+                check.head = meta.get("retired_link") if retired else None
 
             def rows() -> Iterator[tuple[str, bytes]]:
                 last = -1
@@ -110,15 +126,95 @@ def _journal(path: str, pinned: list[str] | None) -> str:
                                 f"{where}: the row holds event seq {ev.get('seq')!r}"
                                 f" ({visible(str(ev.get('event_id')))[:80]}): rows moved or swapped"
                             )
+                        if (
+                            last == -1
+                            and seq != retired + 1
+                            and not (isinstance(ev, dict) and "chain_reset" in ev)
+                        ):
+                            since = (
+                                f"retention pruned through seq {retired}"
+                                if retired
+                                else "a journal starts at seq 1"
+                            )
+                            raise Broken(
+                                f"{where}: the journal's first event, but {since}:"
+                                f" {_span(retired + 1, int(seq) - 1)} deleted"
+                            )
+                        last = max(last, 0)
                         yield where, line
                     last = int(batch[-1][0])
 
             _walk(check, rows())
+            delivered = db.execute("SELECT output, seq FROM marks ORDER BY seq DESC LIMIT 1").fetchone()
         finally:
             db.close()
     except sqlite3.Error as exc:
         raise RuntimeFailure(f"{visible(path)}: not a readable shoe-controller journal: {exc}") from None
-    return _summary(f"journal {visible(path)}", check)
+    ends = _journal_ends(path, check, retired, meta.get("journal_id"), delivered)
+    return _summary(f"journal {visible(path)}", check, ends)
+
+
+def _span(first: int, last: int) -> str:
+    return f"seq {first} was" if first == last else f"seq {first}..{last} were"
+
+
+def _int(text: Any) -> int | None:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _hwm(path: str, journal_id: Any) -> int | None:
+    """The seq the journal's high-water mark (``<journal>.hwm``, kept by the
+    daemon beside it) says was committed, when it is this journal's."""
+    try:
+        with open(path + HWM_SUFFIX, "rb") as f:
+            raw = f.read(MAX_HWM_BYTES + 1)
+        data = json.loads(raw) if len(raw) <= MAX_HWM_BYTES else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("journal") != journal_id or journal_id is None:
+        return None
+    committed = data.get("committed")
+    return committed if isinstance(committed, int) and not isinstance(committed, bool) else None
+
+
+def _journal_ends(
+    path: str, check: ChainCheck, retired: int, journal_id: Any, delivered: tuple[Any, Any] | None
+) -> str:
+    """Where the journal's first and last events were checked against; a
+    last event below what the journal's own records say it holds (its
+    high-water mark's committed seq, an output's delivery mark) is
+    ``Broken``."""
+    last = max(check.last_seq or 0, retired)
+    committed = _hwm(path, journal_id)
+    claims: list[tuple[int, str]] = []
+    if committed is not None:
+        claims.append(
+            (committed, f"its high-water mark {visible(path)}{HWM_SUFFIX} says seq {committed} was committed")
+        )
+    if delivered is not None and _int(delivered[1]) is not None:
+        seq = int(delivered[1])
+        claims.append((seq, f"output {visible(str(delivered[0]))} was marked delivered through seq {seq}"))
+    for seq, what in sorted(claims, reverse=True):
+        if seq > last:
+            raise Broken(
+                f"journal {visible(path)}: its last event is seq {last}, but {what}:"
+                f" {_span(last + 1, seq)} deleted"
+            )
+    if not retired:
+        start = "the chain's start (seq 1, or a new epoch's chain_reset)"
+    elif check.anchored:
+        start = f"nothing (retention pruned through seq {retired} before the link was kept)"
+    else:
+        start = f"the last event retention pruned (seq {retired})"
+    end = (
+        f"its high-water mark (seq {committed})"
+        if committed is not None
+        else f"no high-water mark ({visible(path)}{HWM_SUFFIX} missing or another journal's)"
+    )
+    return f"; first event checked against {start}, last against {end}"
 
 
 # --- the archive -----------------------------------------------------------
@@ -144,16 +240,16 @@ def _archive(
     if problem is not None:
         raise UsageError(f"--table: {problem}")
     to = _day(day_to, "--to", dt.datetime.now(dt.UTC).date())
-    start = _day(day_from, "--from", to - dt.timedelta(days=30))
-    if start > to:
-        raise UsageError(f"--from {start} is after --to {to}")
-    if (to - start).days + 1 > MAX_DAYS:
+    first_day = _day(day_from, "--from", to - dt.timedelta(days=30))
+    if first_day > to:
+        raise UsageError(f"--from {first_day} is after --to {to}")
+    if (to - first_day).days + 1 > MAX_DAYS:
         raise UsageError(
-            f"--from {start} --to {to}: {(to - start).days + 1} days; at most {MAX_DAYS} in one run"
+            f"--from {first_day} --to {to}: {(to - first_day).days + 1} days; at most {MAX_DAYS} in one run"
         )
     import psycopg
 
-    lo = dt.datetime.combine(start, dt.time(), dt.UTC)
+    lo = dt.datetime.combine(first_day, dt.time(), dt.UTC)
     hi = dt.datetime.combine(to + dt.timedelta(days=1), dt.time(), dt.UTC)
     try:
         with psycopg.connect(dsn, connect_timeout=10) as conn:
@@ -169,6 +265,14 @@ def _archive(
                 for entry in listed:  # the archive already judged them (pinned, tofu, endorsed)
                     ring.add(entry["public_key"])
             check = ChainCheck(ring)
+            mark = conn.execute(
+                "SELECT first_seq, seq, event_id FROM archive_table_marks WHERE table_id = %s", (table,)
+            ).fetchone()
+            lo_seq, hi_seq = conn.execute(
+                "SELECT min(seq), max(seq) FROM events WHERE table_id = %s AND ts >= %s AND ts < %s",
+                (table, lo, hi),
+            ).fetchone() or (None, None)
+            start = _archive_start(conn, check, table, lo_seq, mark)
             with conn.transaction():
                 cur = conn.cursor(name="verify")
                 cur.itersize = 1000
@@ -188,6 +292,7 @@ def _archive(
                                 raise Broken(f"{where}: its signed line is missing")
                             yield where, str(payload).encode()
                             check.head = None  # an unsigned event's bytes are not kept
+                            check.anchored = True
                             continue
                         try:
                             signed = json.loads(line)
@@ -205,10 +310,81 @@ def _archive(
 
                 _walk(check, rows())
                 cur.close()
+            end = _archive_end(conn, check, table, hi_seq, mark)
     except psycopg.Error as exc:
         text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise RuntimeFailure(f"archive: {text}") from None
-    return _summary(f"archive table {table} {start}..{to}", check)
+    return _summary(
+        f"archive table {table} {first_day}..{to}",
+        check,
+        f"; first event checked against {start}, last against {end}",
+    )
+
+
+_BEFORE = (
+    "SELECT e.seq, e.event_id, s.line FROM events e LEFT JOIN signed_lines s ON s.event_id = e.event_id"
+    " WHERE e.table_id = %s AND e.seq < %s ORDER BY e.seq DESC LIMIT 1"
+)
+_AFTER = (
+    "SELECT e.seq, e.event_id, s.line FROM events e LEFT JOIN signed_lines s ON s.event_id = e.event_id"
+    " WHERE e.table_id = %s AND e.seq > %s ORDER BY e.seq LIMIT 1"
+)
+
+
+def _neighbour(conn: Any, table: str, seq: int, after: bool) -> tuple[int, str, str | None] | None:
+    """The table's archived event just before (or after) ``seq``, whatever
+    its day: (seq, event_id, signed line or None)."""
+    row = conn.execute(_AFTER if after else _BEFORE, (table, seq)).fetchone()
+    return None if row is None else (int(row[0]), str(row[1]), None if row[2] is None else str(row[2]))
+
+
+def _archive_start(conn: Any, check: ChainCheck, table: str, lo_seq: Any, mark: Any) -> str:
+    """Anchor the range's first event: on the archived event before it
+    (whose digest its ``prev`` must hold), or, when there is none, on the
+    archive's mark (``first_seq``: the first seq it holds the table from,
+    moved up by retention) and the chain's start."""
+    if lo_seq is None:
+        return "nothing (no events)"
+    before = _neighbour(conn, table, int(lo_seq), after=False)
+    if before is not None:
+        if before[2] is None:
+            return f"nothing (the event before it, seq {before[0]}, is unsigned)"
+        check.head, check.anchored = link_of(before[2].encode()), False
+        return f"the archived event before the range (seq {before[0]})"
+    if mark is not None and int(mark[0]) < int(lo_seq):
+        raise Broken(
+            f"archive table {table}: its first archived event is seq {lo_seq}, but the archive's mark"
+            f" holds the table from seq {mark[0]}: {_span(int(mark[0]), int(lo_seq) - 1)} deleted"
+        )
+    if int(lo_seq) == 1:
+        check.anchored = False  # the chain's start: prev null
+        return "the chain's start (seq 1)"
+    return f"the archive's mark (the table is archived from seq {lo_seq}, mid-chain)"
+
+
+def _archive_end(conn: Any, check: ChainCheck, table: str, hi_seq: Any, mark: Any) -> str:
+    """Check the range's last event: the archived event after it must link
+    to it, or, when there is none, the archive's mark must not hold the
+    table further."""
+    if hi_seq is None:
+        return "nothing (no events)"
+    after = _neighbour(conn, table, int(hi_seq), after=True)
+    if after is not None:
+        seq, event_id, line = after
+        if line is None:
+            return f"nothing (the event after it, seq {seq}, is unsigned)"
+        where = f"archive table {table} seq {seq} ({visible(event_id)}), the event after the range"
+        problem = dataclasses.replace(check).feed(where, line.encode())  # the range's own counts kept
+        if problem is not None:
+            raise Broken(problem)
+        return f"the archived event after the range (seq {seq})"
+    if mark is not None and int(mark[1]) > int(hi_seq):
+        raise Broken(
+            f"archive table {table}: its last archived event is seq {hi_seq}, but the archive's mark"
+            f" holds the table through seq {mark[1]} ({visible(str(mark[2]))}):"
+            f" {_span(int(hi_seq) + 1, int(mark[1]))} deleted"
+        )
+    return f"the archive's mark (seq {mark[1]})" if mark is not None else "nothing (no mark for the table)"
 
 
 # --- a shoe report's events --------------------------------------------------------
@@ -240,8 +416,29 @@ def _events(path: str, pinned: list[str] | None) -> str:
     _walk(check, ((f"report {visible(path)} line {n}", line) for n, line in enumerate(lines[1:], 2)))
     table, shoe = visible(str(head.get("table"))), visible(str(head.get("shoe")))
     what = f"shoe report {visible(path)} (table {table} shoe {shoe})"
+    _report_ends(path, head.get("shoe"), lines[1:])
     trust = "" if pinned else "; the keys are the report's own: compare them with the table's"
     return _summary(what, check) + trust
+
+
+def _report_ends(path: str, shoe: Any, events: list[bytes]) -> None:
+    """A shoe report holds its shoe from the shoe's ``shoe.started`` to its
+    ``shoe.ended`` (whose ``chain_head`` quotes the chain's head then):
+    a first or last event deleted leaves another in its place."""
+    if not events:
+        raise Broken(f"report {visible(path)}: no events; a shoe report runs from shoe.started to shoe.ended")
+    for n, line, want, gone in (
+        (2, events[0], "shoe.started", "before"),
+        (len(events) + 1, events[-1], "shoe.ended", "after"),
+    ):
+        ev = json.loads(line)  # (the walk read every line as a JSON object)
+        if ev.get("type") != want or ev.get("shoe") != shoe:
+            kind = visible(str(ev.get("type")))[:40]
+            raise Broken(
+                f"report {visible(path)} line {n}: the report's {'first' if gone == 'before' else 'last'}"
+                f" event is a {kind} (seq {visible(str(ev.get('seq')))[:20]}), not shoe"
+                f" {visible(str(shoe))[:80]}'s {want}: the events {gone} it were deleted"
+            )
 
 
 def run(args: argparse.Namespace) -> int:
