@@ -332,7 +332,9 @@ def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     rp.add_argument("--pdf", metavar="OUT", help="print it to PDF with headless Chromium")
     rp.add_argument("--chromium", metavar="PATH", help="the Chromium binary (default: found on PATH)")
     rp.add_argument(
-        "--events", metavar="OUT", help="write the shoe's signed events (JSON lines) for verify --events"
+        "--events",
+        metavar="OUT",
+        help="write the shoe's signed events, shoe.started to shoe.ended (JSON lines), for verify --events",
     )
 
 

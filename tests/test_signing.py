@@ -506,7 +506,8 @@ def test_verify_an_archive_range_checks_its_ends_against_the_events_around_it(
         for n, (s, _) in enumerate(rows):
             day = 21 if n < third else 22 if n < 2 * third else 23
             conn.execute(
-                "UPDATE events SET ts = ts + make_interval(days => %s - 22) WHERE table_id = 'T01' AND seq = %s",
+                "UPDATE events SET ts = ts + make_interval(days => %s - 22)"
+                " WHERE table_id = 'T01' AND seq = %s",
                 (day, s),
             )
     one_day = ("--dsn", pg_dsn, "--table", "T01", "--from", "2025-11-22", "--to", "2025-11-22")

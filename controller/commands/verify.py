@@ -1,6 +1,6 @@
-"""``shoe-controller verify``: check a table's signed, chained record (issue
-29) in a journal, the archive or a shoe report's events, and print one
-line: the first broken link or bad signature (exit 1), or what was
+"""``shoe-controller verify``: check a table's signed, chained record in
+a journal, the archive or a shoe report's events, and print one line: the
+first broken link, bad signature or missing end (exit 1), or what was
 verified (exit 0). Expected errors (no such file, no database, a bad
 range) are one line too (``ExpectedError``), never a traceback.
 
@@ -10,8 +10,13 @@ or only ``--key``), its ``prev`` against the digest of the event before it
 (a new epoch's first event says so with ``chain_reset``), seqs strictly
 increasing, no unsigned event after a signed one; in a journal, each row's
 seq and id against its event; in the archive, each ``events`` row against
-its signed line. The first event's ``prev`` is not checked (the record may
-start mid-chain: retention, a day range): the line says where it starts.
+its signed line. The ends, which no link covers, are held to what the
+record says it covers (docs/events.md, "What verify can and cannot
+tell"): a journal's first event to seq 1 or retention's last pruned link,
+its last to its high-water mark and its outputs' delivery marks; an
+archive range's ends to the archived events around it, else to the
+archive's mark; a shoe report's to its shoe's ``shoe.started`` and
+``shoe.ended``. The line says what each end was checked against.
 """
 
 from __future__ import annotations
