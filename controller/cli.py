@@ -83,6 +83,11 @@ def _build_parser() -> argparse.ArgumentParser:
         help="--out mqtt: publish even to a table whose retained status says its controller is online",
     )
     rp.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+    rp.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON lines on a terminal too (a line per coup there otherwise; piped, always JSON)",
+    )
 
     fk = sub.add_parser("fake", help="run a fake shoe")
     fk.add_argument("--pty", action="store_true", help="speak on a pseudo-terminal; prints its path first")
@@ -127,6 +132,9 @@ def _build_parser() -> argparse.ArgumentParser:
     rd.add_argument("file", help="a .shoelog capture; the roads of its last shoe are drawn")
     rd.add_argument("--svg", metavar="OUT", help="write the roads as an SVG picture to OUT")
     rd.add_argument(
+        "--json", action="store_true", help="JSON on a terminal too (piped or redirected it always is)"
+    )
+    rd.add_argument(
         "--profile", help="punto_banco | ez_baccarat | baccarat_27 | a profile YAML (default: the file's)"
     )
     rd.add_argument("--decks", type=int, help="1..12 (default: the file's, else 8)")
@@ -145,11 +153,14 @@ def _build_parser() -> argparse.ArgumentParser:
     ar.add_argument("--config", "-c", required=True, help="the archiver's config YAML (docs/archive.md)")
     ar_mode = ar.add_mutually_exclusive_group()
     ar_mode.add_argument("--migrate", action="store_true", help="apply the schema migrations, then exit")
-    ar_mode.add_argument(
-        "--stats", action="store_true", help="print the archive's counters as JSON, then exit"
-    )
+    ar_mode.add_argument("--stats", action="store_true", help="print the archive's counters, then exit")
     ar_mode.add_argument(
         "--backfill", nargs="+", metavar="JOURNAL", help="write tables' journals into the archive, then exit"
+    )
+    ar.add_argument(
+        "--json",
+        action="store_true",
+        help="--stats and --backfill print JSON on a terminal too (sentences there otherwise)",
     )
 
     ctl = sub.add_parser(

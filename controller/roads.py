@@ -231,6 +231,55 @@ def layout(columns: Sequence[Sequence[Any]], rows: int = ROWS) -> list[Placed]:
     return out
 
 
+# --- text, for a terminal ---------------------------------------------------------------
+
+_ANSI = {"B": "\x1b[31m", "P": "\x1b[34m", "T": "\x1b[32m", "red": "\x1b[31m", "blue": "\x1b[34m"}
+_RESET = "\x1b[0m"
+#: The derived roads' cells as letters: r (red), b (blue).
+_DERIVED_MARK = {"red": "r", "blue": "b"}
+
+
+def render_text(roads: Roads, title: str = "", *, colour: bool = False) -> str:
+    """The roads drawn as a person reads them at a terminal, each on its
+    6-row board as a scoreboard lays it out (dragon tails turning right):
+    the bead plate (B, P, T, in dealing order down the columns), the big
+    road (B or P per coup, a tie as the count of ties after it), and the
+    three derived roads (r red, b blue). ``colour``: ANSI colours, red
+    Banker and blue Player as on a scoreboard."""
+
+    def paint(key: str, text: str) -> str:
+        return f"{_ANSI[key]}{text}{_RESET}" if colour and key in _ANSI else text
+
+    def board(placed: Sequence[Placed], mark: Any, width: int = 1) -> list[str]:
+        cols = max((p.x for p in placed), default=-1) + 1
+        grid = [[" " * width] * cols for _ in range(ROWS)]
+        for p in placed:
+            text, key = mark(p.cell)
+            grid[p.y][p.x] = paint(key, text.ljust(width))
+        return ["|" + "".join(row) + "|" if cols else "|(none)|" for row in grid]
+
+    lines = [title] if title else []
+    bead = [Placed(i // ROWS, i % ROWS, i // ROWS, c) for i, c in enumerate(_flat(roads["bead_plate"]))]
+    lines.append("bead plate")
+    lines += board(bead, lambda c: (str(c["w"]), str(c["w"])))
+
+    def big(c: Mapping[str, Any]) -> tuple[str, str]:
+        ties = int(c.get("ties") or 0)
+        w = str(c["w"])
+        return w + ("" if not ties else str(ties) if ties <= 9 else "+"), w
+
+    lines.append("big road (a digit: the ties after that coup; + for 10 or more)")
+    lines += board(layout(roads["big_road"]), big, width=2)
+    for name, _ in DERIVED:
+        lines.append(name.replace("_", " ") + " (r red, b blue)")
+        lines += board(layout(roads[name]), lambda c: (_DERIVED_MARK.get(str(c), "?"), str(c)))  # type: ignore[literal-required]
+    return "\n".join(lines) + "\n"
+
+
+def _flat(columns: Sequence[Sequence[Any]]) -> list[Any]:
+    return [cell for col in columns for cell in col]
+
+
 # --- SVG ------------------------------------------------------------------------------------
 
 _RED = "#d32f2f"

@@ -26,8 +26,11 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from controller.textsafe import visible
 
 if TYPE_CHECKING:
     from controller.archive.config import ArchiveConfig
@@ -59,10 +62,12 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_archive_config(args.config)
     if args.migrate:
         return _migrate(cfg.dsn, cfg.partitions_ahead)
+    # sentences for a person at a terminal, JSON for a program (or --json)
+    as_json = args.json or not sys.stdout.isatty()
     if args.stats:
-        return _stats(cfg.dsn)
+        return _stats(cfg.dsn, as_json)
     if args.backfill:
-        return _backfill(cfg, args.backfill)
+        return _backfill(cfg, args.backfill, as_json)
     if cfg.nats is not None:
         from controller.archive.jetstream import JetStreamArchiver
 
@@ -86,7 +91,7 @@ def _migrate(dsn: str, ahead: int) -> int:
     return 0
 
 
-def _backfill(cfg: ArchiveConfig, paths: list[str]) -> int:
+def _backfill(cfg: ArchiveConfig, paths: list[str], as_json: bool = True) -> int:
     import psycopg
 
     from controller.archive import db, migrate
@@ -130,7 +135,11 @@ def _backfill(cfg: ArchiveConfig, paths: list[str]) -> int:
                 "(see the rejects table)",
                 file=sys.stderr,
             )
-    print(json.dumps(counts, sort_keys=True))
+    if as_json:
+        print(json.dumps(counts, sort_keys=True))
+    else:
+        for path, c in counts.items():
+            print(printable(f"{path}: {backfill_sentence(c)}"))
     conflicts = sum(c["conflicts"] for c in counts.values())
     if conflicts:
         print(
@@ -140,7 +149,7 @@ def _backfill(cfg: ArchiveConfig, paths: list[str]) -> int:
     return 0
 
 
-def _stats(dsn: str) -> int:
+def _stats(dsn: str, as_json: bool = True) -> int:
     from controller.archive import db, migrate
     from controller.archive.store import counters
     from controller.errors import ConfigError
@@ -158,5 +167,36 @@ def _stats(dsn: str) -> int:
             "replay_events": conn.execute("SELECT count(*) FROM replays.event_ids").fetchone()[0],  # type: ignore[index]
             "replay_conflicts": conn.execute("SELECT count(*) FROM replays.conflicts").fetchone()[0],  # type: ignore[index]
         }
-    print(json.dumps(out, sort_keys=True))
+    if as_json:
+        print(json.dumps(out, sort_keys=True))
+    else:
+        print(stats_text(out), end="")
     return 0
+
+
+def _n(x: Any) -> str:
+    return f"{int(x):,}"
+
+
+def backfill_sentence(c: Mapping[str, Any]) -> str:
+    """One journal's backfill counts as a sentence."""
+    return (
+        f"{_n(c['received'])} events read: {_n(c['archived'])} archived, {_n(c['duplicates'])} already"
+        f" there, {_n(c['conflicts'])} conflicts, {_n(c['rejects'])} set aside"
+    )
+
+
+def stats_text(out: Mapping[str, Any]) -> str:
+    """``--stats`` for a person: the archive's totals in a sentence, then a
+    line per archiver with its counters (those at 0 left out)."""
+    lines = [
+        f"archive: {_n(out['events'])} events, {_n(out['conflicts'])} conflicts, {_n(out['rejects'])}"
+        f" set aside (rejects); replayed apart: {_n(out.get('replay_events', 0))} events,"
+        f" {_n(out.get('replay_conflicts', 0))} conflicts"
+    ]
+    for name, counts in sorted(out["counters"].items()):
+        shown = ", ".join(f"{k.replace('_', ' ')} {_n(v)}" for k, v in counts.items() if v)
+        lines.append(f"  archiver {name}: {shown or 'nothing yet'}")
+    if not out["counters"]:
+        lines.append("  no archiver has written yet")
+    return "".join(visible(line) + "\n" for line in lines)

@@ -4,7 +4,8 @@ with ``--out mqtt -c config.yaml`` to the broker of the config's
 per file (``controller.replay.mark_replayed``), and refused for a table
 whose retained status says its controller is online unless
 ``--force-live-table``. JSON lines on stdout are the events as the engine
-makes them, unmarked: the same file always gives the same lines."""
+makes them, unmarked: the same file always gives the same lines; on a
+terminal (unless ``--json``) a line per coup instead, as ``run`` shows."""
 
 from __future__ import annotations
 
@@ -68,6 +69,13 @@ def run(args: argparse.Namespace) -> int:
     show_progress = sys.stderr.isatty() and not args.no_progress
     out = sys.stdout
     write = out.write
+    # a person at a terminal reads a line per coup, as run shows it
+    # (controller.outputs.text); a program (a pipe, a file) the JSON lines
+    lines = None
+    if publisher is None and not args.json and out.isatty():
+        from controller.outputs.text import Winners
+
+        lines = Winners()
     for path in args.files:
         stats = ReplayStats()
         bar = None
@@ -100,6 +108,14 @@ def run(args: argparse.Namespace) -> int:
             run_id = new_run()
             marked = mark_replayed(events, run_id, replay_source(path))
             published = publisher.publish(marked, flush_each=pacer is not None, run=run_id)
+        elif lines is not None:
+            for event in events:
+                line = lines.render(event)
+                if line is not None:
+                    write(line)
+                    write("\n")
+                    if pacer is not None:
+                        out.flush()
         else:
             for event in events:
                 write(dumps(event))

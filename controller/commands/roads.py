@@ -10,21 +10,24 @@ result and are left out too (a coup voided after its result, should that
 ever happen, is removed again).
 
 Without ``--svg`` the roads are printed as one JSON object with the
-``roads`` event's five keys (shapes in ``controller.roads``); with it the
-SVG drawing is written to OUT and a one-line summary goes to stderr.
+``roads`` event's five keys (shapes in ``controller.roads``), or, on a
+terminal (unless ``--json``), drawn as text (``controller.roads.render_text``,
+coloured unless ``NO_COLOR`` is set); with ``--svg`` the SVG drawing is
+written to OUT and a one-line summary goes to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from controller.errors import RuntimeFailure
 from controller.replay import ReplayOptions, replay_events
-from controller.roads import build_roads, render_svg
+from controller.roads import build_roads, render_svg, render_text
 from controller.shoelog import open_capture
 from controller.textsafe import visible
 
@@ -66,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise RuntimeFailure(f"cannot write {args.svg}: {exc.strerror}") from None
         print(visible(f"roads: shoe {shoe}, {len(coups)} coups, drawn to {args.svg}"), file=sys.stderr)
+    elif sys.stdout.isatty() and not args.json:
+        # a person at a terminal: the roads drawn (docs: Command line)
+        colour = not os.environ.get("NO_COLOR")  # no-color.org: set and not empty
+        sys.stdout.write(render_text(roads, visible(f"shoe {shoe}: {len(coups)} coups"), colour=colour))
     else:
         json.dump(roads, sys.stdout, separators=(",", ":"))
         sys.stdout.write("\n")
