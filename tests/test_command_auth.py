@@ -253,7 +253,7 @@ def test_an_empty_command_key_is_a_config_error_not_a_traceback(tmp_path: Path) 
     assert "command_key_file" in r.stderr and "empty" in r.stderr and "Traceback" not in r.stderr
 
 
-# --- the signature covers the bytes received (issue 30, item 3) ------------------------
+# --- the signature covers the bytes received -------------------------------------------
 
 
 def _signed_as_sent(fields: dict[str, Any], key: bytes = KEY) -> bytes:
