@@ -129,4 +129,8 @@ def test_no_file_points_outside_the_repository() -> None:
             continue
         for n, what, hit in offending(text):
             bad.append(f"{p.relative_to(ROOT)}:{n}: {what}: {hit!r}")
-    assert bad == [], "pointers to documents outside the repository:\n" + "\n".join(bad)
+    assert bad == [], (
+        "pointers to documents outside the repository (name the docs page instead, e.g."
+        " 'docs/operations.md, Configuration', or drop the pointer; a commit message may"
+        " name an issue):\n" + "\n".join(bad)
+    )
