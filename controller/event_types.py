@@ -17,18 +17,23 @@ objects are ``TypedDict``s: they are dicts already, so nothing converts them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, TypedDict
+import re
+import types
+from typing import Annotated, Any, ClassVar, Literal, TypedDict, Union
 
+import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 __all__ = [
     "EVENT_TYPES",
+    "PAYLOAD_READERS",
     "UNSET",
     "CardEvent",
     "CoupCorrected",
     "CoupResult",
     "CoupVoid",
     "DeviceStatus",
+    "EnvelopeRead",
     "Misdeal",
     "MisdealAction",
     "OddsUpdate",
@@ -388,3 +393,86 @@ EVENT_TYPES: dict[str, type[Payload]] = {
         RoadsEvent,
     )
 }
+
+
+# ----------------------------------------------------------------- reading
+#
+# A consumer (the archive, the board) decodes an event with the same
+# definitions, strictly (no coercion: ``"1"`` is no integer, ``0`` no
+# boolean), with one difference: fields it does not know are ignored, so an
+# older consumer keeps reading a newer table's events (docs/events.md: an
+# optional addition keeps ``v`` 1). An event of a type it does not know is
+# read for its envelope alone.
+
+
+class EnvelopeRead(Envelope, kw_only=True, forbid_unknown_fields=False):
+    """The envelope of any event as read: the payload's fields, and any
+    field a newer version adds, ignored."""
+
+
+def _reader(payload: type[Payload]) -> type[Payload]:
+    """``payload``'s Struct as read: a subclass of it, tagged by ``type``
+    (``isinstance`` and ``match`` see the payload type), unknown fields ignored."""
+    config = {"tag_field": "type", "tag": payload.TYPE, "kw_only": True, "forbid_unknown_fields": False}
+    return types.new_class(payload.__name__, (payload,), config)
+
+
+#: Each known type's payload as read (``read_payload``), by ``type``.
+PAYLOAD_READERS: dict[str, type[Payload]] = {t: _reader(p) for t, p in EVENT_TYPES.items()}
+
+_ENVELOPE = msgspec.json.Decoder(EnvelopeRead)
+_PAYLOAD: msgspec.json.Decoder[Any] = msgspec.json.Decoder(Union[tuple(PAYLOAD_READERS.values())])  # noqa: UP007
+
+
+def read_envelope(data: bytes) -> EnvelopeRead:
+    """An event's envelope; raises ``msgspec.ValidationError`` (a field of
+    the envelope missing or not as defined) or ``msgspec.DecodeError``."""
+    return _ENVELOPE.decode(data)
+
+
+def read_payload(data: bytes) -> Payload:
+    """The payload of an event of a known type (a tagged union on ``type``);
+    raises ``msgspec.ValidationError`` or ``msgspec.DecodeError``."""
+    payload: Payload = _PAYLOAD.decode(data)
+    return payload
+
+
+_AT = re.compile(
+    r"(?P<what>.*?)(?: - at `(?P<key>key)` in `(?P<within>[^`]*)`| - at `(?P<path>[^`]*)`)?", re.S
+)
+_MISSING = re.compile(r"Object missing required field `(?P<name>[^`]*)`")
+
+
+def problem(exc: msgspec.MsgspecError, data: Any = None) -> str:
+    """msgspec's error as ``<field>: <what is wrong>, not <value>``
+    (``player.total: expected `int` <= 9, not 10``), the field first as in
+    every other reason; the value when ``data`` (the event as a plain JSON
+    value) holds it."""
+    m = _AT.fullmatch(str(exc))
+    assert m is not None  # (every text matches: the path is optional)
+    what, path = m["what"], m["path"] or m["within"] or "$"
+    path = path[2:] if path.startswith("$.") else path[1:]
+    missing = _MISSING.fullmatch(what)
+    if missing:
+        return f"{path + '.' if path else ''}{missing['name']}: required, missing"
+    what = what[:1].lower() + what[1:]
+    if m["key"]:
+        return f"{path}: a key: {what}"
+    found, value = _at(data, path)
+    shown = f", not {value!r:.40}" if found and "value" not in what and "got `" not in what else ""
+    return f"{path or 'the event'}: {what}{shown}"
+
+
+_STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
+
+
+def _at(data: Any, path: str) -> tuple[bool, Any]:
+    """The value at msgspec's ``path`` (``changes[0].card``) in ``data``."""
+    for name, index in _STEP.findall(path):
+        if index and isinstance(data, list) and int(index) < len(data):
+            data = data[int(index)]
+        elif name and isinstance(data, dict) and name in data:
+            data = data[name]
+        else:
+            return False, None
+    return True, data

@@ -175,7 +175,7 @@ def test_payload_bound_and_bad_payloads_are_kept_aside(conn: Any) -> None:
         ("baccarat/T01/card", b'{"v": NaN}'),
         ("baccarat/T01/card", b"[" * 2000 + b"]" * 2000),  # within the byte bound, nested too deep
         msg(result(7, 1, winner="nobody")),
-        msg(result(8, 1, player={"cards": ["9S"], "total": 10})),
+        msg(result(8, 1, player={"cards": ["9S", "KH"], "total": 10})),
         msg({**result(9, 1), "coup": "1"}),
         msg(event("card", 10, card="A\u0000")),
         ("baccarat/T02/card", dumps(card(11)).encode()),  # on another table's topic
@@ -214,7 +214,9 @@ def test_parse_checks_the_envelope_bounds() -> None:
     assert parse(*msg(ok), prefix="baccarat", max_bytes=MAX).event_id == "T01/S1/1"
     with pytest.raises(Invalid, match="seq"):
         parse(*msg({**ok, "seq": 2**63, "event_id": f"T01/S1/{2**63}"}), prefix="baccarat", max_bytes=MAX)
-    with pytest.raises(Invalid, match="table"):
+    with pytest.raises(Invalid, match="table: expected `str` matching regex"):
+        parse("baccarat/T 1/card", dumps({**ok, "table": "T 1"}).encode(), prefix="baccarat", max_bytes=MAX)
+    with pytest.raises(Invalid, match=r"event_id: .*, not 'T 1/S1/1'"):  # its id, first, holds the table
         parse("baccarat/T 1/card", dumps({**ok, "table": "T 1", "event_id": "T 1/S1/1"}).encode(),
               prefix="baccarat", max_bytes=MAX)  # fmt: skip
     with pytest.raises(Invalid, match="shoe"):
@@ -367,7 +369,7 @@ def test_typed_rows(conn: Any) -> None:
             "device.status",
             2,
             state="online",
-            code=None,
+            code="HELLO",
             device={"model": "fake", "firmware": "1", "serial": "x"},
         ),
         result(3, 1, tags=["banker7"], corrections=["EXTRA_CARD"]),
@@ -620,3 +622,32 @@ def test_cli_backfill_a_journal_twice(tmp_path: Path, pg_dsn: str) -> None:
         assert count(c, "coups") == sum(e["type"] in ("coup.result", "coup.void") for e in events)
     missing = _cli("--config", str(cfg), "--backfill", str(tmp_path / "nope.sqlite3"))
     assert missing.returncode == 1 and "no such journal" in missing.stderr
+
+
+# --- one contract: the event_types Structs read the events ---------------------------
+
+
+def test_parse_reads_with_the_contract_strictly_and_ignores_what_a_newer_table_adds() -> None:
+    """The archive decodes with ``controller.event_types``: a
+    value of the wrong JSON type is refused (no coercion), a field a newer
+    table adds is kept in the event and ignored, and an event of a type this
+    version does not know is archived for its envelope."""
+    newer = {**result(3, 1, player={"cards": ["9S", "KH"], "total": 9, "seen": 2}), "extra": {"x": 1e16}}
+    ev = parse(*msg(newer), prefix="baccarat", max_bytes=MAX)
+    assert ev.typed is not None and ev.typed[1]["player_total"] == 9
+    assert ev.body["extra"] == {"x": 1e16} and '"extra":{"x":1e+16}' in ev.canonical  # json's float text
+    unknown = event("table.opened", 4, by="pit boss", at=[1, 2.5])
+    ev = parse("baccarat/T01/table/opened", dumps(unknown).encode(), prefix="baccarat", max_bytes=MAX)
+    assert (ev.type, ev.typed, ev.body["by"]) == ("table.opened", None, "pit boss")
+    for bad, reason in (
+        ({"coup": "1"}, "coup: expected `int`, got `str`"),
+        ({"demo": 0}, "demo: expected `bool`, got `int`"),
+        ({"tags": ["banker8"]}, "tags[0]: invalid enum value 'banker8'"),
+        ({"settlement": {"player": -2}}, "settlement[...]: expected `float` >= -1.0"),
+    ):
+        with pytest.raises(Invalid) as got:
+            parse(*msg({**result(5, 1), **bad}), prefix="baccarat", max_bytes=MAX)
+        assert str(got.value).startswith(reason), str(got.value)
+    with pytest.raises(Invalid, match=r"^type: not an event type: 'Table\.Opened'"):
+        parse("baccarat/T01/Table/Opened", dumps({**unknown, "type": "Table.Opened"}).encode(),
+              prefix="baccarat", max_bytes=MAX)  # fmt: skip

@@ -37,6 +37,7 @@ from controller.archive.parse import (
     MIN_INT,
     Event,
     Invalid,
+    canonical_json,
     parse,
 )
 from controller.archive.store import BatchResult, counters
@@ -207,7 +208,7 @@ def _base_events() -> list[tuple[str, dict[str, Any]]]:
     return [
         (TOPIC, card(1)),
         ("baccarat/T01/coup/result", result(2, 1)),
-        ("baccarat/T01/coup/void", event("coup.void", 3, coup=1, code="VOID", demo=False)),
+        ("baccarat/T01/coup/void", event("coup.void", 3, coup=1, code="VOID", article="X", cards=[])),
         (
             "baccarat/T01/misdeal",
             event("misdeal", 4, coup=1, code="X", detail="by supervisor", action="void", deadline=None),
@@ -215,7 +216,13 @@ def _base_events() -> list[tuple[str, dict[str, Any]]]:
         ("baccarat/T01/security/alert", event("security.alert", 5, coup=None, code="X", detail="d")),
         (
             "baccarat/T01/device/status",
-            event("device.status", 6, state="online", code=None, device={"id": "x"}),
+            event(
+                "device.status",
+                6,
+                state="online",
+                code="X",
+                device={"model": "m", "firmware": "f", "serial": "s"},
+            ),
         ),
         ("baccarat/T01/shoe/started", event("shoe.started", 7, decks=8, profile="p", shuffle_commit=None)),
         (
@@ -255,7 +262,10 @@ def hostile_events(draw: st.DrawFn) -> tuple[str, bytes]:
 
 
 def _check_event(ev: Event) -> None:
-    """What the store writes is what PostgreSQL takes."""
+    """What the store writes is what PostgreSQL takes, and its canonical
+    text is ``json``'s, byte for byte (msgspec writes it when it may: the
+    digest of an event archived before stays the digest of its copies)."""
+    assert ev.canonical == canonical_json(ev.body)
     data = ev.canonical.encode("utf-8")  # no lone surrogate
     assert "\x00" not in ev.canonical
 

@@ -66,13 +66,22 @@ def test_parse_takes_a_replayed_event_and_says_its_run() -> None:
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        (lambda e: e.update(replay="x"), "replay: must be an object with run and source"),
+        (lambda e: e.update(replay="x"), "replay: expected `object`, got `str`"),
         (lambda e: e["replay"].update(extra=1), "replay: must be an object with run and source"),
-        (lambda e: e["replay"].pop("source"), "replay: must be an object with run and source"),
-        (lambda e: e["replay"].update(run=RUN.upper()), "replay.run: must be 32 lowercase hex digits"),
-        (lambda e: e["replay"].update(run=RUN[:31]), "replay.run: must be 32 lowercase hex digits"),
-        (lambda e: e["replay"].update(source=""), "source: must be a string of 1..255 characters"),
-        (lambda e: e["replay"].update(source="s" * 256), "source: must be a string of 1..255 characters"),
+        (lambda e: e["replay"].pop("source"), "replay.source: required, missing"),
+        (
+            lambda e: e["replay"].update(run=RUN.upper()),
+            "replay.run: expected `str` matching regex '^[0-9a-f]{32}$'",
+        ),
+        (
+            lambda e: e["replay"].update(run=RUN[:31]),
+            "replay.run: expected `str` matching regex '^[0-9a-f]{32}$'",
+        ),
+        (lambda e: e["replay"].update(source=""), "replay.source: expected `str` of length >= 1, not ''"),
+        (
+            lambda e: e["replay"].update(source="s" * 256),
+            "replay.source: expected `str` of length <= 255, not 'sss",
+        ),
         # the id must be this event's, of the replay form, of this run
         (lambda e: e.update(event_id="T01/S1/5"), "is not replay/<run>/<table>/<shoe>/<seq>"),
         (lambda e: e.update(event_id=f"replay/{OTHER_RUN}/T01/S1/5"), "is not replay/<run>/<table>"),
@@ -128,7 +137,14 @@ def test_a_correction_supersedes_only_an_event_of_its_own_side() -> None:
 def test_replayed_events_are_archived_apart_never_against_live_ones(conn: Any) -> None:
     s = store()
     live = [
-        event("device.status", 1, shoe=None, state="online", code="HELLO", device=None),
+        event(
+            "device.status",
+            1,
+            shoe=None,
+            state="online",
+            code="HELLO",
+            device={"model": "FAKE", "firmware": "1.0", "serial": "1"},
+        ),
         card(2),
         result(3, 1),
     ]

@@ -1,9 +1,13 @@
 """From an MQTT message to an archivable event, or a reason it is not one.
 
 Pure (no I/O): ``classify`` decides whether a topic carries events at all
-(docs/operations.md, MQTT: the retained ``status``, ``shoe/state`` and ``odds``
-copies and the command topics do not), and ``parse`` checks a payload
-against the event contract (docs/events.md) with stated bounds:
+(docs/operations.md, MQTT: the retained ``status``, ``shoe/state`` and
+``odds`` copies and the command topics do not), and ``parse`` reads a
+payload with the event contract itself (docs/events.md),
+``controller.event_types`` decoding strictly (``read_envelope``, then
+``read_payload``: a tagged union on ``type``; fields it does not know, a
+newer table's, are ignored, and an event of a type it does not know is
+archived for its envelope), with stated bounds besides:
 
 * at most ``max_payload_bytes`` (checked before anything is decoded);
 * UTF-8 JSON, an object, nested at most ``MAX_DEPTH`` (32) arrays and
@@ -15,20 +19,25 @@ against the event contract (docs/events.md) with stated bounds:
 * every number: an integer within a signed 64-bit ``bigint``
   (-2^63..2^63-1), a float finite (no NaN/Infinity, and no literal such as
   ``1e400`` that only overflows to infinity); ``-0.0`` is carried;
-* the envelope: ``v`` 1, ``type`` a dotted lowercase name of at most 64
-  characters, ``table`` a table id, ``shoe`` at most 64 characters or null,
-  ``seq`` 0..2^63-1, ``ts`` RFC 3339 UTC, ``event_id`` exactly
+* the envelope as defined (``v`` 1, ``table``, ``shoe``, ``seq``, ``ts``
+  RFC 3339 UTC with milliseconds, ``event_id``, and the optional
+  ``replay`` and signing fields), and: ``type`` a dotted lowercase name of
+  at most 64 characters, ``shoe`` at most 64 characters, ``seq`` at most
+  2^63-1, ``ts`` a real time, ``event_id`` exactly
   ``<table>/<shoe or ->/<seq>``, or for a replayed event (one with
-  ``replay``: ``{"run": 32 hex digits, "source": 1..255 characters}``)
-  exactly ``replay/<run>/<table>/<shoe or ->/<seq>``; the topic must be the
+  ``replay``: exactly ``{"run", "source"}``) exactly
+  ``replay/<run>/<table>/<shoe or ->/<seq>``; the topic must be the
   event's own (``<prefix>/<table>/<type with / >``);
-* the payload fields the typed tables hold, with their types.
+* the payload as defined, and what the typed tables' columns hold: a coup
+  number at most 2^31-1 (counts too), a code 1..64 characters, a detail at
+  most 4096, at most 64 tags, corrections and bets, a net of at most 1000
+  per unit.
 
-``parse`` raises ``Invalid`` (one line) for every payload that is not such
-an event, and nothing else (a property test feeds it every value JSON can
-produce). An event that passes carries its canonical JSON (sorted keys, compact) and
-that text's SHA-256: equal content, equal digest, whatever the key order
-or spacing a producer used.
+``parse`` raises ``Invalid`` (one line, the field first) for every payload
+that is not such an event, and nothing else (a property test feeds it
+every value JSON can produce). An event that passes carries its canonical
+JSON (sorted keys, compact) and that text's SHA-256: equal content, equal
+digest, whatever the key order or spacing a producer used.
 """
 
 from __future__ import annotations
@@ -38,10 +47,29 @@ import hashlib
 import json
 import math
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.config import table_problem
+import msgspec
+
+from controller.event_types import (
+    EVENT_TYPES,
+    CoupCorrected,
+    CoupResult,
+    CoupVoid,
+    DeviceStatus,
+    EnvelopeRead,
+    Misdeal,
+    Payload,
+    ReplayMark,
+    SecurityAlert,
+    ShoeEnded,
+    ShoeStarted,
+    problem,
+    read_envelope,
+    read_payload,
+)
 
 #: Topic suffixes (after ``<prefix>/<table>/``) that carry no event.
 #: ``archive/mark`` is the archivers' own retained mark (controller/archive/marks.py)
@@ -50,7 +78,6 @@ NON_EVENT_SUFFIXES: frozenset[str] = frozenset(
 )
 
 _TYPE_RE = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*")
-_TS_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
 MAX_TYPE_CHARS = 64
 MAX_SHOE_CHARS = 64
 MAX_SEQ = 2**63 - 1
@@ -64,9 +91,14 @@ _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 #: 19 digits in a row (digits mapped to 9, then found): maybe an integer beyond a bigint.
 _DIGITS = bytes.maketrans(b"0123456789", b"9" * 10)
 _NINETEEN = b"9" * 19
-WINNERS = frozenset({"player", "banker", "tie"})
-ACTIONS = frozenset({"corrected", "awaiting_supervisor", "void"})
-DEVICE_STATES = frozenset({"online", "offline", "fault"})
+#: A coup number, and a count, in a typed table's ``integer`` column.
+MAX_COLUMN_INT = 2**31 - 1
+#: A code (a misdeal's, an alert's, a device's) in a typed column.
+MAX_CODE_CHARS = 64
+#: Items of a list (tags, corrections) and bets of a settlement.
+MAX_ITEMS = 64
+#: A bet's net per unit staked, either way.
+MAX_NET = 1000
 #: The engine's wording for an effect of a supervisor's command (controller/engine/).
 _SUPERVISOR_RE = re.compile(r"\bby supervisor\b|\bthe supervisor numbers\b")
 
@@ -140,6 +172,74 @@ def parse(topic: str, payload: bytes, *, prefix: str, max_bytes: int) -> Event:
     """The event in ``payload`` published on ``topic``; raises ``Invalid``."""
     if len(payload) > max_bytes:
         raise Invalid(f"oversized: {len(payload)} bytes, the bound is {max_bytes}")
+    obj = _json(payload)
+    if not isinstance(obj, dict):
+        raise Invalid(f"not an event: a JSON {type(obj).__name__}, not an object")
+    canonical, data = _storable(obj, _seen.floats)
+    try:
+        env = read_envelope(payload)
+    except msgspec.MsgspecError as exc:
+        raise Invalid(problem(exc, obj)) from None
+    ts, run = _envelope(env, obj)
+    expected = f"{prefix}/{env.table}/{env.type.replace('.', '/')}"
+    if topic != expected:
+        what = f"a {env.type} event of {env.table}"
+        raise Invalid(f"published on {topic}, but {what} belongs on {expected}")
+    typed = None
+    if env.type in EVENT_TYPES:
+        try:
+            body = read_payload(payload)
+        except msgspec.MsgspecError as exc:
+            raise Invalid(problem(exc, obj)) from None
+        typed = _typed(body, obj, run)
+    return Event(
+        topic=topic,
+        event_id=env.event_id,
+        type=env.type,
+        table=env.table,
+        shoe=env.shoe,
+        seq=env.seq,
+        ts=ts,
+        body=obj,
+        canonical=canonical,
+        digest=hashlib.sha256(data).digest(),
+        typed=typed,
+        replay=run,
+    )
+
+
+class _Seen(threading.local):
+    #: the last payload decoded had a float ``_canonical_fast`` may not
+    #: write as ``json`` does (``_float``)
+    floats = False
+
+
+_seen = _Seen()
+
+
+def _float(text: str) -> float:
+    """A JSON float, as ``json`` reads it (correctly rounded, as msgspec);
+    one msgspec writes otherwise than ``json`` noted (``events.dumps``: only
+    0 and 1e-4 <= |x| < 1e15 are written alike)."""
+    value = float(text)
+    if not (value == 0.0 or 1e-4 <= abs(value) < 1e15):
+        _seen.floats = True
+    return value
+
+
+_decode = msgspec.json.Decoder(float_hook=_float).decode
+_encode_sorted = msgspec.json.Encoder(order="sorted").encode
+
+
+def _json(payload: bytes) -> Any:
+    """The JSON value of ``payload`` (msgspec); when msgspec refuses it,
+    the reason found the slower way (``json``, then ``check_values``) that
+    names what and where (a lone surrogate, a number out of range...)."""
+    _seen.floats = False
+    try:
+        return _decode(payload)
+    except (msgspec.MsgspecError, RecursionError) as exc:
+        first = exc
     try:
         text = payload.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -152,40 +252,31 @@ def parse(topic: str, payload: bytes, *, prefix: str, max_bytes: int) -> Event:
         raise Invalid(f"not JSON: nested too deeply (the bound is {MAX_DEPTH} levels)") from None
     except ValueError as exc:  # JSONDecodeError, and ints too long to convert
         raise Invalid(f"not JSON: {exc}") from None
-    if not isinstance(obj, dict):
-        raise Invalid(f"not an event: a JSON {type(obj).__name__}, not an object")
-    canonical, data = _storable(obj)
-    ev = _envelope(obj)
-    expected = f"{prefix}/{ev['table']}/{ev['type'].replace('.', '/')}"
-    if topic != expected:
-        what = f"a {ev['type']} event of {ev['table']}"
-        raise Invalid(f"published on {topic}, but {what} belongs on {expected}")
-    typed = _typed(ev["type"], obj)
-    if typed is not None and typed[0] == "coup_corrections":
-        _same_side(typed[1]["supersedes"], ev["replay"])
-    return Event(
-        topic=topic,
-        event_id=ev["event_id"],
-        type=ev["type"],
-        table=ev["table"],
-        shoe=ev["shoe"],
-        seq=ev["seq"],
-        ts=ev["ts"],
-        body=obj,
-        canonical=canonical,
-        digest=hashlib.sha256(data).digest(),
-        typed=typed,
-        replay=ev["replay"],
-    )
+    if isinstance(obj, dict):
+        check_values(obj)
+    if isinstance(first, RecursionError):
+        raise Invalid(f"not JSON: nested too deeply (the bound is {MAX_DEPTH} levels)")
+    raise Invalid(f"not JSON: {first}")
 
 
-def _storable(obj: dict[str, Any]) -> tuple[str, bytes]:
+def _storable(obj: dict[str, Any], floats: bool = True) -> tuple[str, bytes]:
     """``obj``'s canonical JSON and its UTF-8, or ``Invalid`` naming the
     field past a bound. Cheap tests on the whole text first (in C); the
-    exact walk over the values only when one of them may have tripped."""
+    exact walk over the values only when one of them may have tripped.
+    ``floats`` false: ``obj`` holds no float msgspec writes otherwise than
+    ``json`` (``_float``), so msgspec writes the same canonical text, some
+    five times faster (``json`` escapes the same characters, sorts keys in
+    the same order: tests/test_archive_poison.py checks it)."""
+    if not floats:
+        try:
+            data = _encode_sorted(obj)
+            canonical = data.decode()
+        except (TypeError, OverflowError, ValueError):  # an integer past 64 bits: json writes it
+            floats = True
     try:
-        canonical = canonical_json(obj)
-        data = canonical.encode()
+        if floats:
+            canonical = canonical_json(obj)
+            data = canonical.encode()
     except ValueError:  # a float out of range, or a lone surrogate (UnicodeEncodeError)
         check_values(obj)
         raise Invalid("a value has no JSON or UTF-8 form") from None  # check_values names it first
@@ -258,92 +349,63 @@ def _shown(where: str) -> str:
     return printable(where, 64) or "the event"
 
 
-def _int(obj: dict[str, Any], key: str, lo: int = 0, hi: int = MAX_SEQ, *, null: bool = False) -> Any:
-    value = obj.get(key)
-    if value is None and null:
-        return None
-    if type(value) is not int or not lo <= value <= hi:
-        raise Invalid(f"{key}: must be an integer {lo}..{hi}{' or null' if null else ''}, not {value!r:.40}")
+def _most(value: int, key: str, hi: int = MAX_COLUMN_INT) -> int:
+    """``value`` (an integer the contract takes) within a column's bound."""
+    if value > hi:
+        raise Invalid(f"{key}: must be an integer of at most {hi}, not {value}")
     return value
 
 
-def _str(obj: dict[str, Any], key: str, hi: int = MAX_TEXT_CHARS, *, null: bool = False, lo: int = 0) -> Any:
-    value = obj.get(key)
-    if value is None and null:
-        return None
-    if not isinstance(value, str) or not lo <= len(value) <= hi:
+def _text(value: str, key: str, hi: int, lo: int = 0) -> str:
+    """``value`` (a string the contract takes) within a column's bound."""
+    if not lo <= len(value) <= hi:
         raise Invalid(f"{key}: must be a string of {lo}..{hi} characters, not {value!r:.40}")
     return value
 
 
-def _bool(obj: dict[str, Any], key: str) -> bool:
-    value = obj.get(key)
-    if not isinstance(value, bool):
-        raise Invalid(f"{key}: must be true or false, not {value!r:.40}")
-    return value
+def _texts(values: list[str], key: str) -> list[str]:
+    if len(values) > MAX_ITEMS or any(len(v) > 64 for v in values):
+        raise Invalid(f"{key}: must be a list of at most {MAX_ITEMS} strings of at most 64 characters")
+    return values
 
 
-def _choice(obj: dict[str, Any], key: str, allowed: frozenset[str]) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str) or value not in allowed:
-        raise Invalid(f"{key}: must be one of {', '.join(sorted(allowed))}, not {value!r:.40}")
-    return str(value)
-
-
-def _strs(obj: dict[str, Any], key: str, *, null_items: bool = False) -> list[str | None]:
-    value = obj.get(key)
-    if not isinstance(value, list) or len(value) > 64:
-        raise Invalid(f"{key}: must be a list (at most 64 items), not {value!r:.40}")
-    for item in value:
-        if item is None and null_items:
-            continue
-        if not isinstance(item, str) or len(item) > 64:
-            raise Invalid(f"{key}: every item must be a string of at most 64 characters")
-    return list(value)
-
-
-def parse_ts(value: Any, key: str = "ts") -> dt.datetime:
-    if not isinstance(value, str) or not _TS_RE.fullmatch(value):
-        raise Invalid(f"{key}: must be RFC 3339 UTC such as 2026-11-22T06:56:11.125Z, not {value!r:.40}")
+def parse_ts(value: str, key: str = "ts") -> dt.datetime:
+    """A time the contract's pattern took, as a datetime (UTC); ``Invalid``
+    when it names no real time (a 13th month)."""
     try:
         return dt.datetime.fromisoformat(value[:-1] + "+00:00")
     except ValueError:
         raise Invalid(f"{key}: not a real time: {value!r}") from None
 
 
-def _envelope(obj: dict[str, Any]) -> dict[str, Any]:
-    if obj.get("v") != 1 or type(obj.get("v")) is not int:
-        raise Invalid(f"v: must be 1, not {obj.get('v')!r:.40}")
-    etype = _str(obj, "type", MAX_TYPE_CHARS, lo=1)
-    if not _TYPE_RE.fullmatch(etype):
-        raise Invalid(f"type: not an event type: {etype!r}")
-    table = obj.get("table")
-    problem = table_problem(table) if isinstance(table, str) else "must be a string"
-    if problem:
-        raise Invalid(f"table: {problem}")
-    shoe = _str(obj, "shoe", MAX_SHOE_CHARS, null=True, lo=1)
-    seq = _int(obj, "seq")
-    ts = parse_ts(obj.get("ts"))
-    event_id = _str(obj, "event_id", 256, lo=1)
-    run = _replay_run(obj)
+#: The members of a replayed event's mark, exactly.
+_MARK = frozenset(ReplayMark.__annotations__)
+
+
+def _envelope(env: EnvelopeRead, obj: dict[str, Any]) -> tuple[dt.datetime, str | None]:
+    """What the envelope's definition does not say: its bounds, and that
+    ``event_id`` is this event's own. The time, and a replay's run."""
+    etype = env.type
+    if not 0 < len(etype) <= MAX_TYPE_CHARS or not _TYPE_RE.fullmatch(etype):
+        raise Invalid(f"type: not an event type: {etype!r:.80}")
+    shoe = env.shoe
+    if shoe is not None and len(shoe) > MAX_SHOE_CHARS:
+        raise Invalid(f"shoe: must be a string of 1..{MAX_SHOE_CHARS} characters or null, not {shoe!r:.40}")
+    _most(env.seq, "seq", MAX_SEQ)
+    ts = parse_ts(env.ts)
+    run = None
+    if "replay" in obj:
+        if set(obj["replay"]) != _MARK:
+            raise Invalid("replay: must be an object with run and source")
+        run = env.replay["run"] if env.replay else None
+    own = f"{env.table}/{shoe or '-'}/{env.seq}"
     if run is not None:
-        if event_id != f"replay/{run}/{table}/{shoe or '-'}/{seq}":
+        if env.event_id != f"replay/{run}/{own}":
             what = "replay/<run>/<table>/<shoe>/<seq>"
-            raise Invalid(f"event_id: {event_id!r:.80} is not {what} of this replayed event")
-    elif event_id != f"{table}/{shoe or '-'}/{seq}":
-        raise Invalid(f"event_id: {event_id!r:.80} is not <table>/<shoe>/<seq> of this event")
-    return {
-        "type": etype,
-        "table": table,
-        "shoe": shoe,
-        "seq": seq,
-        "ts": ts,
-        "event_id": event_id,
-        "replay": run,
-    }
-
-
-_RUN_RE = re.compile(r"[0-9a-f]{32}")
+            raise Invalid(f"event_id: {env.event_id!r:.80} is not {what} of this replayed event")
+    elif env.event_id != own:
+        raise Invalid(f"event_id: {env.event_id!r:.80} is not <table>/<shoe>/<seq> of this event")
+    return ts, run
 
 
 def _same_side(supersedes: str, run: str | None) -> None:
@@ -355,124 +417,70 @@ def _same_side(supersedes: str, run: str | None) -> None:
         raise Invalid(f"supersedes: {supersedes!r:.80} is not an event of this replay run")
 
 
-def _replay_run(obj: dict[str, Any]) -> str | None:
-    """A replayed event's run, None for a live one (no ``replay`` key)."""
-    if "replay" not in obj:
-        return None
-    mark = obj["replay"]
-    if not isinstance(mark, dict) or set(mark) != {"run", "source"}:
-        raise Invalid("replay: must be an object with run and source")
-    run = mark["run"]
-    if not isinstance(run, str) or not _RUN_RE.fullmatch(run):
-        raise Invalid(f"replay.run: must be 32 lowercase hex digits, not {run!r:.40}")
-    _str(mark, "source", 255, lo=1)
-    return run
-
-
-def _hand(obj: dict[str, Any], key: str) -> tuple[list[str | None], int]:
-    hand = obj.get(key)
-    if not isinstance(hand, dict):
-        raise Invalid(f"{key}: must be an object with cards and total")
-    try:
-        return _strs(hand, "cards", null_items=True), _int(hand, "total", 0, 9)
-    except Invalid as exc:
-        raise Invalid(f"{key}.{exc}") from None
-
-
-def _settlement(obj: dict[str, Any]) -> str | None:
-    value = obj.get("settlement")
+def _settlement(value: dict[str, float] | None, raw: Any) -> str | None:
+    """A settlement within the column's bounds, as the canonical JSON of
+    what was sent (``raw``: an integral net stays an integer)."""
     if value is None:  # a demo coup is not settled
         return None
-    if not isinstance(value, dict) or len(value) > 64:
-        raise Invalid("settlement: must be an object of bet: net per unit")
+    if len(value) > MAX_ITEMS:
+        raise Invalid(f"settlement: must be an object of at most {MAX_ITEMS} bets")
     for bet, net in value.items():
-        if len(bet) > 64 or type(net) not in (int, float) or not -1000 <= net <= 1000:
-            raise Invalid(f"settlement.{bet:.64}: must be a number -1000..1000, not {net!r:.40}")
-    return canonical_json(value)
+        if net > MAX_NET:
+            raise Invalid(f"settlement.{bet}: must be a number -1..{MAX_NET}, not {net!r:.40}")
+    return canonical_json(raw)
 
 
-_POSITIONS = frozenset({"P1", "B1", "P2", "B2", "P3", "B3"})
+#: The longest id a ``supersedes`` names: a table's id, a shoe's, a seq.
 _EVENT_ID_RE = re.compile(r"(?:replay/[0-9a-f]{32}/)?[A-Za-z0-9_-]{1,32}/[^/]{1,64}/[0-9]{1,19}")
 
 
-def _outcome(
-    obj: dict[str, Any], pcards: list[str | None], ptotal: int, bcards: list[str | None], btotal: int
-) -> dict[str, Any]:
+def _outcome(p: CoupResult | CoupCorrected, obj: dict[str, Any]) -> dict[str, Any]:
     """A settled coup's hands and what they made: the columns ``coups``
-    and ``coup_corrections`` share, checked in the same order for both."""
+    and ``coup_corrections`` share."""
     return {
-        "player_cards": pcards,
-        "banker_cards": bcards,
-        "player_total": ptotal,
-        "banker_total": btotal,
-        "winner": _choice(obj, "winner", WINNERS),
-        "natural": _bool(obj, "natural"),
-        "player_pair": _bool(obj, "player_pair"),
-        "banker_pair": _bool(obj, "banker_pair"),
-        "tags": _strs(obj, "tags"),
+        "player_cards": p.player["cards"],
+        "banker_cards": p.banker["cards"],
+        "player_total": p.player["total"],
+        "banker_total": p.banker["total"],
+        "winner": p.winner,
+        "natural": p.natural,
+        "player_pair": p.player_pair,
+        "banker_pair": p.banker_pair,
+        "tags": _texts(list(p.tags), "tags"),
+        "settlement": _settlement(p.settlement, obj.get("settlement")),
     }
 
 
-def _corrected(obj: dict[str, Any]) -> dict[str, Any]:
-    """A ``coup.corrected``: the corrected result (as ``coup.result``'s
-    fields), the event it supersedes, the cards changed, reason and command."""
-    pcards, ptotal = _hand(obj, "player")
-    bcards, btotal = _hand(obj, "banker")
-    settlement = _settlement(obj)
-    if settlement is None:
-        raise Invalid("settlement: a corrected coup is settled (an object of bet: net per unit)")
-    supersedes = _str(obj, "supersedes", 256, lo=1)
-    if not _EVENT_ID_RE.fullmatch(supersedes):
-        raise Invalid(f"supersedes: {supersedes!r:.80} is not an event id")
-    changes = obj.get("changes")
-    if not isinstance(changes, list) or not 1 <= len(changes) <= 6:
-        raise Invalid("changes: must be a list of 1 to 6 cards changed")
-    for i, ch in enumerate(changes):
-        if not isinstance(ch, dict) or set(ch) != {"position", "was", "card"}:
-            raise Invalid(f"changes[{i}]: must be an object with position, was and card")
-        try:
-            _choice(ch, "position", _POSITIONS)
-            _str(ch, "was", 2, lo=2)
-            _str(ch, "card", 2, lo=2)
-        except Invalid as exc:
-            raise Invalid(f"changes[{i}].{exc}") from None
-    command_id = obj.get("command_id")
-    if isinstance(command_id, int) and not isinstance(command_id, bool):
-        command_id = str(_int(obj, "command_id", MIN_INT, MAX_INT))
-    else:
-        command_id = _str(obj, "command_id", 128, lo=1)
-    return {
-        "coup": _int(obj, "coup", 0, 2**31 - 1),
-        "supersedes": supersedes,
-        **_outcome(obj, pcards, ptotal, bcards, btotal),
-        "settlement": settlement,
-        "changes": canonical_json(changes),
-        "reason": _str(obj, "reason", 4096, lo=1),
-        "command_id": command_id,
-    }
-
-
-def _typed(etype: str, obj: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    if etype == "coup.result":
-        pcards, ptotal = _hand(obj, "player")
-        bcards, btotal = _hand(obj, "banker")
+def _typed(p: Payload, obj: dict[str, Any], run: str | None) -> tuple[str, dict[str, Any]] | None:
+    """The row of the typed table for ``p`` (None: its type has none),
+    read from the payload decoded; a JSON column from what was sent."""
+    if isinstance(p, CoupResult):
         return "coups", {
-            "coup": _int(obj, "coup", 0, 2**31 - 1),
-            "demo": _bool(obj, "demo"),
+            "coup": _most(p.coup, "coup"),
+            "demo": p.demo,
             "void": False,
             "void_code": None,
-            **_outcome(obj, pcards, ptotal, bcards, btotal),
-            "settlement": _settlement(obj),
-            "corrections": _strs(obj, "corrections"),
+            **_outcome(p, obj),
+            "corrections": _texts(p.corrections, "corrections"),
         }
-    if etype == "coup.corrected":
-        return "coup_corrections", _corrected(obj)
-    if etype == "coup.void":
+    if isinstance(p, CoupCorrected):
+        if not _EVENT_ID_RE.fullmatch(p.supersedes):
+            raise Invalid(f"supersedes: {p.supersedes!r:.80} is not an event id")
+        _same_side(p.supersedes, run)
+        return "coup_corrections", {
+            "coup": _most(p.coup, "coup"),
+            "supersedes": p.supersedes,
+            **_outcome(p, obj),
+            "changes": canonical_json(obj["changes"]),
+            "reason": p.reason,
+            "command_id": str(p.command_id),
+        }
+    if isinstance(p, CoupVoid):
         return "coups", {
-            "coup": _int(obj, "coup", 0, 2**31 - 1),
+            "coup": _most(p.coup, "coup"),
             "demo": bool(obj.get("demo", False)),
             "void": True,
-            "void_code": _str(obj, "code", 64, lo=1),
+            "void_code": _text(p.code, "code", MAX_CODE_CHARS, 1),
             "player_cards": None,
             "banker_cards": None,
             "player_total": None,
@@ -485,54 +493,40 @@ def _typed(etype: str, obj: dict[str, Any]) -> tuple[str, dict[str, Any]] | None
             "settlement": None,
             "corrections": [],
         }
-    if etype == "misdeal":
-        detail = _str(obj, "detail")
-        action = _choice(obj, "action", ACTIONS)
-        deadline = obj.get("deadline")
+    if isinstance(p, Misdeal):
         return "misdeals", {
-            "coup": _int(obj, "coup", 0, 2**31 - 1, null=True),
-            "code": _str(obj, "code", 64, lo=1),
-            "detail": detail,
-            "action": action,
-            "deadline": None if deadline is None else parse_ts(deadline, "deadline"),
-            "supervisor": action != "awaiting_supervisor" and bool(_SUPERVISOR_RE.search(detail)),
+            "coup": _most(p.coup, "coup"),
+            "code": _text(p.code, "code", MAX_CODE_CHARS, 1),
+            "detail": _text(p.detail, "detail", MAX_TEXT_CHARS),
+            "action": p.action,
+            "deadline": None if p.deadline is None else parse_ts(p.deadline, "deadline"),
+            "supervisor": p.action != "awaiting_supervisor" and bool(_SUPERVISOR_RE.search(p.detail)),
         }
-    if etype == "security.alert":
-        detail = _str(obj, "detail")
+    if isinstance(p, SecurityAlert):
         return "security_alerts", {
-            "coup": _int(obj, "coup", 0, 2**31 - 1, null=True),
-            "code": _str(obj, "code", 64, lo=1),
-            "detail": detail,
-            "supervisor": bool(_SUPERVISOR_RE.search(detail)),
+            "coup": None if p.coup is None else _most(p.coup, "coup"),
+            "code": _text(p.code, "code", MAX_CODE_CHARS, 1),
+            "detail": _text(p.detail, "detail", MAX_TEXT_CHARS),
+            "supervisor": bool(_SUPERVISOR_RE.search(p.detail)),
         }
-    if etype == "device.status":
-        device = obj.get("device")
-        if device is not None and not isinstance(device, dict):
-            raise Invalid("device: must be an object or null")
+    if isinstance(p, DeviceStatus):
         return "device_status", {
-            "state": _choice(obj, "state", DEVICE_STATES),
-            "code": _str(obj, "code", 64, null=True),
-            "device": None if device is None else canonical_json(device),
+            "state": p.state,
+            "code": _text(p.code, "code", MAX_CODE_CHARS),
+            "device": canonical_json(obj["device"]),
         }
-    if etype == "shoe.started":
+    if isinstance(p, ShoeStarted):
         return "shoes.started", {
-            "decks": _int(obj, "decks", 1, 12),
-            "profile": _str(obj, "profile", 4096, lo=1),
-            "shuffle_commit": _str(obj, "shuffle_commit", 128, null=True),
+            "decks": p.decks,
+            "profile": _text(p.profile, "profile", MAX_TEXT_CHARS, 1),
+            "shuffle_commit": p.shuffle_commit,
         }
-    if etype == "shoe.ended":
-        tally = obj.get("tally")
-        if not isinstance(tally, dict):
-            raise Invalid("tally: must be an object with player, banker and tie")
-        try:
-            counts = {k: _int(tally, k, 0, 2**31 - 1) for k in ("player", "banker", "tie")}
-        except Invalid as exc:
-            raise Invalid(f"tally.{exc}") from None
+    if isinstance(p, ShoeEnded):
         return "shoes.ended", {
-            "coups": _int(obj, "coups", 0, 2**31 - 1),
-            "cards_dealt": _int(obj, "cards_dealt", 0, 2**31 - 1),
-            "tally_player": counts["player"],
-            "tally_banker": counts["banker"],
-            "tally_tie": counts["tie"],
+            "coups": _most(p.coups, "coups"),
+            "cards_dealt": _most(p.cards_dealt, "cards_dealt"),
+            "tally_player": _most(p.tally["player"], "tally.player"),
+            "tally_banker": _most(p.tally["banker"], "tally.banker"),
+            "tally_tie": _most(p.tally["tie"], "tally.tie"),
         }
     return None
