@@ -13,6 +13,11 @@
 #   /etc/udev/rules.d/99-shoe-controller.rules      never overwritten (it holds your shoes' ids)
 #   /etc/shoe-controller/config.yaml (or <table>.yaml per --table)   never overwritten
 #   /etc/shoe-controller/archive-<name>.yaml per --archive           never overwritten
+#   /var/lib/shoe-controller/<table>/signing.key    the table's signing key (per --table; without
+#                                                   --table /var/lib/shoe-controller/signing.key):
+#                                                   where its config's signing_key says, mode 0600
+#                                                   in a 0700 directory, the service user's; made
+#                                                   once, never overwritten, never printed
 #
 # Options:
 #   --wheel FILE   install this wheel (default: build one from the source tree this script is in)
@@ -20,8 +25,9 @@
 #                  no user is created, and the tree is correct for its final location
 #   --prefix DIR   the virtualenv's final path (default /opt/shoe-controller)
 #   --python PY    the interpreter the venv is built on (default python3; 3.11 or newer)
-#   --table T      write /etc/shoe-controller/T.yaml for shoe-controller@T (repeatable);
-#                  without it: /etc/shoe-controller/config.yaml for shoe-controller.service
+#   --table T      write /etc/shoe-controller/T.yaml for shoe-controller@T (repeatable) and
+#                  make the table's signing key; without it: /etc/shoe-controller/config.yaml
+#                  for shoe-controller.service, and its key
 #   --archive NAME write /etc/shoe-controller/archive-NAME.yaml (client_id archive-NAME) for the
 #                  floor archiver shoe-controller-archive@NAME (repeatable), and install the
 #                  archive extra (psycopg). An upgrade keeps the extra while any archive-*.yaml exists.
@@ -265,6 +271,37 @@ if live; then
   systemctl daemon-reload
   if command -v udevadm >/dev/null; then udevadm control --reload-rules; fi
 fi
+
+# 6. Each table's signing key, where its config (written or kept) says, made
+#    by the new version's keygen: mode 0600 in a 0700 directory, created
+#    exclusively (an existing key is never overwritten), owned by the
+#    service user on a live install. Only its key id and public key are
+#    printed; the key itself is in no unit, config or log.
+for name in "${names[@]}"; do
+  cfg=$CONFDIR/$name.yaml
+  key=$("$R$PREFIX/bin/python" -c 'import sys
+from controller.config import load_config
+c = load_config(sys.argv[1])
+print(c.signing_key_path() if c.signing else "")' "$R$cfg") || fail "$cfg: cannot read its signing key's path"
+  if [ -z "$key" ]; then
+    echo "$cfg: signing is off: no key made"
+    continue
+  fi
+  case $key in
+    /*) ;;
+    *) echo "$cfg: signing key $key is a relative path: the daemon makes it at its first start"; continue ;;
+  esac
+  if [ -e "$R$key" ] || [ -L "$R$key" ]; then
+    echo "kept $key"
+    continue
+  fi
+  install -d -m 0700 "$R$(dirname "$key")"
+  made=$(umask 077 && "$R$PREFIX/bin/python" -m controller.cli keygen --key "$R$key") ||
+    fail "$cfg: cannot make the signing key $key"
+  if live; then chown shoe-controller:shoe-controller "$R$(dirname "$key")" "$R$key"; fi
+  kid=${made#*key_id }
+  echo "made the signing key $key (mode 0600): key_id ${kid%% *}"
+done
 if [ -n "$R" ]; then
   echo "staged under $R: nothing started, no user created"
   exit 0
@@ -287,10 +324,9 @@ next:
   shoe-controller check-config $cfgs
   systemctl enable --now $unit
   journalctl -u $unit -f
-the first start makes the table's signing key (mode 0600, the service user's) in its state
-directory; its public key, to pin in the archive's signing.keys:
-  shoe-controller keygen --public --key /var/lib/shoe-controller/<table>/var/signing.key
-  (shoe-controller.service: /var/lib/shoe-controller/var/signing.key)
+the table's signing key (made above; mode 0600, the service user's): its public key, to pin
+in the archive's signing.keys:
+  shoe-controller keygen --public -c $cfgs
 an upgrade takes effect at the next restart (between shoes): systemctl restart 'shoe-controller*'
 EOF
 for name in "${ARCHIVES[@]}"; do

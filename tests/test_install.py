@@ -399,7 +399,8 @@ def test_install_sh_lays_out_the_tree(staged_install: StagedInstall) -> None:
     # Outside the venv, exactly these files and nothing else.
     others = {f for f in files_under(root) if not f.startswith("opt/shoe-controller/")}
     assert others == {*expected, "etc/shoe-controller/T01.yaml", "etc/shoe-controller/T02.yaml",
-                      "etc/shoe-controller/archive-1.yaml", "usr/local/bin/shoe-controller"}  # fmt: skip
+                      "etc/shoe-controller/archive-1.yaml", "usr/local/bin/shoe-controller",
+                      *KEYS}  # fmt: skip
     assert sorted(p.name for p in (root / "opt").iterdir()) == ["shoe-controller"]  # no .new / .old left
     assert {p.name for p in unitdir.iterdir()} == {
         "shoe-controller.service",
@@ -407,6 +408,64 @@ def test_install_sh_lays_out_the_tree(staged_install: StagedInstall) -> None:
         "shoe-controller-board.service",
         "shoe-controller-archive@.service",
     }
+
+
+#: each table's signing key, where its config (the journal's directory) puts it
+KEYS = ("var/lib/shoe-controller/T01/signing.key", "var/lib/shoe-controller/T02/signing.key")
+
+
+def test_install_sh_makes_each_tables_signing_key_readable_only_by_its_owner(
+    staged_install: StagedInstall,
+) -> None:
+    """The key is made at install, not at the first start: mode 0600 in the
+    table's 0700 state directory (a live install gives both to the service
+    user), where the daemon looks for it; the output names its key id and
+    nothing of the key; no unit or config holds it."""
+    from controller import signing
+
+    root = staged_install.root
+    secrets = []
+    for rel in KEYS:
+        key = root / rel
+        assert mode(key) == "-rw-------" and mode(key.parent) == "drwx------", rel
+        signer = signing.Signer(signing.load_key(key))  # an Ed25519 key the daemon takes as it is
+        assert f"made the signing key /{rel} (mode 0600): key_id {signer.key_id}" in staged_install.output
+        secrets.append(key.read_text().splitlines()[1])  # the base64 of the private key
+    cfg = yaml.safe_load((root / "etc/shoe-controller/T01.yaml").read_text())
+    assert os.path.join(os.path.dirname(cfg["journal"]), "signing.key") == "/" + KEYS[0]
+    texts = [staged_install.output] + [p.read_text() for p in (root / "etc").rglob("*") if p.is_file()]
+    texts += [p.read_text() for p in (root / "usr/local/lib").rglob("*") if p.is_file()]
+    assert not [t for t in texts for secret in secrets if secret in t]
+
+
+def test_install_sh_never_overwrites_a_key_and_makes_a_missing_one(
+    staged_install: StagedInstall, dist: Dist, tmp_path: Path
+) -> None:
+    """Idempotent: a second install keeps each key byte for byte; a table
+    whose key is missing gets one; a table with signing off gets none."""
+    root = _copy_root(staged_install, tmp_path / "root")
+    t01 = root / KEYS[0]
+    before = t01.read_bytes()
+    (root / KEYS[1]).unlink()
+    cfg3 = root / "etc/shoe-controller/T03.yaml"
+    cfg3.write_text(
+        (root / "etc/shoe-controller/T01.yaml")
+        .read_text()
+        .replace("table: T01 ", "table: T03 ")
+        .replace("/T01/", "/T03/")
+        .replace("client_id: shoe-T01 ", "client_id: shoe-T03 ")
+        .replace("\nsigning: true ", "\nsigning: false ")
+    )
+    assert "\nsigning: false " in cfg3.read_text()
+    result = _install("--root", str(root), "--wheel", str(dist.wheel), "--table", "T01", "--table", "T02",
+                      "--table", "T03")  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "kept /var/lib/shoe-controller/T01/signing.key" in result.stdout
+    assert t01.read_bytes() == before
+    assert "made the signing key /var/lib/shoe-controller/T02/signing.key (mode 0600)" in result.stdout
+    assert mode(root / KEYS[1]) == "-rw-------"
+    assert "/etc/shoe-controller/T03.yaml: signing is off: no key made" in result.stdout
+    assert not (root / "var/lib/shoe-controller/T03").exists()
 
 
 def test_the_staged_venv_is_correct_for_its_final_path(staged_install: StagedInstall) -> None:
@@ -499,7 +558,7 @@ set -euo pipefail
 # is the host's with the staged files over it (overlayfs, in this mount
 # namespace only), and /run/systemd is hidden so the installer never touches
 # the host's systemd.
-for d in etc opt usr/local; do
+for d in etc opt usr/local var/lib; do
   mkdir -p "$WORK/$d"
   mount -t overlay overlay -o "lowerdir=/$d,upperdir=$ROOT/$d,workdir=$WORK/$d" "/$d"
 done
@@ -559,6 +618,10 @@ def test_the_staged_tree_runs_at_its_final_location_and_upgrades_in_place(
     assert sorted(p.name for p in (root / "opt").iterdir()) == ["shoe-controller"]
     assert cfg.read_text() == edited and rule.read_text() == "# our shoes\n"
     assert yaml.safe_load((root / "etc/shoe-controller/T03.yaml").read_text())["table"] == "T03"
+    # the keys: T01's kept, T03's made, in the state directory (var/lib overlaid)
+    assert "kept /var/lib/shoe-controller/T01/signing.key" in upgrade
+    assert "made the signing key /var/lib/shoe-controller/T03/signing.key (mode 0600)" in upgrade
+    assert mode(root / "var/lib/shoe-controller/T03/signing.key") == "-rw-------"
     script = root / "opt/shoe-controller/bin/shoe-controller"
     assert script.read_text().startswith("#!/opt/shoe-controller/bin/python\n")
 
@@ -598,6 +661,7 @@ def test_uninstall_removes_the_program_and_keeps_configs_rules_and_state(
         "etc/shoe-controller/T02.yaml",
         "etc/shoe-controller/archive-1.yaml",
         "etc/udev/rules.d/99-shoe-controller.rules",
+        *KEYS,  # the state, keys included
     }
     assert "kept" in result.stdout and "/var/lib/shoe-controller" in result.stdout
 
