@@ -20,6 +20,7 @@ import os
 import queue
 import shutil
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -342,6 +343,63 @@ def test_run_the_daemon_on_the_fake_shoe_and_command_it_with_ctl(
             raise
     assert code == 0, proc.stderr.read()[-3000:]
     assert (tmp_path / "state" / "journal.sqlite3").stat().st_size > 0
+
+
+def test_keygen_then_the_daemon_signs_and_verify_checks_its_journal(venv: Venv, tmp_path: Path) -> None:
+    """The installed ``keygen`` makes the table's key (mode 0600, never
+    twice), the installed daemon signs its journal with it, and the
+    installed ``verify`` passes the journal, then names its last event
+    deleted: all from the fresh venv, none of it from the checkout."""
+    cfg = _fake_config(tmp_path)
+    key = tmp_path / "state" / "signing.key"
+    made = ok(venv.run("keygen", "-c", str(cfg)))
+    assert made.startswith(f"keygen: {key}: key_id ") and made.rstrip().endswith("(mode 0600)"), made
+    assert mode(key) == "-rw-------"
+    key_id, public = made.split("key_id ")[1].split()[0], made.split("public_key ")[1].split()[0]
+    again = venv.run("keygen", "-c", str(cfg))
+    assert again.returncode != 0 and "never overwritten" in again.stderr and again.stderr.count("\n") == 1
+    assert ok(venv.run("keygen", "--public", "-c", str(cfg))).split() == [
+        "key_id",
+        key_id,
+        "public_key",
+        public,
+    ]
+
+    proc = subprocess.Popen(
+        [venv.exe, "run", "-c", str(cfg)], cwd=venv.cwd, env=clean_env(PYTHONUNBUFFERED="1"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        results = 0
+        for line in _lines(proc.stdout):
+            event = json.loads(line)
+            assert event["key_id"] == key_id and len(event["sig"]) == 86
+            results += event["type"] == "coup.result"
+            if results == 3:
+                break
+        assert results == 3, proc.stderr.read()[-3000:]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert code == 0, proc.stderr.read()[-3000:]
+
+    journal = tmp_path / "state" / "journal.sqlite3"
+    line = ok(venv.run("verify", "-c", str(cfg))).strip()
+    assert line.startswith(f"verified journal {journal}: ") and f"(keys {key_id}), chain unbroken" in line
+    assert "last against its high-water mark" in line, line
+    line = ok(venv.run("verify", "--journal", str(journal), f"--key={public}")).strip()
+    assert line.startswith("verified journal"), line
+    with sqlite3.connect(journal) as db:
+        last = db.execute("SELECT max(seq) FROM events").fetchone()[0]
+        db.execute("DELETE FROM events WHERE seq = ?", (last,))
+    broken = venv.run("verify", "--journal", str(journal))
+    assert broken.returncode == 1 and broken.stdout.count("\n") == 1, broken.stdout + broken.stderr
+    assert broken.stdout.startswith("BROKEN: journal") and f"seq {last} was deleted" in broken.stdout
 
 
 # -- deploy/install.sh into a temporary root ------------------------------------
