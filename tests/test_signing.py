@@ -274,6 +274,7 @@ def test_verify_a_clean_shoe_report(signed: Path, tmp_path: Path, capsys: pytest
     assert any(json.loads(x)["type"] == "shoe.ended" for x in lines[1:])
     rc, line = _verify(capsys, "--events", str(out))
     assert rc == 0 and f"{len(lines) - 1} events" in line and "chain unbroken" in line, line
+    assert "; from the shoe's shoe.started to its shoe.ended" in line, line
     public = signing.Signer(signing.load_key(signed / "signing.key")).public_key
     rc, line = _verify(capsys, "--events", str(out), f"--key={public}")
     assert rc == 0 and "report's own" not in line

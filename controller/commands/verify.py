@@ -423,7 +423,7 @@ def _events(path: str, pinned: list[str] | None) -> str:
     what = f"shoe report {visible(path)} (table {table} shoe {shoe})"
     _report_ends(path, head.get("shoe"), lines[1:])
     trust = "" if pinned else "; the keys are the report's own: compare them with the table's"
-    return _summary(what, check) + trust
+    return _summary(what, check, "; from the shoe's shoe.started to its shoe.ended") + trust
 
 
 def _report_ends(path: str, shoe: Any, events: list[bytes]) -> None:
