@@ -244,6 +244,31 @@ def test_verify_a_pruned_journal_starts_after_what_retention_pruned(
     assert rc == 1 and f"retention pruned through seq {left[0][0] - 1}: seq {left[0][0]} was deleted" in line
 
 
+def test_verify_a_journal_in_use_is_not_taken_for_a_deleted_end(
+    signed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """A daemon at work moves the journal while verify reads it: its
+    high-water mark is read before the events (appends only add events past
+    it), and retention pruning the first events meanwhile is told from a
+    deletion by the journal's meta as it is then."""
+    from controller.commands import verify
+
+    journal = _copy(signed, tmp_path)
+    shutil.copy2(signed / "journal.sqlite3.hwm", tmp_path / "journal.sqlite3.hwm")
+    hwm = verify._hwm
+
+    def prune_meanwhile(path: str, journal_id: Any) -> int | None:
+        with Journal(str(journal)) as j:  # after verify read meta, before it reads the events
+            j.retention(1e9, 1e12, outputs=[], max_bytes=j.size_bytes() // 2, batch=100)
+        return hwm(path, journal_id)
+
+    monkeypatch.setattr(verify, "_hwm", prune_meanwhile)
+    rc, line = _verify(capsys, "--journal", str(journal))
+    assert rc == 0, line
+    first = _rows(journal)[0][0]
+    assert first > 1 and f"seq {first}.." in line, line
+
+
 def test_verify_journal_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main(["verify", "--journal", str(tmp_path / "none.sqlite3")]) == 1

@@ -135,6 +135,7 @@ def _journal(path: str, pinned: list[str] | None) -> str:
                             last == -1
                             and seq != retired + 1
                             and not (isinstance(ev, dict) and "chain_reset" in ev)
+                            and not _pruned_meanwhile(db, check, int(seq))
                         ):
                             since = (
                                 f"retention pruned through seq {retired}"
@@ -149,14 +150,28 @@ def _journal(path: str, pinned: list[str] | None) -> str:
                         yield where, line
                     last = int(batch[-1][0])
 
-            _walk(check, rows())
+            # what the journal's records say it holds, read before its events:
+            # a daemon appending meanwhile only adds events past them
             delivered = db.execute("SELECT output, seq FROM marks ORDER BY seq DESC LIMIT 1").fetchone()
+            committed = _hwm(path, meta.get("journal_id"))
+            _walk(check, rows())
         finally:
             db.close()
     except sqlite3.Error as exc:
         raise RuntimeFailure(f"{visible(path)}: not a readable shoe-controller journal: {exc}") from None
-    ends = _journal_ends(path, check, retired, meta.get("journal_id"), delivered)
+    ends = _journal_ends(path, check, retired, committed, delivered)
     return _summary(f"journal {visible(path)}", check, ends)
+
+
+def _pruned_meanwhile(db: sqlite3.Connection, check: ChainCheck, first: int) -> bool:
+    """Whether the daemon's retention pruned up to just below ``first``
+    since the journal's ``meta`` was read (a journal in use): then the
+    first event links to the newest event pruned, as ``meta`` says now."""
+    rows = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('retired_seq', 'retired_link')"))
+    if (_int(rows.get("retired_seq")) or 0) + 1 != first:
+        return False
+    check.head, check.anchored = rows.get("retired_link"), rows.get("retired_link") is None
+    return True
 
 
 def _span(first: int, last: int) -> str:
@@ -186,14 +201,13 @@ def _hwm(path: str, journal_id: Any) -> int | None:
 
 
 def _journal_ends(
-    path: str, check: ChainCheck, retired: int, journal_id: Any, delivered: tuple[Any, Any] | None
+    path: str, check: ChainCheck, retired: int, committed: int | None, delivered: tuple[Any, Any] | None
 ) -> str:
     """Where the journal's first and last events were checked against; a
     last event below what the journal's own records say it holds (its
     high-water mark's committed seq, an output's delivery mark) is
     ``Broken``."""
     last = max(check.last_seq or 0, retired)
-    committed = _hwm(path, journal_id)
     claims: list[tuple[int, str]] = []
     if committed is not None:
         claims.append(
