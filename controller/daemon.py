@@ -122,6 +122,9 @@ MAX_FAILED_INPUT_SHOWN = 256
 #: The journal's size is checked against ``journal_max_mb`` this often (s);
 #: retention runs hourly, and at once when it is over.
 SIZE_CHECK_EVERY_S = 60.0
+#: How often a terminal with no event output gets a line saying the dealing
+#: goes on (``Daemon._progress``).
+PROGRESS_EVERY_S = 10.0
 MIB = 1024 * 1024
 
 
@@ -298,6 +301,14 @@ class Daemon:
         self._stdout_text = stdout_text
         self._driver = driver
         self._stop = threading.Event()
+        #: why the daemon stops (a signal's name), said in its last log line
+        self._stop_reason = "asked to stop"
+        #: when a terminal with no event output next gets a progress line
+        #: (``_progress``); None: never (journald, or events on stdout)
+        self._progress_at: float | None = (
+            time.monotonic() + PROGRESS_EVERY_S if sys.stderr.isatty() and not cfg.outputs.stdout else None
+        )
+        self._last_coup: Event | None = None
         self._reopen = threading.Event()
         self._commands = CommandInbox()
         self._refusals = RefusalAlerts()
@@ -658,7 +669,9 @@ class Daemon:
 
     # -------------------------------------------------------------- run
 
-    def request_stop(self, *_: Any) -> None:
+    def request_stop(self, signum: int | None = None, _frame: Any = None) -> None:
+        if signum is not None and not self._stop.is_set():
+            self._stop_reason = signal.Signals(signum).name
         self._stop.set()
 
     def _on_hup(self, signum: int, frame: FrameType | None) -> None:
@@ -839,6 +852,8 @@ class Daemon:
             if at - last_retention > 3600 or (size_due and journal.size_bytes() > cfg.journal_max_mb * MIB):
                 last_retention = at
                 self._retention(journal)
+        # said at once: draining the outputs may take a moment
+        log.info("stopping", reason=self._stop_reason, table=cfg.table)
         self._publish_durable(wait=True)
         self._store_unstored()
         self.notifier.send("STOPPING=1\nSTATUS=draining outputs")
@@ -1194,6 +1209,28 @@ class Daemon:
                 st.misdeals[e["code"]] = st.misdeals.get(e["code"], 0) + 1
         if self.metrics is not None:
             self.metrics.observe(events, self.decoder, self)
+        if self._progress_at is not None:
+            self._progress(events)
+
+    def _progress(self, events: list[Event]) -> None:
+        """A person at a terminal with no event output (``stdout: false``)
+        sees the dealing go on: a log line at most every ``PROGRESS_EVERY_S``
+        while events come (never under systemd: ``STATUS=`` says it there)."""
+        for e in events:
+            if e["type"] in ("coup.result", "coup.void"):
+                self._last_coup = e
+        now = time.monotonic()
+        assert self._progress_at is not None
+        if now < self._progress_at:
+            return
+        self._progress_at = now + PROGRESS_EVERY_S
+        st = self.stats
+        last = self._last_coup
+        said = "no coup finished yet"
+        if last is not None:
+            outcome = "void" if last["type"] == "coup.void" else f"{last['winner']}"
+            said = f"coup {last['coup']}: {outcome}"
+        log.info("dealing", last=said, cards=st.cards, coups=st.coups, misdeals=sum(st.misdeals.values()))
 
     def _pump(self) -> None:
         for out in self.outputs:

@@ -588,9 +588,9 @@ def serve(cfg: BoardConfig, sock: socket.socket, *, announce: Any = None) -> Non
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         hub.loop = asyncio.get_running_loop()
-        subscriber.start()
         if announce is not None:
-            announce()
+            announce()  # first where it serves, then what the broker says
+        subscriber.start()
         try:
             yield
         finally:
@@ -600,6 +600,8 @@ def serve(cfg: BoardConfig, sock: socket.socket, *, announce: Any = None) -> Non
     app.router.lifespan_context = lifespan
     config = uvicorn.Config(
         app,
+        # uvicorn's loggers left to the process's one format (controller.logs)
+        log_config=None,
         log_level="warning",
         access_log=False,
         server_header=False,
@@ -620,6 +622,8 @@ def serve(cfg: BoardConfig, sock: socket.socket, *, announce: Any = None) -> Non
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
+            if not self.should_exit:
+                log.info("board: stopping (%s)", signal.Signals(sig).name)
             # the streams would otherwise keep the shutdown waiting
             if hub.loop is not None and not hub.loop.is_closed():
                 hub.loop.call_soon_threadsafe(hub.close)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,10 @@ from controller.board.config import BoardConfig
 from controller.mqtt_client import connect_options, make_client
 
 log = logging.getLogger(__name__)
+
+#: At most one "cannot reach the broker" line this often while it stays
+#: out of reach (the first failure is said at once).
+RETRY_LOG_S = 30.0
 
 #: Room for the topic and the packet's header beside the payload.
 TOPIC_ROOM = 1024
@@ -54,10 +59,13 @@ class BoardSubscriber:
         #: messages dropped for their size (counted, never parsed)
         self.oversized = 0
         self.connects = 0
+        self._failures = 0  # connection attempts failed in a row
+        self._said_at = -RETRY_LOG_S  # when that was last logged (monotonic)
         client_id = cfg.mqtt.client_id or f"board-{socket.gethostname()[:40]}-{os.getpid()}"
         self._client = make_client(cfg.mqtt, client_id)
         self._client.reconnect_delay_set(min_delay=1, max_delay=2)
         self._client.on_connect = self._on_connect
+        self._client.on_connect_fail = self._on_connect_fail
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = self._on_message
         self._client.on_subscribe = self._on_subscribe
@@ -79,12 +87,39 @@ class BoardSubscriber:
         self._client.disconnect()
         self._client.loop_stop()
 
+    def _where(self) -> str:
+        return f"{self._client.host}:{self._client.port}"
+
+    def _unreachable(self, why: str) -> None:
+        """Said at the first failure, then at most every ``RETRY_LOG_S``
+        while the broker stays out of reach (paho retries every 1-2 s)."""
+        now = time.monotonic()
+        self._failures += 1
+        if now >= self._said_at + RETRY_LOG_S:
+            self._said_at = now
+            log.warning(
+                "board: cannot reach the broker at %s: %s; retrying every 1-2 s (%d attempts failed)",
+                self._where(),
+                why,
+                self._failures,
+            )
+
+    def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
+        self._unreachable("no connection")
+
     def _on_connect(
         self, client: mqtt.Client, userdata: Any, flags: Any, rc: ReasonCode, properties: Properties | None
     ) -> None:
         if rc.is_failure:
             log.error("board: the broker refused the connection: %s", rc)
             return
+        if self._failures:
+            log.info(
+                "board: connected to the broker at %s after %d failed attempts", self._where(), self._failures
+            )
+        else:
+            log.info("board: connected to the broker at %s", self._where())
+        self._failures, self._said_at = 0, -RETRY_LOG_S
         self.connects += 1
         client.subscribe([(base + "#", 1) for base in self.topics.values()])
 
@@ -101,6 +136,8 @@ class BoardSubscriber:
     def _on_disconnect(
         self, client: mqtt.Client, userdata: Any, flags: Any, rc: ReasonCode, properties: Properties | None
     ) -> None:
+        if rc.is_failure:
+            log.warning("board: lost the broker at %s: %s; reconnecting", self._where(), rc)
         self._connection(False)
 
     def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:

@@ -5,8 +5,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
-import sys
 from typing import TYPE_CHECKING
 
 from controller.errors import RuntimeFailure, UsageError
@@ -67,20 +67,16 @@ def run(args: argparse.Namespace) -> int:
     tables = ", ".join(t.table for t in cfg.tables)
 
     def announce() -> None:
-        print(visible(f"board: tables {tables} on http://{shown}:{port}/"), file=sys.stderr, flush=True)
+        # through the log: JSON under systemd, a readable line on a terminal
+        log = logging.getLogger("controller.board")
+        log.info("board: tables %s on http://%s:%s/", visible(tables), shown, port)
         for line in missing:
             # the daemon may not have written it yet: served, and said
-            print(
-                visible(f"board: {line}; its history pages answer 503 until it is there"),
-                file=sys.stderr,
-                flush=True,
-            )
+            log.warning("board: %s; its history pages answer 503 until it is there", visible(line))
         if host in ("0.0.0.0", "::") and cfg.allowed_hosts is None:
-            print(
+            log.warning(
                 "board: listening on every address but answering only localhost, 127.0.0.1 and [::1]:"
-                " list the names other screens use in allowed_hosts",
-                file=sys.stderr,
-                flush=True,
+                " list the names other screens use in allowed_hosts"
             )
 
     serve(cfg, sock, announce=announce)
