@@ -73,28 +73,52 @@ def _config(tmp_path: Path) -> Path:
 
 
 def _on_a_terminal(argv: Sequence[str], until: str, cwd: Path, timeout: float = 60) -> str:
-    """Run ``argv`` with stdout on a pseudo-terminal until ``until`` shows,
-    then interrupt it; everything it wrote there."""
+    """Run ``argv`` with stdout on a pseudo-terminal until a whole line with
+    ``until`` in it shows, then interrupt it; the whole lines it wrote there
+    up to that one (a line still being written is not returned: a read
+    returns what the terminal holds, which on a loaded machine may end in the
+    middle of a line, or of a character)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         list(argv), stdout=slave, stderr=subprocess.DEVNULL, cwd=cwd, start_new_session=True
     )
     os.close(slave)
-    out = b""
+    lines: list[bytes] = []
+    pending = b""
     deadline = time.monotonic() + timeout
     try:
-        while until.encode() not in out and time.monotonic() < deadline:
+        while not (lines and until.encode() in lines[-1]) and time.monotonic() < deadline:
             ready, _, _ = select.select([master], [], [], 0.5)
-            if ready:
-                try:
-                    out += os.read(master, 65536)
-                except OSError:
+            if not ready:
+                continue
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the program closed the terminal
+                break
+            if not chunk:
+                break
+            *whole, pending = (pending + chunk).split(b"\n")
+            for line in whole:
+                lines.append(line.removesuffix(b"\r"))
+                if until.encode() in line:
                     break
     finally:
         os.killpg(proc.pid, signal.SIGINT)
+        # Keep reading what it writes while it stops, as a terminal does: a
+        # terminal nobody reads fills up, and a program writing to it waits.
+        stop_by = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < stop_by:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    os.read(master, 65536)
+                except OSError:
+                    break
         proc.wait(30)
         os.close(master)
-    return out.decode().replace("\r\n", "\n")
+    text = [line.decode() for line in lines]
+    assert text and until in text[-1], f"no whole line with {until!r} in {timeout} s: {text}"
+    return "\n".join(text) + "\n"
 
 
 def test_run_on_a_terminal_prints_a_line_per_coup(tmp_path: Path) -> None:
@@ -110,7 +134,8 @@ def test_run_json_on_a_terminal_prints_json_lines(tmp_path: Path) -> None:
     out = _on_a_terminal(
         [str(SCRIPT), "run", "-c", str(_config(tmp_path)), "--json"], '"type":"coup.result"', tmp_path
     )
-    events = [json.loads(line) for line in out.splitlines() if line.strip()][:-1]  # last may be cut
+    events = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert events[-1]["type"] == "coup.result"
     assert events[0]["type"] == "device.status"
     assert any(e["type"] == "card" for e in events)
 
