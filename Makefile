@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs docs-check bench fuzz soak venv clean deps-system deps-postgres
+.PHONY: demo test check lint docs docs-check bench fuzz soak venv clean deps-system deps-postgres
 
 # Create the virtualenv and install the project (editable) with its dev tools.
 $(STAMP): pyproject.toml
@@ -81,8 +81,33 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The whole suite, on every core (pytest-xdist; JOBS=1 for one process):
+# the tests that share a dear fixture (a daemon's whole shoe, the installed
+# wheel) stay together on one worker and the long (slow) ones start first
+# (tests/conftest.py), so that no worker idles at the end while another
+# runs them. CI runs this, and nothing less.
+# Python's bytecode cache stays on for the tests even where the environment
+# turns it off (PYTHONDONTWRITEBYTECODE): else each worker rewrites and
+# compiles every test module again, and each of the many shoe-controller
+# processes the tests start compiles the whole program (3 times the CPU to
+# collect the suite). The caches are __pycache__/ directories git ignores.
+JOBS ?= auto
+PYTEST_XDIST = -n $(JOBS) --dist loadgroup
+PYTEST = env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
 test: $(STAMP) deps-system deps-postgres lint docs-check
-	$(BIN)/python -m pytest -q
+	$(PYTEST) -q $(PYTEST_XDIST)
+
+# The edit loop, under a minute: lint and types, then the fast tests on
+# every core; no install, no broker or cluster, no long run (those are in
+# make test). FILES="a.py b.py" lints only those; CHECK_TESTS=... picks tests.
+CHECK_MARKERS ?= not slow and not install and not mqtt and not nats
+CHECK_TESTS ?=
+FILES ?= .
+check: $(STAMP)
+	$(BIN)/ruff check $(FILES)
+	$(BIN)/ruff format --check $(FILES)
+	$(BIN)/mypy
+	$(PYTEST) -q $(PYTEST_XDIST) -m "$(CHECK_MARKERS)" $(CHECK_TESTS)
 
 # The documentation site (mkdocs.yml, pages under docs/), built with --strict:
 # a link to a missing page or anchor is an error (mkdocs.yml, validation:).

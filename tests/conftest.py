@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import shutil
 import signal
 import socket
@@ -370,3 +371,74 @@ def pg_dsn() -> Iterator[str]:
         pytest.fail(problem, pytrace=False)
     with postgres.temporary_database() as dsn:
         yield dsn
+
+
+# --- running on several workers (pytest-xdist, ``make test``) ----------------------
+
+#: Session fixtures of this file that are cheap to make again on each worker
+#: (a factory, three openssl keys): they do not tie their tests to one worker.
+CHEAP_SHARED_FIXTURES = frozenset({"mosquitto", "certs"})
+
+
+def _shared_fixture_keys(item: pytest.Item) -> list[str]:
+    """The dear fixtures wider than a test that ``item`` uses (a module's
+    whole-shoe daemon run, the wheel built and installed, a campaign), one
+    key each: the fixture's place and name, and its parameter if it has one."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return []
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    keys = []
+    for name in info.names_closure:
+        defs = info.name2fixturedefs.get(name)
+        if not defs:
+            continue
+        fixturedef = defs[-1]
+        if fixturedef.scope == "function" or not fixturedef.baseid or name in CHEAP_SHARED_FIXTURES:
+            continue  # per test, or pytest's own (tmp_path_factory), or cheap
+        key = f"{fixturedef.baseid}::{name}"
+        if name in params:
+            key += f"[{params[name]}]"
+        keys.append(key)
+    return keys
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On several workers (``-n 2 --dist loadgroup``): the tests that share a
+    dear fixture wider than a test run on one worker (an ``xdist_group``), so
+    it is made once, not once a worker; tests sharing any such fixture, in any
+    chain, are one group. And the long tests (``slow``) come first, so that
+    they do not land together on one worker at the end while the other idles."""
+    parent: dict[str, str] = {}
+
+    def find(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    keyed = [(item, _shared_fixture_keys(item)) for item in items]
+    for _, keys in keyed:
+        for other in keys[1:]:
+            a, b = find(keys[0]), find(other)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    grouping = bool(getattr(config.option, "loadgroup", False))  # an xdist worker under --dist loadgroup
+    for item, keys in keyed:
+        if keys:
+            name = re.sub(r"[^\w.-]+", "_", find(keys[0]))  # no '@' nor ']': xdist splits the id there
+            item.add_marker(pytest.mark.xdist_group(name))
+            if grouping and hasattr(item, "_id"):
+                _join_group(item, name)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def _join_group(item: pytest.Item, name: str) -> None:
+    """What xdist's loadgroup does with an ``xdist_group`` mark: the group's
+    name after an '@' in the test's id, the one thing the scheduler reads.
+    pytest 9.2 keeps the id structured (``_id``), where xdist 3.8 still
+    writes the old ``_nodeid``, which no longer counts: the groups would be
+    silently ignored (pytest-xdist issue 1386). Older pytest: xdist does it."""
+    from _pytest.nodeid import NodeId
+
+    item._id = NodeId.parse(f"{item.nodeid}@{name}")  # type: ignore[attr-defined]

@@ -36,6 +36,7 @@ from controller.daemon import CHECKPOINT_KEY, Daemon
 from controller.engine import MAX_HELD, Coup, Engine, Shoe, _Commit
 from controller.engine.machine import CoupState, ShoePhase
 from controller.journal import Journal
+from controller.odds import OddsCalculator
 from controller.replay import ReplayOptions, settings_for
 from controller.rules import load_profile
 from controller.shoelog import Record, read_shoelog
@@ -122,6 +123,25 @@ def feed(engine: Engine, decoder: Any, rec: Record) -> list[dict[str, Any]]:
 # ----------------------------------------------------- round trip: captures
 
 
+@pytest.fixture
+def odds_tables_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The odds tables of a profile built once for the test, not once for
+    each fresh engine (a checkpoint restored at each of ~1,400 reads builds
+    as many engines, and the tables were nearly all of its time): the
+    calculator is a pure function of the profile's bets and tableau (its
+    memo holds results of the same function)."""
+    built: dict[int, tuple[Any, OddsCalculator]] = {}
+    make = OddsCalculator.for_profile
+
+    def once(profile: Any) -> OddsCalculator:
+        if id(profile) not in built:
+            built[id(profile)] = (profile, make(profile))  # the profile kept: its id stays its own
+        return built[id(profile)][1]
+
+    monkeypatch.setattr(OddsCalculator, "for_profile", once)
+
+
+@pytest.mark.usefixtures("odds_tables_once")
 def test_every_capture_checkpointed_at_every_read_continues_as_if_uninterrupted() -> None:
     seen: set[str] = set()
     cuts = 0
