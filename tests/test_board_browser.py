@@ -61,16 +61,19 @@ def test_the_page_grows_coup_by_coup_matches_the_results_and_shows_the_table_off
 ) -> None:
     broker = mosquitto()
     sub = subscriber(broker, ["baccarat/T01/#"])
-    daemon = start_daemon(daemon_config(tmp_path, broker, cards_per_second=8, seed=3))
     journal = str(tmp_path / "journal.sqlite3")
     board = Board(
         board_config(tmp_path, broker, [{"table": "T01", "journal": journal}]), tmp_path / "board.log"
     )
     history = importlib.util.find_spec("controller.history_web") is not None
+    daemon = None
     try:
         with chromium() as driver:
             driver.get(board.url + "table/T01")
             assert "T01" in driver.title
+            # the shoe is dealt once the page is up (a browser slow to start
+            # on a loaded machine saw the whole shoe at its first look)
+            daemon = start_daemon(daemon_config(tmp_path, broker, cards_per_second=8, seed=3))
             # Watch the page while the shoe is dealt: every state it shows
             # is a prefix of what the controller published (never a coup
             # it has not), and the roads grow: the count never falls and
@@ -143,7 +146,8 @@ def test_the_page_grows_coup_by_coup_matches_the_results_and_shows_the_table_off
             print(f"\npage bead counts seen while dealing: {counts}")
             print(f"screenshot: {shot} ({len(res)} coups: {published})")
     finally:
-        stop(daemon)
+        if daemon is not None:
+            stop(daemon)
         assert board.stop() == 0, board.log.read_text()
 
 
