@@ -246,6 +246,38 @@ def mqtt_client(
     return client, connack[0]
 
 
+def subscribe(broker: Broker, topics: list[str], **options: Any) -> Subscriber:
+    """A recording client on ``topics`` (QoS 1), returned once the broker has
+    acknowledged the subscriptions; it subscribes again after a reconnect.
+    ``options`` are ``mqtt_client``'s. The ``subscriber`` fixture's, and the
+    soak campaign's outside pytest."""
+    client, rc = mqtt_client(broker, **options)
+    if rc is not None and rc.is_failure:
+        raise RuntimeError(f"subscriber refused: {rc}")
+    sub = Subscriber(client)
+    subscribed = threading.Event()
+
+    def on_message(c: mqtt.Client, u: Any, msg: mqtt.MQTTMessage) -> None:
+        with sub.lock:
+            sub.messages.append(Received(msg.topic, bytes(msg.payload), msg.qos, bool(msg.retain)))
+
+    def on_subscribe(c: mqtt.Client, u: Any, mid: int, codes: Any, props: Any) -> None:
+        subscribed.set()
+
+    def on_connect(c: mqtt.Client, u: Any, flags: Any, rc: ReasonCode, props: Any) -> None:
+        # After a broker restart: subscribe again (harmless with a kept session).
+        c.subscribe([(t, 1) for t in topics])
+
+    client.on_message = on_message
+    client.on_subscribe = on_subscribe
+    client.on_connect = on_connect
+    client.reconnect_delay_set(1, 2)
+    client.subscribe([(t, 1) for t in topics])
+    if not subscribed.wait(10):
+        raise RuntimeError("no SUBACK from the broker")
+    return sub
+
+
 @pytest.fixture
 def subscriber() -> Iterator[Callable[..., Subscriber]]:
     """Factory: ``subscriber(broker, ["baccarat/T01/#"], **client_options)``
@@ -253,30 +285,7 @@ def subscriber() -> Iterator[Callable[..., Subscriber]]:
     made: list[Subscriber] = []
 
     def make(broker: Broker, topics: list[str], **options: Any) -> Subscriber:
-        client, rc = mqtt_client(broker, **options)
-        if rc is not None and rc.is_failure:
-            raise RuntimeError(f"subscriber refused: {rc}")
-        sub = Subscriber(client)
-        subscribed = threading.Event()
-
-        def on_message(c: mqtt.Client, u: Any, msg: mqtt.MQTTMessage) -> None:
-            with sub.lock:
-                sub.messages.append(Received(msg.topic, bytes(msg.payload), msg.qos, bool(msg.retain)))
-
-        def on_subscribe(c: mqtt.Client, u: Any, mid: int, codes: Any, props: Any) -> None:
-            subscribed.set()
-
-        def on_connect(c: mqtt.Client, u: Any, flags: Any, rc: ReasonCode, props: Any) -> None:
-            # After a broker restart: subscribe again (harmless with a kept session).
-            c.subscribe([(t, 1) for t in topics])
-
-        client.on_message = on_message
-        client.on_subscribe = on_subscribe
-        client.on_connect = on_connect
-        client.reconnect_delay_set(1, 2)
-        client.subscribe([(t, 1) for t in topics])
-        if not subscribed.wait(10):
-            raise RuntimeError("no SUBACK from the broker")
+        sub = subscribe(broker, topics, **options)
         made.append(sub)
         return sub
 

@@ -12,13 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import signal
-import sqlite3
-import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -26,30 +20,13 @@ import pytest
 from controller.archive.parse import canonical_json
 from tests.conftest import BrokerFactory, eventually
 from tests.support.archiver import BROKER_CONFIG, ArchiverProcess, migrate, write_archive_config
-from tests.support.configs import write_config
+from tests.support.dealing_tables import DealingTables, journal_events, progress
+from tests.support.dealing_tables import archived as _archived
 
 pytestmark = pytest.mark.mqtt
 
 TABLES = ("T01", "T02", "T03", "T04")
 CARDS_PER_SECOND = 30
-
-
-def _journal(path: Path) -> dict[str, str]:
-    """event_id -> JSON of every event in a daemon's journal (read-only)."""
-    if not path.exists():
-        return {}
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
-    try:
-        return {str(i): str(j) for i, j in db.execute("SELECT event_id, json FROM events")}
-    except sqlite3.OperationalError:  # not created yet
-        return {}
-    finally:
-        db.close()
-
-
-def _archived(dsn: str) -> int:
-    with psycopg.connect(dsn) as c:
-        return int(c.execute("SELECT count(*) FROM event_ids").fetchone()[0])  # type: ignore[index]
 
 
 def test_every_journalled_event_is_archived_exactly_once_through_faults(
@@ -68,44 +45,19 @@ def test_every_journalled_event_is_archived_exactly_once_through_faults(
     archiver = ArchiverProcess(acfg, tmp_path / "archiver.log")
     archiver.start()
 
-    procs: list[subprocess.Popen[Any]] = []
-    fakes: list[subprocess.Popen[str]] = []
-    journals: list[Path] = []
+    tables = DealingTables(CARDS_PER_SECOND)
+    journals = tables.journals
     try:
         for i, table in enumerate(TABLES):
-            fake = subprocess.Popen(
-                [sys.executable, "-m", "controller.cli", "fake", "--pty", "--seed", str(i + 1),
-                 "--cards-per-second", str(CARDS_PER_SECOND)],
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-            )  # fmt: skip
-            fakes.append(fake)
-            assert fake.stdout is not None
-            port = fake.stdout.readline().strip()
-            assert port.startswith("/"), port
-            d = tmp_path / table
-            d.mkdir()
             mqtt = {"host": broker.host, "port": broker.port, "client_id": f"shoe-{table}"}
-            cfg = write_config(
-                d, {"driver": "serial", "port": port, "baudrate": 115200},
-                table=table, odds=True, outputs={"stdout": False, "mqtt": mqtt},
-            )  # fmt: skip
-            journals.append(d / "journal.sqlite3")
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "controller.cli", "run", "-c", str(cfg)],
-                    stdout=subprocess.DEVNULL,
-                    stderr=open(d / "daemon.log", "wb"),  # noqa: SIM115
-                )
-            )
+            tables.deal(tmp_path, table, i + 1, mqtt)
 
-        def journalled() -> int:
-            return sum(len(_journal(j)) for j in journals)
+        journalled = tables.journalled
 
-        def progress(what: str, more: int, count: Callable[[], int] = lambda: _archived(pg_dsn)) -> None:
-            start = count()
-            assert eventually(lambda: count() >= start + more, 120), f"no progress {what}"
+        def in_archive() -> int:
+            return _archived(pg_dsn)
 
-        progress("before the faults", 300)
+        progress("before the faults", 300, in_archive)
         # 1. the archiver is killed mid-stream; while it is away the broker
         # queues its share, and restarts, keeping that queue
         archiver.kill9()
@@ -115,13 +67,13 @@ def test_every_journalled_event_is_archived_exactly_once_through_faults(
         broker.start()
         progress("while the archiver is still down", 300, journalled)
         archiver.start()
-        progress("after the archiver's restart", 300)
+        progress("after the archiver's restart", 300, in_archive)
         # 2. the broker restarts under the running archiver (its unacknowledged
         # deliveries come again on the resumed session)
         broker.stop()
         progress("while the broker is down again", 100, journalled)
         broker.start()
-        progress("after the broker's restart", 300)
+        progress("after the broker's restart", 300, in_archive)
         # 3. the database connection is cut, twice
         cuts = 0
         for _ in range(2):
@@ -131,14 +83,12 @@ def test_every_journalled_event_is_archived_exactly_once_through_faults(
                     "WHERE datname = current_database() AND application_name LIKE 'shoe-controller archive%'"
                 ).fetchall()
             cuts += sum(1 for (ok,) in rows if ok)
-            progress("after a cut connection", 200)
+            progress("after a cut connection", 200, in_archive)
         assert cuts >= 2
-        assert all(f.poll() is None for f in fakes), "the shoes stopped dealing before the faults were done"
+        assert tables.dealing(), "the shoes stopped dealing before the faults were done"
 
         # the shoes stop; the daemons deliver what they hold; the archive catches up
-        for f in fakes:
-            f.send_signal(signal.SIGTERM)
-            f.wait(20)
+        tables.stop_shoes()
 
         def caught_up() -> bool:
             a, b = journalled(), _archived(pg_dsn)
@@ -146,21 +96,12 @@ def test_every_journalled_event_is_archived_exactly_once_through_faults(
 
         assert eventually(caught_up, 180), (journalled(), _archived(pg_dsn))
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        for f in fakes:
-            if f.poll() is None:
-                f.kill()
+        tables.close()
         archiver.stop()
 
     journal: dict[str, str] = {}
     for j in journals:
-        part = _journal(j)
+        part = journal_events(j)
         assert not journal.keys() & part.keys()
         journal.update(part)
     with psycopg.connect(pg_dsn) as c:

@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import paho.mqtt.client as mqtt
 import pytest
@@ -92,8 +92,11 @@ def start_output(journal: Journal) -> Iterator[Callable[..., MqttOutput]]:
     started: list[MqttOutput] = []
 
     def start(broker: Broker, *, on_command: Any = None, **cfg: Any) -> MqttOutput:
+        """``on_command`` is given each command parsed (the handler the
+        output calls gets it with the bytes received, ``Received``)."""
         config = MqttConfig.model_validate({"host": broker.host, "port": broker.port, **cfg})
-        out = MqttOutput(config, TABLE, journal, on_command=on_command, poll_interval=0.1)
+        handler = None if on_command is None else lambda r: on_command(r.cmd)
+        out = MqttOutput(config, TABLE, journal, on_command=handler, poll_interval=0.1)
         out.start()
         started.append(out)
         return out
@@ -103,6 +106,35 @@ def start_output(journal: Journal) -> Iterator[Callable[..., MqttOutput]]:
         out.stop(timeout=2)
 
 
+class Rig(NamedTuple):
+    """What most tests here set up: brokers, subscribers, the table's
+    journal and its MQTT outputs (each a fixture of its own)."""
+
+    mosquitto: BrokerFactory
+    subscriber: SubscriberFactory
+    journal: Journal
+    start_output: Callable[..., MqttOutput]
+
+    def connected(self, topics: list[str]) -> tuple[Broker, Subscriber, MqttOutput]:
+        """A fresh broker, a subscriber on ``topics`` and a started output
+        connected to the broker."""
+        broker = self.mosquitto()
+        sub = self.subscriber(broker, topics)
+        out = self.start_output(broker)
+        assert eventually(lambda: out.connected)
+        return broker, sub, out
+
+
+@pytest.fixture
+def rig(
+    mosquitto: BrokerFactory,
+    subscriber: SubscriberFactory,
+    journal: Journal,
+    start_output: Callable[..., MqttOutput],
+) -> Rig:
+    return Rig(mosquitto, subscriber, journal, start_output)
+
+
 def wait_delivered(out: MqttOutput) -> None:
     assert out.wait_idle(20), f"backlog {out.backlog()} not delivered"
 
@@ -110,12 +142,8 @@ def wait_delivered(out: MqttOutput) -> None:
 # --- events ------------------------------------------------------------------
 
 
-def test_events_go_out_in_order_with_qos_1_unretained_on_their_type_topics(
-    mosquitto: BrokerFactory,
-    subscriber: SubscriberFactory,
-    journal: Journal,
-    start_output: Callable[..., MqttOutput],
-) -> None:
+def test_events_go_out_in_order_with_qos_1_unretained_on_their_type_topics(rig: Rig) -> None:
+    mosquitto, subscriber, journal, start_output = rig
     broker = mosquitto()
     sub = subscriber(broker, [f"{PREFIX}/#"])
     journal.append_events(
@@ -147,12 +175,8 @@ def test_event_topic_replaces_dots_with_levels() -> None:
     assert event_topic("casino/floor2", "T9", "card") == "casino/floor2/T9/card"
 
 
-def test_events_appended_while_running_are_sent_after_the_earlier_ones(
-    mosquitto: BrokerFactory,
-    subscriber: SubscriberFactory,
-    journal: Journal,
-    start_output: Callable[..., MqttOutput],
-) -> None:
+def test_events_appended_while_running_are_sent_after_the_earlier_ones(rig: Rig) -> None:
+    mosquitto, subscriber, journal, start_output = rig
     broker = mosquitto()
     sub = subscriber(broker, [f"{PREFIX}/card"])
     out = start_output(broker)
@@ -164,19 +188,12 @@ def test_events_appended_while_running_are_sent_after_the_earlier_ones(
     assert first_seen(seqs_of(sub.messages)) == list(range(1, 201))
 
 
-def test_events_handed_over_by_the_committing_thread_never_overtake_a_backlog(
-    mosquitto: BrokerFactory,
-    subscriber: SubscriberFactory,
-    journal: Journal,
-    start_output: Callable[..., MqttOutput],
-) -> None:
+def test_events_handed_over_by_the_committing_thread_never_overtake_a_backlog(rig: Rig) -> None:
     # ``deliver`` publishes from the caller only what is next in line; a
     # commit it was not told of, or a batch over the window, leaves a
     # backlog that the sender sends first: every event once, in seq order.
-    broker = mosquitto()
-    sub = subscriber(broker, [f"{PREFIX}/card"])
-    out = start_output(broker)
-    assert eventually(lambda: out.connected)
+    journal = rig.journal
+    _, sub, out = rig.connected([f"{PREFIX}/card"])
     seq = 0
     for i in range(60):
         size = 25 if i % 10 == 9 else 1  # more than the window (20) now and then
@@ -192,12 +209,8 @@ def test_events_handed_over_by_the_committing_thread_never_overtake_a_backlog(
     assert journal.mark("mqtt") == seq
 
 
-def test_events_handed_over_while_the_broker_is_away_wait_in_the_journal(
-    mosquitto: BrokerFactory,
-    subscriber: SubscriberFactory,
-    journal: Journal,
-    start_output: Callable[..., MqttOutput],
-) -> None:
+def test_events_handed_over_while_the_broker_is_away_wait_in_the_journal(rig: Rig) -> None:
+    mosquitto, subscriber, journal, start_output = rig
     broker = mosquitto(persistence=True)
     sub = subscriber(broker, [f"{PREFIX}/card"], client_id="handover-watcher", clean=False)
     out = start_output(broker)
@@ -216,12 +229,8 @@ def test_events_handed_over_while_the_broker_is_away_wait_in_the_journal(
     assert journal.mark("mqtt") == 30
 
 
-def test_a_restarted_output_resumes_after_its_mark_without_resending(
-    mosquitto: BrokerFactory,
-    subscriber: SubscriberFactory,
-    journal: Journal,
-    start_output: Callable[..., MqttOutput],
-) -> None:
+def test_a_restarted_output_resumes_after_its_mark_without_resending(rig: Rig) -> None:
+    mosquitto, subscriber, journal, start_output = rig
     broker = mosquitto()
     journal.append_events(cards(1, 5))
     first = start_output(broker)
@@ -236,16 +245,14 @@ def test_a_restarted_output_resumes_after_its_mark_without_resending(
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_events_wait_in_the_journal_while_the_broker_is_away_and_none_are_lost(
-    mosquitto: BrokerFactory,
-    subscriber: SubscriberFactory,
-    journal: Journal,
-    start_output: Callable[..., MqttOutput],
+    rig: Rig,
     protocol: str,
 ) -> None:
     # The broker keeps the subscriber's session across its restart, so what
     # the subscriber receives is exactly what the publisher delivered. The
     # controller's own session is clean (MQTT 5: clean start, expiry 0): its
     # events survive the restart in the journal, not on the broker.
+    mosquitto, subscriber, journal, start_output = rig
     broker = mosquitto(persistence=True)
     sub = subscriber(broker, [f"{PREFIX}/card"], client_id="outage-watcher", clean=False)
     out = start_output(broker, protocol=protocol)
@@ -264,17 +271,13 @@ def test_events_wait_in_the_journal_while_the_broker_is_away_and_none_are_lost(
     assert journal.mark("mqtt") == 60
 
 
-def test_after_a_long_outage_the_reconnect_backoff_stays_capped_and_everything_is_delivered(
-    mosquitto: BrokerFactory,
-    subscriber: SubscriberFactory,
-    journal: Journal,
-    start_output: Callable[..., MqttOutput],
-) -> None:
+def test_after_a_long_outage_the_reconnect_backoff_stays_capped_and_everything_is_delivered(rig: Rig) -> None:
     # The outage is measured in failed connection attempts, not in seconds.
     # With the old backoff (1, 2, 4, 8, 16, then 30 s) five failures took
     # 31 s and the broker, once back, waited up to 30 s more for the next
     # attempt; capped (1, 2, 2, 2, 2 s) they take 9 s and the next is <= 2 s
     # away. The generous timeouts below only stop a hung test.
+    mosquitto, subscriber, journal, start_output = rig
     broker = mosquitto(persistence=True)
     sub = subscriber(broker, [f"{PREFIX}/card"], client_id="backoff-watcher", clean=False)
     out = start_output(broker)
@@ -315,6 +318,11 @@ def test_status_is_retained_online_and_the_last_will_says_offline_when_the_publi
     )
     try:
         assert publisher.stdout is not None and publisher.stdout.readline().strip() == "connected"
+        # connected is not yet published: once a first subscriber has the
+        # status (live or retained), the broker holds it, and a later one
+        # gets it retained (it came live, unretained, on a loaded machine)
+        first = subscriber(broker, [f"{PREFIX}/status"])
+        assert first.wait_for(lambda ms: any(m.text == "online" for m in ms))
         late = subscriber(broker, [f"{PREFIX}/status"])
         assert late.wait_for(lambda ms: any(m.text == "online" for m in ms))
         assert [(m.text, m.retain, m.qos) for m in late.messages] == [("online", True, 1)]
@@ -356,12 +364,8 @@ def test_shoe_state_is_retained_and_only_the_latest_counts(
     assert [(json.loads(m.payload)["coup"], m.retain) for m in late.messages] == [(2, True)]
 
 
-def test_roads_and_odds_are_retained_and_also_sent_as_events(
-    mosquitto: BrokerFactory,
-    subscriber: SubscriberFactory,
-    journal: Journal,
-    start_output: Callable[..., MqttOutput],
-) -> None:
+def test_roads_and_odds_are_retained_and_also_sent_as_events(rig: Rig) -> None:
+    mosquitto, subscriber, journal, start_output = rig
     broker = mosquitto()
     live = subscriber(broker, [f"{PREFIX}/#"])
     roads = event(
@@ -543,7 +547,7 @@ def test_messages_over_the_admit_limit_are_dropped_unread(
         config,
         TABLE,
         Journal(broker.directory / "j.sqlite3"),
-        on_command=received.append,
+        on_command=lambda r: received.append(r.cmd),
         admit=lambda: tokens.pop(0),
         poll_interval=0.1,
     )
@@ -565,12 +569,8 @@ def test_messages_over_the_admit_limit_are_dropped_unread(
 # --- protocol 5, TLS, and the shipped broker config -------------------------------
 
 
-def test_mqtt_3_1_1_delivers_the_same_events(
-    mosquitto: BrokerFactory,
-    subscriber: SubscriberFactory,
-    journal: Journal,
-    start_output: Callable[..., MqttOutput],
-) -> None:
+def test_mqtt_3_1_1_delivers_the_same_events(rig: Rig) -> None:
+    mosquitto, subscriber, journal, start_output = rig
     broker = mosquitto()
     sub = subscriber(broker, [f"{PREFIX}/card"])
     journal.append_events(cards(1, 30))
@@ -594,12 +594,10 @@ def tls_broker(mosquitto: BrokerFactory, certs: Certs, extra: str = "") -> Broke
 
 
 def test_tls_with_a_client_certificate_delivers_events(
-    mosquitto: BrokerFactory,
-    subscriber: SubscriberFactory,
-    journal: Journal,
-    start_output: Callable[..., MqttOutput],
+    rig: Rig,
     certs: Certs,
 ) -> None:
+    mosquitto, journal, start_output = rig.mosquitto, rig.journal, rig.start_output
     broker = tls_broker(mosquitto, certs, "require_certificate true\n")
     journal.append_events(cards(1, 5))
     out = start_output(
@@ -660,6 +658,11 @@ def test_ctl_says_at_once_when_the_broker_refuses_its_command(
     watcher = subscriber(
         acl_broker, [f"{PREFIX}/cmd"], username="supervisor", password="pw-supervisor", ca_file=ca
     )
+    # the table's controller is online (ctl says so at once, and sends nothing, when none is)
+    table, _ = mqtt_client(acl_broker, username="shoe-T01", password="pw-shoe-T01", ca_file=ca)
+    table.publish(f"{PREFIX}/status", "online", qos=1, retain=True).wait_for_publish(10)
+    table.disconnect()
+    table.loop_stop()
     password_file = tmp_path / "pass"
     password_file.write_text("pw-shoe-T01\n")
     password_file.chmod(0o600)
@@ -942,16 +945,14 @@ def test_an_event_the_broker_refuses_mqtt_5_is_not_marked_delivered_and_is_sent_
 
 
 def test_events_written_by_the_committing_thread_over_tls_arrive_once_in_order(
-    mosquitto: BrokerFactory,
-    subscriber: SubscriberFactory,
-    journal: Journal,
-    start_output: Callable[..., MqttOutput],
+    rig: Rig,
     certs: Certs,
 ) -> None:
     # ``deliver`` writes the packets from the caller's thread
     # (``Client.direct``) while paho's network thread reads PUBACKs from
     # the same TLS socket: the shared I/O lock keeps one TLS operation at a
     # time and paho's queue order on the wire.
+    mosquitto, subscriber, journal, start_output = rig
     broker = tls_broker(mosquitto, certs)
     sub = subscriber(broker, [f"{PREFIX}/card"], ca_file=certs.path("ca.crt"))
     out = start_output(broker, tls={"ca_file": certs.path("ca.crt")})
@@ -1077,10 +1078,7 @@ def test_a_batch_written_by_the_caller_is_one_send_and_every_message_is_acknowle
 
 
 def test_in_steady_flow_an_ack_wakes_no_sender_and_the_mark_is_not_written_per_event(
-    mosquitto: BrokerFactory,
-    subscriber: SubscriberFactory,
-    journal: Journal,
-    start_output: Callable[..., MqttOutput],
+    rig: Rig,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Events handed over by the committing thread one at a time, each
@@ -1089,6 +1087,7 @@ def test_in_steady_flow_an_ack_wakes_no_sender_and_the_mark_is_not_written_per_e
     # sender's passes, not once per event (a write per PUBACK took the
     # journal's lock beside every card's commit). Nothing is lost for it:
     # every event is marked delivered in the end.
+    journal = rig.journal
     writes: list[int] = []
     real = journal.mark_delivered
 
@@ -1097,10 +1096,7 @@ def test_in_steady_flow_an_ack_wakes_no_sender_and_the_mark_is_not_written_per_e
         real(output, seq, durable=durable)
 
     monkeypatch.setattr(journal, "mark_delivered", counting)
-    broker = mosquitto()
-    sub = subscriber(broker, [f"{PREFIX}/card"])
-    out = start_output(broker)
-    assert eventually(lambda: out.connected)
+    _, sub, out = rig.connected([f"{PREFIX}/card"])
     n = 60
     for seq in range(1, n + 1):
         journal.append_events(cards(seq, seq))
@@ -1113,20 +1109,13 @@ def test_in_steady_flow_an_ack_wakes_no_sender_and_the_mark_is_not_written_per_e
     assert len(writes) < n // 2, f"{len(writes)} mark writes for {n} events"
 
 
-def test_a_card_behind_the_odds_goes_out_before_their_retained_copies(
-    mosquitto: BrokerFactory,
-    subscriber: SubscriberFactory,
-    journal: Journal,
-    start_output: Callable[..., MqttOutput],
-) -> None:
+def test_a_card_behind_the_odds_goes_out_before_their_retained_copies(rig: Rig) -> None:
     # A coup's first card is stored behind the coup before's odds (two
     # views). The retained copies on `odds` are not part of the ordered
     # stream: they follow the batch, so the card does not wait for them;
     # the broker still keeps the latest odds.
-    broker = mosquitto()
-    live = subscriber(broker, [f"{PREFIX}/#"])
-    out = start_output(broker)
-    assert eventually(lambda: out.connected)
+    subscriber, journal = rig.subscriber, rig.journal
+    broker, live, out = rig.connected([f"{PREFIX}/#"])
     shoe = event(1, "odds.update", coup=2, cards_left=410, bets={}, view="shoe")
     counter = event(2, "odds.update", coup=2, cards_left=410, bets={}, view="counter")
     journal.append_events([shoe, counter, *cards(3, 3)])

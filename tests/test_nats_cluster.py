@@ -27,12 +27,9 @@ import json
 import logging
 import os
 import re
-import signal
 import sqlite3
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +44,8 @@ from controller.journal import Journal
 from controller.outputs.mqtt import MqttOutput
 from tests.conftest import eventually, need_tool
 from tests.support.archiver import ArchiverProcess, migrate
-from tests.support.configs import write_config
+from tests.support.dealing_tables import DealingTables, journal_events, progress
+from tests.support.dealing_tables import archived as _archived
 from tests.support.nats_cluster import NatsCluster
 
 pytestmark = pytest.mark.nats
@@ -126,19 +124,6 @@ def _first_mqtt_client(port: int) -> None:
         client.loop_stop()
 
 
-def _journal(path: Path) -> dict[str, str]:
-    """event_id -> JSON of every event in a daemon's journal (read-only)."""
-    if not path.exists():
-        return {}
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
-    try:
-        return {str(i): str(j) for i, j in db.execute("SELECT event_id, json FROM events")}
-    except sqlite3.OperationalError:  # not created yet
-        return {}
-    finally:
-        db.close()
-
-
 def _marks(path: Path) -> dict[str, int]:
     """A journal's marks: ``mqtt`` (acknowledged by the broker) and
     ``archive`` (the archive's mark, received from the archiver)."""
@@ -147,11 +132,6 @@ def _marks(path: Path) -> dict[str, int]:
         return {str(n): int(v) for n, v in db.execute("SELECT output, seq FROM marks")}
     finally:
         db.close()
-
-
-def _archived(dsn: str) -> int:
-    with psycopg.connect(dsn) as c:
-        return int(c.execute("SELECT count(*) FROM event_ids").fetchone()[0])  # type: ignore[index]
 
 
 def _archive_config(directory: Path, cluster: NatsCluster, dsn: str, name: str) -> Path:
@@ -227,48 +207,23 @@ def test_the_archive_equals_the_journals_through_node_kills(
     # the tables publish over MQTT 3.1.1 to n1 first, and list the other two
     table_node = cluster.nodes[0]
     others = cluster.nodes[1:]
-    procs: list[subprocess.Popen[Any]] = []
-    fakes: list[subprocess.Popen[str]] = []
-    journals: list[Path] = []
+    tables = DealingTables(CARDS_PER_SECOND)
+    journals = tables.journals
     kills: list[str] = []
     try:
         for i in range(TABLES):
             table = f"T{i + 1:02d}"
-            fake = subprocess.Popen(
-                [sys.executable, "-m", "controller.cli", "fake", "--pty", "--seed", str(i + 1),
-                 "--cards-per-second", str(CARDS_PER_SECOND)],
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-            )  # fmt: skip
-            fakes.append(fake)
-            assert fake.stdout is not None
-            port = fake.stdout.readline().strip()
-            assert port.startswith("/"), port
-            d = tmp_path / table
-            d.mkdir()
             # every node, the tables' own first: a dead one costs one failed attempt
             brokers = [{"host": "127.0.0.1", "port": n.mqtt_port} for n in [table_node, *others]]
             mqtt = {"brokers": brokers, "client_id": f"shoe-{table}", "protocol": "3.1.1"}
-            cfg = write_config(
-                d, {"driver": "serial", "port": port, "baudrate": 115200},
-                table=table, odds=True, outputs={"stdout": False, "mqtt": mqtt},
-            )  # fmt: skip
-            journals.append(d / "journal.sqlite3")
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "controller.cli", "run", "-c", str(cfg)],
-                    stdout=subprocess.DEVNULL,
-                    stderr=open(d / "daemon.log", "wb"),  # noqa: SIM115
-                )
-            )
+            tables.deal(tmp_path, table, i + 1, mqtt)
 
-        def journalled() -> int:
-            return sum(len(_journal(j)) for j in journals)
+        journalled = tables.journalled
 
-        def progress(what: str, more: int, count: Callable[[], int] = lambda: _archived(pg_dsn)) -> None:
-            start = count()
-            assert eventually(lambda: count() >= start + more, 120), f"no progress {what}"
+        def in_archive() -> int:
+            return _archived(pg_dsn)
 
-        progress("before the kills", 150)
+        progress("before the kills", 150, in_archive)
         for _ in range(ROUNDS):
             # the tables' node (they fail over), then the stream's leader
             # among the others once the first is back
@@ -277,18 +232,16 @@ def test_the_archive_equals_the_journals_through_node_kills(
                 node = table_node if k == 0 else next((n for n in others if n.name == leader), others[0])
                 node.kill9()
                 kills.append(node.name)
-                progress(f"with {node.name} killed", 150)
+                progress(f"with {node.name} killed", 150, in_archive)
                 node.start()
                 assert eventually(lambda: _whole(cluster.urls), 60), (
                     f"{node.name} did not catch up: {_stream_or_none(cluster.urls)}"
                 )
-                progress(f"after {node.name} came back", 100)
-        assert all(f.poll() is None for f in fakes), "the shoes stopped dealing before the kills were done"
+                progress(f"after {node.name} came back", 100, in_archive)
+        assert tables.dealing(), "the shoes stopped dealing before the kills were done"
 
         # the shoes stop; the daemons deliver what they hold; the archive catches up
-        for f in fakes:
-            f.send_signal(signal.SIGTERM)
-            f.wait(20)
+        tables.stop_shoes()
 
         def caught_up() -> bool:
             a, b = journalled(), _archived(pg_dsn)
@@ -305,16 +258,7 @@ def test_the_archive_equals_the_journals_through_node_kills(
 
         assert eventually(marked, 90), [_marks(j) for j in journals]
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        for f in fakes:
-            if f.poll() is None:
-                f.kill()
+        tables.close()
         for a in archivers:
             a.stop()
 
@@ -329,7 +273,7 @@ def test_the_archive_equals_the_journals_through_node_kills(
 
     journal: dict[str, str] = {}
     for j in journals:
-        part = _journal(j)
+        part = journal_events(j)
         assert not journal.keys() & part.keys()
         journal.update(part)
     with psycopg.connect(pg_dsn) as c:

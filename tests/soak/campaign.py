@@ -61,15 +61,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-import paho.mqtt.client as mqtt
 import yaml
-from paho.mqtt.reasoncodes import ReasonCode
 
 from controller.journal import Journal
 from drivers.fake import Disconnect, FakeShoe
 from firmware_protocols.detect import make_decoder
 from firmware_protocols.frames import Card, Frame, SequenceGap, Status
-from tests.conftest import Broker, Received, Subscriber, free_port, mqtt_client
+from tests.conftest import Broker, Received, Subscriber, free_port, subscribe
 
 TABLE = "T01"
 PREFIX = "baccarat"
@@ -476,30 +474,10 @@ def standalone_subscriber(
 ) -> Subscriber:
     """What the ``subscriber`` fixture returns, outside pytest: a recording
     client, returned once the broker has acknowledged the subscriptions."""
-    client, rc = mqtt_client(broker, client_id=client_id, clean=clean)
-    if rc is not None and rc.is_failure:
-        raise CampaignError(f"subscriber refused: {rc}")
-    sub = Subscriber(client)
-    subscribed = threading.Event()
-
-    def on_message(c: mqtt.Client, u: Any, msg: mqtt.MQTTMessage) -> None:
-        with sub.lock:
-            sub.messages.append(Received(msg.topic, bytes(msg.payload), msg.qos, bool(msg.retain)))
-
-    def on_subscribe(c: mqtt.Client, u: Any, mid: int, codes: Any, props: Any) -> None:
-        subscribed.set()
-
-    def on_connect(c: mqtt.Client, u: Any, flags: Any, rc: ReasonCode, props: Any) -> None:
-        c.subscribe([(t, 1) for t in topics])
-
-    client.on_message = on_message
-    client.on_subscribe = on_subscribe
-    client.on_connect = on_connect
-    client.reconnect_delay_set(1, 2)
-    client.subscribe([(t, 1) for t in topics])
-    if not subscribed.wait(10):
-        raise CampaignError("no SUBACK from the broker")
-    return sub
+    try:
+        return subscribe(broker, topics, client_id=client_id, clean=clean)
+    except RuntimeError as exc:
+        raise CampaignError(str(exc)) from exc
 
 
 # --- the run --------------------------------------------------------------------

@@ -13,8 +13,8 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
 
+from controller.commands_schema import Received, command_dict
 from controller.config import MqttConfig
 from controller.journal import Journal
 from controller.outputs.mqtt import MqttOutput
@@ -26,9 +26,9 @@ def main() -> int:
     journal = Journal(journal_path)
     stop = threading.Event()
 
-    def on_command(cmd: dict[str, Any]) -> None:
-        print(json.dumps(cmd), flush=True)
-        output.reply({"id": cmd["id"], "ok": True, "error": None})
+    def on_command(received: Received) -> None:
+        print(json.dumps(command_dict(received.cmd)), flush=True)
+        output.reply({"id": received.cmd.id, "ok": True, "error": None})
 
     output = MqttOutput(cfg, table, journal, on_command=on_command, poll_interval=0.1)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
