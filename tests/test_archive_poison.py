@@ -292,6 +292,7 @@ def _check_event(ev: Event) -> None:
     assert depth_seen
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile_events())
 @example(("baccarat/T01/card", with_raw(card(1), "note", '"\\ud800"')))

@@ -871,6 +871,7 @@ def hostile_good_messages(draw: st.DrawFn) -> tuple[str, bytes]:
     dropped=st.sets(st.integers(0, len(GOOD) - 1), max_size=20),
     outage=st.integers(0, len(GOOD)),
 )
+@pytest.mark.slow
 def test_bad_messages_anywhere_leave_the_state_of_the_good_messages_alone(
     bad: list[tuple[int, tuple[str, bytes]]],
     odd: list[tuple[int, tuple[str, bytes]]],

@@ -141,6 +141,7 @@ def odds_tables_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(OddsCalculator, "for_profile", once)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("odds_tables_once")
 def test_every_capture_checkpointed_at_every_read_continues_as_if_uninterrupted() -> None:
     seen: set[str] = set()
@@ -226,6 +227,7 @@ def apply(engine: Engine, inp: Input) -> Any:
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow]
 )
+@pytest.mark.slow
 @given(setups, sessions, st.data())
 def test_a_session_checkpointed_anywhere_continues_as_if_uninterrupted(
     setup: dict[str, Any], steps: list[Step], data: st.DataObject
@@ -259,6 +261,7 @@ def _lose_numbering(e: Engine) -> list[Input]:
     return [("frame", f, f.t) for f in frames]
 
 
+@pytest.mark.slow
 def test_hard_states_restore_deterministically() -> None:
     # A numbering loss (with its held frames and open deadline), then an
     # accept and more coups: checkpointed at every input.
