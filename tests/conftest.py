@@ -447,7 +447,7 @@ def _join_group(item: pytest.Item, name: str) -> None:
     name after an '@' in the test's id, the one thing the scheduler reads.
     pytest 9.2 keeps the id structured (``_id``), where xdist 3.8 still
     writes the old ``_nodeid``, which no longer counts: the groups would be
-    silently ignored (pytest-xdist issue 1386). Older pytest: xdist does it."""
+    silently ignored. Older pytest: xdist does it."""
     from _pytest.nodeid import NodeId
 
     item._id = NodeId.parse(f"{item.nodeid}@{name}")  # type: ignore[attr-defined]
