@@ -269,6 +269,54 @@ def test_verify_a_journal_in_use_is_not_taken_for_a_deleted_end(
     assert first > 1 and f"seq {first}.." in line, line
 
 
+@pytest.mark.parametrize(
+    ("content", "used"),
+    [
+        ("at the bound", True),
+        ("one byte over", False),
+        ("not JSON", False),
+        ("nested too deep", False),
+        ("committed true", False),
+        ("committed 1e400", False),
+        ("a lone surrogate", False),
+        ("another journal's", False),
+    ],
+)
+def test_verify_reads_the_high_water_mark_within_its_bound(
+    signed: Path, tmp_path: Path, content: str, used: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The mark beside the journal is outside input too: at most
+    ``MAX_HWM_BYTES`` read, and only a well-formed mark of this very journal
+    is evidence; anything else is said and never a traceback."""
+    from controller.commands import verify
+
+    journal = _copy(signed, tmp_path)
+    mark = json.loads((signed / "journal.sqlite3.hwm").read_text())
+    n = len(_rows(journal))
+    mark["committed"] = n + 5  # would name 5 deleted events, if taken
+    raw = json.dumps(mark).encode()
+    if content in ("at the bound", "one byte over"):
+        raw = raw.ljust(verify.MAX_HWM_BYTES + (content == "one byte over"))
+    elif content == "not JSON":
+        raw = b"\xff\x00committed"
+    elif content == "nested too deep":
+        raw = b"[" * 2000
+    elif content == "committed true":
+        raw = json.dumps(dict(mark, committed=True)).encode()
+    elif content == "committed 1e400":
+        raw = json.dumps(mark).replace(str(n + 5), "1e400").encode()
+    elif content == "a lone surrogate":
+        raw = json.dumps(dict(mark, journal="\ud800")).encode()
+    else:
+        raw = json.dumps(dict(mark, journal="0" * 32)).encode()
+    (tmp_path / "journal.sqlite3.hwm").write_bytes(raw)
+    rc, line = _verify(capsys, "--journal", str(journal))
+    if used:
+        assert rc == 1 and f"seq {n + 1}..{n + 5} were deleted" in line, line
+    else:
+        assert rc == 0 and "last against no high-water mark" in line, line
+
+
 def test_verify_journal_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main(["verify", "--journal", str(tmp_path / "none.sqlite3")]) == 1
