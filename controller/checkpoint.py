@@ -6,9 +6,9 @@ the engine's game state and the decoder's partial-frame and sequence state.
 It is written to the journal's ``meta`` table (key ``engine_checkpoint``)
 once per shoe and every 500 inputs (``controller.daemon``).
 
-Format (``VERSION`` 7), one JSON object::
+Format (``VERSION`` 8), one JSON object::
 
-    {"format": "shoe-controller/checkpoint", "version": 7,
+    {"format": "shoe-controller/checkpoint", "version": 8,
      "sha256": <hex digest of the canonical JSON of "body">,
      "body": {"input": <last journal input id covered>,
               "table": <the table>,
@@ -85,8 +85,10 @@ FORMAT = "shoe-controller/checkpoint"
 #: next shoe, ``_next_settings``, with the last announced, ``_announced``):
 #: a config change applies from the next shoe; 6: a shoe's
 #: ``settled_coups`` (its settled coups' cards and result event ids, which
-#: a supervisor's ``correct`` needs) is saved.
-VERSION = 7
+#: a supervisor's ``correct`` needs) is saved; 8: a shoe's ``unseen_start``
+#: (the coup opened after frames lost between coups while its numbering
+#: was lost) is saved.
+VERSION = 8
 
 #: The engine's state saved. Every other attribute of an ``Engine`` comes
 #: from the config it is built with (``ENGINE_CONFIG``) or is scratch
@@ -162,6 +164,7 @@ SHOE_FIELDS = (
     "ended_by_rule",
     "numbering_lost",
     "renumber_to",
+    "unseen_start",
     "window",
     "loss_mark",
 )

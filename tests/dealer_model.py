@@ -824,8 +824,12 @@ def _check_shoe(truth: TrueShoe, evs: list[Event], out: list[Violation], flagged
     by_number: dict[int | None, set[str]] = {}
     voided: set[int] = set()  # coups the engine voided
     last_coup: int | None = None
+    over = False  # shoe.ended seen
+    lost_after_end = False  # then frames lost (an alert with no coup)
     for e in evs:
         t = e["type"]
+        if t == "shoe.ended":
+            over = True
         if e.get("coup") is not None:
             last_coup = e["coup"]
         elif t == "security.alert" and e["code"] == "SEQUENCE_GAP":
@@ -833,6 +837,7 @@ def _check_shoe(truth: TrueShoe, evs: list[Event], out: list[Violation], flagged
             # errors": the alert has no coup, none is opened for it): the
             # flag of the coup then last seen
             by_number.setdefault(last_coup, set()).add("SEQUENCE_GAP")
+            lost_after_end = lost_after_end or over
         if t == "security.alert" and e["code"] == "COUP_NUMBERING_LOST":
             lost = ever_lost = True
         elif t == "security.alert" and e["code"] == "COUP_NUMBERING_RESTORED":
@@ -936,6 +941,14 @@ def _check_shoe(truth: TrueShoe, evs: list[Event], out: list[Violation], flagged
         if ever_lost or c.kind in ("no_result",):
             seen |= set().union(*by_number.values()) if by_number else set()
         own = {c.number + d for d in shifts}  # (its own number, no neighbour's)
+        if c.kind == "cut_overrun" and lost_after_end and c.number not in settled:
+            # frames lost once the shoe had ended (its last coup's end with
+            # them) may have held the next shoe's NEWSHOE and burn: the card
+            # after them starts a new shoe, its numbering lost, rather than
+            # an overrun coup of this one (docs/dealing-errors.md, "Coup
+            # numbers after a gap"); that shoe settles nothing unless accepted (checked in
+            # ``check``), and its COUP_NUMBERING_LOST is the flag
+            seen |= set(want)
         if c.kind in _VOID_EXEMPT and voided & own and c.number not in settled:
             # void by something else first (frames lost before it, held and
             # voided; a copy the shoe no longer holds, e.g. after a wrong

@@ -603,3 +603,66 @@ def test_an_accept_while_cards_wait_after_an_early_result_numbers_the_coup_after
     assert [(r["coup"], r["player"]["cards"]) for r in out if r["type"] == "coup.result"] == [
         (7, ["8C", "KS"])
     ]
+
+
+def test_an_accept_after_an_early_result_in_a_coup_whose_first_cards_were_lost_is_not_placed() -> None:
+    # The numbering is lost (5 frames lost after coup 2: the engine's coup
+    # 3 is physical coup 4). Physical coup 5 loses its first three cards on
+    # the line; its fourth and its RESULT come: a RESULT after one card
+    # read, which the engine read as pressed early, its due cards to
+    # follow. The supervisor says the next coup is 6. Coup 6 is dealt (a
+    # natural), its RESULT lost on the line, then coups 7 and 8. Whether
+    # coup 6's first three cards were coup 5's due cards, no byte tells
+    # (its first cards may have been lost): the engine took them so, the
+    # fourth opened coup 6, and coup 8 was settled as coup 7 (the dealer
+    # model: "numbering off by -1, not flagged"). The number cannot be
+    # placed: the numbering stays lost until the next accept.
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"], ["8D", "2C", "KD", "5C"])
+    frames.append(SequenceGap(T0, 19, 14, 5))
+    frames += coup_frames([["7H", "7D", "TC", "JS"]], seq=19)
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    assert alerts(out) == ["COUP_NUMBERING_LOST"]
+    t = T0 + 11
+    frames = [SequenceGap(t, 27, 24, 3), Card(t, 27, "5H"), Button(t, 28, "RESULT")]
+    out = [ev for f in frames for ev in e.feed(f)]
+    reply, out = e.command(Accept(id="a", coup=6, confirm=True), t + 1)
+    assert reply["ok"] is True, reply
+    frames = [Card(t + 2, 29 + i, c) for i, c in enumerate(("9D", "KC", "TH", "QD"))]
+    frames.append(SequenceGap(t + 3, 34, 33, 1))  # (coup 6's RESULT)
+    frames += coup_frames([["8C", "2H", "KS", "5S"], ["9C", "KS", "TD", "QS"]], seq=34, t=t + 3)
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(t + 10)
+    assert [(r["coup"], r["player"]["cards"]) for r in out if r["type"] == "coup.result"] == []
+    assert "COUP_NUMBERING_LOST" in alerts(out)
+    reply, out = e.command(Accept(id="b", coup=9, confirm=True), t + 11)
+    assert reply["ok"] is True, reply
+    out = [ev for f in coup_frames([["9H", "KD", "TC", "QC"]], seq=44, t=t + 12) for ev in e.feed(f)]
+    assert [r["coup"] for r in out if r["type"] == "coup.result"] == [9]
+
+
+def test_an_early_result_after_a_lost_result_loses_the_numbering() -> None:
+    # Coup 2 is a natural, its RESULT lost on the line; coup 3 is dealt to
+    # two cards and RESULT is pressed early, then its four due cards and
+    # RESULT. One frame lost after a complete tableau, then two cards and a
+    # RESULT: the frame was coup 2's RESULT and this one coup 3's, pressed
+    # early, or the two cards were coup 2's extra cards and this RESULT its
+    # own. The engine took the second reading only (a coup has 4 cards at
+    # its RESULT), so coup 3's due cards opened coup 3 afresh and it was
+    # settled with the next coup's first cards (the dealer model: "settled,
+    # but the rules void this coup"). Neither is taken: coup 3 is void and
+    # the numbering lost until an accept.
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"])
+    frames += [Card(T0, 9 + i, c) for i, c in enumerate(("7H", "AH", "AC", "2C"))]
+    frames += [SequenceGap(T0, 14, 13, 1), Card(T0, 14, "AD"), Card(T0, 15, "2S"), Button(T0, 16, "RESULT")]
+    frames += [Card(T0, 17 + i, c) for i, c in enumerate(("2D", "KH", "2H", "JH"))]
+    frames.append(Button(T0, 21, "RESULT"))
+    frames += coup_frames([["8C", "JS", "QC", "9D"]], seq=22)
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    assert [r["coup"] for r in out if r["type"] == "coup.result"] == [1, 2]
+    assert "COUP_NUMBERING_LOST" in alerts(out)
+    assert (3, "SEQUENCE_GAP") in [(v["coup"], v["code"]) for v in out if v["type"] == "coup.void"]
+    reply, out = e.command(Accept(id="a", coup=5, confirm=True), T0 + 11)
+    assert reply["ok"] is True, reply
+    out = [ev for f in coup_frames([["9H", "KD", "TC", "QC"]], seq=27, t=T0 + 12) for ev in e.feed(f)]
+    assert [r["coup"] for r in out if r["type"] == "coup.result"] == [5]

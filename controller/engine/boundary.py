@@ -32,6 +32,7 @@ from firmware_protocols.frames import (
     Hello,
     HostRequest,
     Link,
+    Renumbered,
     SequenceGap,
     Status,
 )
@@ -41,12 +42,15 @@ if TYPE_CHECKING:
 
 
 def after_void_early_result(
-    eng: Engine, s: Shoe, void: Coup, cards: list[Card], f: Button | DeviceResult
+    eng: Engine, s: Shoe, void: Coup, waiting: list[Card | Renumbered], f: Button | DeviceResult
 ) -> Work:
     """The RESULT after a void coup's early one: the cards between were
     its due cards (this is the dealer's second RESULT), or the next
     coup's (the first RESULT ended the void coup), or its due cards and
-    then the next coup's. The tableau tells which, when only one fits."""
+    then the next coup's. The tableau tells which, when only one fits.
+    A supervisor's number that came among them applies where it came
+    (``loss.number_after_due``)."""
+    cards = [x for x in waiting if isinstance(x, Card)]
     short = len(void.cards) < 4
     trial = Coup(number=0, demo=False, t_start=0.0, positions=list(void.positions), cards=list(void.cards))
     due = 0
@@ -93,9 +97,10 @@ def after_void_early_result(
         due = 0
     for c in cards[:due]:
         dealing.deal_void(eng, s, void, c)
-    rest = cards[due:]
-    if not rest:
-        return  # the dealer's second RESULT
+    rest = loss.number_after_due(eng, s, void, waiting, due, closed=True)
+    if not any(isinstance(x, Card) for x in rest):
+        yield from release(rest)  # the dealer's second RESULT (a number: after it)
+        return
     yield from release(rest)
     coup = s.current
     if coup is not None and not coup.resolved and next_only == after_due:
@@ -147,24 +152,25 @@ def flush_after_premature(eng: Engine, s: Shoe, frame: Frame | None = None) -> W
     void = s.after_premature_void
     if void is not None and len(void.cards) < 4 and frame is not None and not isinstance(frame, _LOSS):
         return
-    cards, s.after_premature = s.after_premature or [], None
+    waiting: list[Frame] = list(s.after_premature or [])
+    s.after_premature = None
     s.after_premature_void = None
-    numbers: list[Frame] = []  # (a supervisor's number among its due cards)
     if void is not None and len(void.cards) < 4:
         # (an Angel Eye's labels say whose they are: from the first card it
         # places on P1, the next coup's, as ``after_void_early_result``)
-        while cards:
-            x = cards[0]
+        due = 0
+        for x in waiting:
             if not isinstance(x, Card):
-                numbers.append(cards.pop(0))
                 continue
             if x.hand == "P1" or tableau.next_position(eng, void) in (None, UNKNOWN):
                 break
             dealing.deal_void(eng, s, void, x)
-            cards.pop(0)
+            due += 1
+        # (a supervisor's number among them: where it came, ``loss.number_after_due``)
+        waiting = loss.number_after_due(eng, s, void, waiting, due, closed=False)
         void = None  # (the rest are past its complete tableau: no due card among them)
-    yield from release([*numbers, *cards])
-    cards = [x for x in cards if isinstance(x, Card)]
+    yield from release(waiting)
+    cards = [x for x in waiting if isinstance(x, Card)]
     coup = s.current
     if void is not None and coup is not None and cards and coup.number == void.number + 1:
         # no second RESULT: the first of these cards may have been the
@@ -203,8 +209,8 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
         # and this RESULT: they were dealt before it
         numbers = [x for x in waiting if not isinstance(x, Card)]
         if void is not None:
-            yield from after_void_early_result(eng, s, void, extras, f)
-            yield from release(numbers)
+            # (there, where it came among them: ``loss.number_after_due``)
+            yield from after_void_early_result(eng, s, void, waiting, f)
             return
         yield from release(numbers)
         for c in extras:

@@ -399,6 +399,9 @@ def on_gap(eng: Engine, f: SequenceGap) -> Work:
         # nothing left to hold frames for
         if coup is not None:
             coup.lost_frames = True
+        if coup is None or not coup.dealing:
+            # between coups: the next coup's first cards may be among them
+            s.unseen_start = s.next_coup
         return
     if coup is not None and coup.dealing and coup.resolved:
         # A void coup has nothing left to correct: its cards are reported
@@ -524,6 +527,22 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> Work:
                 dealing.card_event(eng, x, prev, "extra")
             elif not isinstance(x, SequenceGap):
                 yield x
+        read = sum(isinstance(x, Card) for x in held)
+        if 0 < read < MIN_COUP_CARDS:
+            # Or the frames lost held coup {prev}'s RESULT, and the cards
+            # read are this coup's first, its RESULT pressed before its
+            # fourth card: its due cards follow (docs/dealing-errors.md, "Dealing errors").
+            # Extra cards then, or an early RESULT: no byte tells, and the
+            # two readings number the coups after differently. Neither is
+            # taken: the numbering is lost from this coup (void), the lower
+            # count kept (the cards read shown as extra cards of coup {prev}).
+            lose_numbering(eng, f.t, coup, lost, {0, 1})
+            detail = (
+                f"the frames lost came before the RESULT of coup {prev}, or held it and this RESULT came "
+                f"after {read} card(s) of this coup: its number is unknown"
+            )
+            yield from article_x.void_misdeal(eng, f.t, coup, "SEQUENCE_GAP", detail)
+            return
         detail = f"the frames lost came before the RESULT of coup {prev}: nothing of this coup was lost"
         article_x.correct(eng, f.t, coup, "SEQUENCE_GAP", detail)
         return
@@ -636,13 +655,71 @@ def restore_numbering(eng: Engine, s: Shoe, n: int, t: float) -> None:
     if cur is not None and cur.held:
         cur.held.append(Renumbered(t, None, n, s.id))
         return
-    if s.after_premature:
+    if s.after_premature is not None:
         # cards waiting after an early RESULT were dealt before the
-        # command too: a coup they open is not the next coup dealt
+        # command too: a coup they open is not the next coup dealt; and
+        # those after it may still be the void coup's due cards, which
+        # the next RESULT (or a loss) tells (``number_before_due_cards``)
         s.after_premature.append(Renumbered(t, None, n, s.id))
         return
     s.numbering_lost = None
     s.renumber_to = n
+
+
+def number_after_due(
+    eng: Engine, s: Shoe, void: Coup, waiting: Sequence[Frame], due: int, *, closed: bool
+) -> list[Frame]:
+    """The frames that waited after ``void``'s early RESULT, less its first
+    ``due`` cards (its due cards, dealt to it): what is dealt on, a
+    supervisor's number (``Renumbered``) where it came among them.
+
+    A number that came before one of its due cards was given while the
+    void coup was still dealt: it is for the coup after it, so it goes
+    before the rest. Unless the void coup's first cards may have been
+    lost on the line (``Shoe.unseen_start``): its RESULT may then have
+    been its end, not an early press, and the cards after it a coup of
+    their own, not its due cards; so whether the cards after the number
+    are the numbered coup's, or a coup's begun before it, no byte tells.
+    A number with cards after it then cannot be placed, nor one with a
+    card before it when a loss on the line, not the dealer's second
+    RESULT (``closed``), ends the wait (the coup those cards began may
+    have ended in the loss, or not): the numbering stays lost
+    (docs/dealing-errors.md, "Coup numbers after a gap")."""
+    early: list[Frame] = []
+    out: list[Frame] = []
+    seen = 0
+    for x in waiting:
+        if isinstance(x, Card):
+            seen += 1
+            if seen > due:
+                out.append(x)
+        elif seen < due:
+            early.append(x)
+        else:
+            out.append(x)
+    if s.unseen_start != void.number:
+        return early + out
+    last = max((i for i, x in enumerate(waiting) if isinstance(x, Card)), default=-1)
+    if not closed and last >= 0:
+        last = len(waiting)
+    unplaced = [x for i, x in enumerate(waiting) if isinstance(x, Renumbered) and i < last]
+    placed = [x for x in out if not any(x is y for y in unplaced)]
+    if unplaced:
+        numbers = ", ".join(str(x.coup) for x in unplaced)
+        s.numbering_lost = (
+            f"the supervisor's number {numbers} came among the cards after coup {void.number}'s RESULT "
+            "before its fourth card, its first cards perhaps lost on the line: whether those after the "
+            "number are its due cards, the numbered coup's or a coup's begun before it is not known"
+        )
+        eng._alert(
+            unplaced[0].t,
+            "COUP_NUMBERING_LOST",
+            s.numbering_lost + ": every later coup of this shoe is void until a supervisor sends accept "
+            "with the number of the next coup to be dealt, or a new shoe starts",
+            None,
+        )
+        return placed
+    return early + out
 
 
 def on_renumbered(eng: Engine, f: Renumbered) -> None:

@@ -208,6 +208,11 @@ class Shoe:
     #: of every later coup is unknown (each is void) until a supervisor says it
     numbering_lost: str | None = None
     renumber_to: int | None = None  # the supervisor's number for the next coup
+    #: the coup opened after frames lost between coups while the numbering
+    #: was lost (its number): its first cards may have been among them, so
+    #: a RESULT before its fourth card read may be its end, not an early
+    #: press (``loss.number_before_due_cards``)
+    unseen_start: int | None = None
     #: from where the numbering is lost (``loss.renumber_range``): the
     #: first coup whose number may be wrong and the shoe's cards dealt before
     #: it (None: lost before this was kept, by a checkpoint)
