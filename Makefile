@@ -60,7 +60,7 @@ board-png: $(STAMP) deps-system
 	$(BIN)/python -m tests.board_png --out docs/board.png
 
 # The demo: the daemon on its embedded default (a fake shoe, punto banco,
-# 8 decks). On a terminal a line per coup; piped (make demo | jq .) the
+# 8 decks, a new shoe each run, a dealer who errs now and then). On a terminal a line per coup; piped (make demo | jq .) the
 # JSON lines. The install is quiet (its output goes to var/install.log),
 # and every demo starts afresh in its own directory: its journal is the
 # demo's alone, so a `run` elsewhere never loses the journal it resumes.
@@ -73,7 +73,9 @@ demo:
 	    { tail -n 20 var/install.log >&2; echo "The install failed: var/install.log has it all." >&2; exit 1; }; \
 	fi
 	@rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
-	@echo "A fake shoe deals punto banco, 8 decks; Ctrl-C stops it. (JSON lines: make demo | cat)" >&2
+	@echo "A fake shoe deals punto banco, 8 decks, a new shoe each run, with a dealer who errs now and then" >&2
+	@echo "(a RESULT pressed early, an extra card, a card from another shoe): each error is flagged, then" >&2
+	@echo "corrected or the coup voided, as the rules say. Ctrl-C stops it. (JSON lines: make demo | cat)" >&2
 	@cd $(DEMO_DIR) && exec $(abspath $(BIN))/shoe-controller run
 
 lint: $(STAMP)

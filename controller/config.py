@@ -20,6 +20,7 @@ import ipaddress
 import math
 import os
 import re
+import secrets
 import stat
 import types
 from collections.abc import Sequence
@@ -577,10 +578,21 @@ def parse_host_port(value: str) -> tuple[str, int]:
     return host, port
 
 
-def default_config() -> Config:
+#: The embedded default's dealer errs now and then (``make demo``): a RESULT
+#: pressed early (a misdeal corrected when the due card comes), a card past a
+#: complete tableau (an extra card, burned), a card from another shoe (the
+#: coup void). None of them holds the dealing up for a supervisor, so a first
+#: run shows what the product is for within a minute or two.
+DEMO_FAULTS = "premature:0.05,extra:0.04,foreign:0.03"
+
+
+def default_config(seed: int | None = None) -> Config:
     """What ``shoe-controller run`` uses without ``-c`` (docs/operations.md, Command line): a
-    fake shoe, punto banco, 8 decks, JSON lines on stdout, journal in ./var/."""
-    return Config(table="T01", device=FakeDevice(driver="fake"))
+    fake shoe, punto banco, 8 decks, JSON lines on stdout, journal in ./var/;
+    the fake deals a new shoe each run (``seed`` None: a random one, logged
+    at start) with a dealer who errs now and then (``DEMO_FAULTS``)."""
+    chosen = secrets.randbelow(1_000_000) if seed is None else seed
+    return Config(table="T01", device=FakeDevice(driver="fake", seed=chosen, faults=DEMO_FAULTS))
 
 
 # --- loading and error messages ---------------------------------------------

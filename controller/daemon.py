@@ -76,7 +76,7 @@ from controller.commands_schema import (
     command_json,
     parse_journalled,
 )
-from controller.config import Config
+from controller.config import Config, FakeDevice
 from controller.engine import Engine, analytics
 from controller.engine.settings import EngineSettings
 from controller.events import Event
@@ -770,8 +770,15 @@ class Daemon:
         self._status_sent = self._status()  # READY carries it: not sent twice
         self._pump()
         self.notifier.send(f"READY=1\nSTATUS={self._status_sent}")
+        fake = cfg.device if isinstance(cfg.device, FakeDevice) else None
+        shown = {"seed": fake.seed, "faults": fake.faults or "none"} if fake is not None else {}
         log.info(
-            "running", table=cfg.table, profile=self.profile.name, decks=cfg.decks, device=cfg.device.driver
+            "running",
+            table=cfg.table,
+            profile=self.profile.name,
+            decks=cfg.decks,
+            device=cfg.device.driver,
+            **shown,
         )
         last_retention = time.monotonic()
         last_size = last_retention - SIZE_CHECK_EVERY_S  # a journal over its bound at start: at once

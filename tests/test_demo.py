@@ -58,6 +58,24 @@ def test_a_misdeal_and_a_void_coup_say_what_happened() -> None:
     )
 
 
+def test_a_side_bet_tag_shows_only_where_the_table_has_that_bet_and_is_named() -> None:
+    """``banker7`` on a punto banco table is a fact for programs, not news
+    for the person watching; ``dragon7`` on an EZ Baccarat table is a bet."""
+    dragon = {
+        "type": "coup.result", "coup": 5, "demo": False, "winner": "banker", "natural": False,
+        "player": {"cards": ["5H", "KD", "QS"], "total": 5},
+        "banker": {"cards": ["3S", "2D", "2C"], "total": 7},
+        "player_pair": False, "banker_pair": False, "tags": ["banker7", "dragon7"], "corrections": [],
+    }  # fmt: skip
+    punto = {**dragon, "settlement": {"player": -1, "banker": 0.95, "tie": -1}}
+    line = render(punto)
+    assert line == "coup   5  Player 5H KD QS = 5    Banker 3S 2D 2C = 7    banker wins", line
+    ez = {**dragon, "settlement": {"player": -1, "banker": 0, "tie": -1, "dragon7": 40, "panda8": -1}}
+    line = render(ez)
+    assert line is not None
+    assert line.endswith("banker wins  (Dragon 7: Banker wins with three cards totalling 7)"), line
+
+
 # --- run: a terminal or a pipe ----------------------------------------------
 
 
@@ -178,10 +196,32 @@ def test_make_demo_twice_starts_a_fresh_demo_each_time(tmp_path: Path) -> None:
         lines = out.splitlines()
         assert lines[0] == "device online (HELLO) FAKE-SHOE 1.0", out
         assert lines[1].startswith("--- shoe ") and lines[2].startswith("--- burn")
-        assert lines[3].startswith("coup   1  Player "), out
-        assert "misdeal" not in out and "VOID" not in out
-    # the same seed deals the same first coup, under a new shoe id
-    assert first.splitlines()[3] == second.splitlines()[3]
+        assert lines[3].startswith(("coup   1  ", "ALERT ")), out
+        # a fresh journal: no restart, gap or void carried over from the last demo
+        assert "SEQUENCE_GAP" not in out and "DEVICE_FAULT" not in out
+    # a new shoe each run (a random seed): the burns and first coups differ
+    assert first.splitlines()[2:4] != second.splitlines()[2:4]
+
+
+def test_the_default_dealer_errs_so_the_demo_shows_misdeals_corrections_and_voids(tmp_path: Path) -> None:
+    """The embedded default (``run`` with no config, ``make demo``) deals
+    with a dealer who errs now and then: within a shoe the person watching
+    sees a misdeal flagged, one corrected and a coup void (a fixed seed
+    here, so the test deals the same shoe every time)."""
+    from controller.config import DEMO_FAULTS, default_config
+
+    cfg = default_config(seed=3)
+    assert cfg.device.faults == DEMO_FAULTS  # type: ignore[union-attr]
+    config = tmp_path / "demo.yaml"
+    config.write_text(
+        "table: T01\n"
+        f"device: {{driver: fake, seed: 3, cards_per_second: 0, faults: '{DEMO_FAULTS}'}}\n"
+        f"journal: {tmp_path / 'journal.sqlite3'}\n"
+        "odds: false\n"
+    )
+    out = _on_a_terminal([str(SCRIPT), "run", "-c", str(config)], "coup  20", tmp_path, timeout=120)
+    assert " misdeal " in out and ", corrected:" in out and " VOID (" in out, out
+    assert "banker7" not in out and "dragon7" not in out  # no side-bet tags on a punto banco table
 
 
 def test_make_demo_piped_is_json_lines(tmp_path: Path) -> None:

@@ -16,6 +16,14 @@ from typing import Any
 
 from controller.textsafe import visible
 
+#: How a person knows each tag (``rules.tags_of``) when the table has its bet.
+TAG_NAMES = {
+    "dragon7": "Dragon 7: Banker wins with three cards totalling 7",
+    "panda8": "Panda 8: Player wins with three cards totalling 8",
+    "banker7": "Banker wins with 7",
+    "banker2": "Banker wins with 2",
+}
+
 
 def _hand(name: str, hand: Mapping[str, Any]) -> str:
     return f"{name} {' '.join(hand['cards'])} = {hand['total']}"
@@ -34,7 +42,11 @@ def _result(e: Mapping[str, Any]) -> str:
         notes.append("player pair")
     if e.get("banker_pair"):
         notes.append("banker pair")
-    notes.extend(e.get("tags") or [])
+    # a tag only where the table has the bet it settles (EZ Baccarat's
+    # dragon7, panda8), named as players know it; elsewhere it is a fact for
+    # programs (docs: Events), not news for the person watching
+    bets = e.get("settlement") or {}
+    notes.extend(TAG_NAMES.get(t, t) for t in e.get("tags") or [] if t in bets)
     if e.get("corrections"):
         notes.append("corrected: " + ", ".join(e["corrections"]))
     if e.get("demo"):
