@@ -20,7 +20,7 @@ import pytest
 from controller.archive.parse import canonical_json
 from tests.conftest import BrokerFactory, eventually
 from tests.support.archiver import BROKER_CONFIG, ArchiverProcess, migrate, write_archive_config
-from tests.support.dealing_tables import DealingTables, journal_events, progress
+from tests.support.dealing_tables import DealingTables, progress
 from tests.support.dealing_tables import archived as _archived
 
 pytestmark = pytest.mark.mqtt
@@ -46,7 +46,6 @@ def test_every_journalled_event_is_archived_exactly_once_through_faults(
     archiver.start()
 
     tables = DealingTables(CARDS_PER_SECOND)
-    journals = tables.journals
     try:
         for i, table in enumerate(TABLES):
             mqtt = {"host": broker.host, "port": broker.port, "client_id": f"shoe-{table}"}
@@ -90,20 +89,12 @@ def test_every_journalled_event_is_archived_exactly_once_through_faults(
         # the shoes stop; the daemons deliver what they hold; the archive catches up
         tables.stop_shoes()
 
-        def caught_up() -> bool:
-            a, b = journalled(), _archived(pg_dsn)
-            return a == b and a == journalled()
-
-        assert eventually(caught_up, 180), (journalled(), _archived(pg_dsn))
+        assert eventually(lambda: tables.caught_up(pg_dsn), 180), (journalled(), _archived(pg_dsn))
     finally:
         tables.close()
         archiver.stop()
 
-    journal: dict[str, str] = {}
-    for j in journals:
-        part = journal_events(j)
-        assert not journal.keys() & part.keys()
-        journal.update(part)
+    journal = tables.events()
     with psycopg.connect(pg_dsn) as c:
         stored = {str(i): bytes(d) for i, d in c.execute("SELECT event_id, digest FROM event_ids")}
         copies = dict(c.execute("SELECT event_id, count(*) FROM events GROUP BY event_id").fetchall())

@@ -34,23 +34,7 @@ from firmware_protocols.frames import (
     SequenceGap,
     Status,
 )
-
-T0 = 1_763_800_000.0
-
-
-def engine() -> Engine:
-    return Engine("T01", load_profile("punto_banco", {"correction_deadline_s": 2.0}), 8)
-
-
-def coup_frames(coups: list[list[str]], seq: int, t: float = T0) -> list[Frame]:
-    out: list[Frame] = []
-    for cards in coups:
-        for card in cards:
-            out.append(Card(t, seq, card))
-            seq += 1
-        out.append(Button(t, seq, "RESULT"))
-        seq += 1
-    return out
+from tests.support.frames import T0, coup_frames, engine
 
 
 def opening(*naturals: list[str]) -> list[Frame]:

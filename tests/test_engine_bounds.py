@@ -33,23 +33,7 @@ from controller.rules import load_profile
 from firmware_protocols.detect import make_decoder
 from firmware_protocols.frames import Button, Card, Frame, Hello, Link, SequenceGap, Status
 from firmware_protocols.shoe_ascii import Encoder
-
-T0 = 1_763_800_000.0
-
-
-def engine(*, odds: bool = False) -> Engine:
-    return Engine("T01", load_profile("punto_banco", {"correction_deadline_s": 2.0}), 8, odds=odds)
-
-
-def coup_frames(coups: list[list[str | None]], seq: int, t: float = T0) -> list[Frame]:
-    out: list[Frame] = []
-    for cards in coups:
-        for card in cards:
-            out.append(Card(t, seq, card))
-            seq += 1
-        out.append(Button(t, seq, "RESULT"))
-        seq += 1
-    return out
+from tests.support.frames import T0, coup_frames, engine
 
 
 def numbering_lost(*, restart: bool = False) -> list[Frame]:

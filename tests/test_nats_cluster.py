@@ -44,7 +44,7 @@ from controller.journal import Journal
 from controller.outputs.mqtt import MqttOutput
 from tests.conftest import eventually, need_tool
 from tests.support.archiver import ArchiverProcess, migrate
-from tests.support.dealing_tables import DealingTables, journal_events, progress
+from tests.support.dealing_tables import DealingTables, progress
 from tests.support.dealing_tables import archived as _archived
 from tests.support.nats_cluster import NatsCluster
 
@@ -243,11 +243,7 @@ def test_the_archive_equals_the_journals_through_node_kills(
         # the shoes stop; the daemons deliver what they hold; the archive catches up
         tables.stop_shoes()
 
-        def caught_up() -> bool:
-            a, b = journalled(), _archived(pg_dsn)
-            return a == b and a == journalled()
-
-        assert eventually(caught_up, 120), (journalled(), _archived(pg_dsn))
+        assert eventually(lambda: tables.caught_up(pg_dsn), 120), (journalled(), _archived(pg_dsn))
 
         # The archive's marks reach the tables through NATS: each table knows
         # the archive holds all it sent (NATS may refuse a table's subscription
@@ -271,11 +267,7 @@ def test_the_archive_equals_the_journals_through_node_kills(
             == 1
         ), log[-2000:]
 
-    journal: dict[str, str] = {}
-    for j in journals:
-        part = journal_events(j)
-        assert not journal.keys() & part.keys()
-        journal.update(part)
+    journal = tables.events()
     with psycopg.connect(pg_dsn) as c:
         stored = {str(i): bytes(d) for i, d in c.execute("SELECT event_id, digest FROM event_ids")}
         copies = dict(c.execute("SELECT event_id, count(*) FROM events GROUP BY event_id").fetchall())

@@ -26,6 +26,7 @@ from drivers.fake import FakeShoe
 from firmware_protocols.frames import Button, Card, Frame, Hello, SequenceGap
 from tests.conftest import BrokerFactory
 from tests.soak.campaign import BROKER_CONFIG, Report, Settings, analyse, run_campaign
+from tests.support.frames import T0, coup_frames
 
 pytestmark = pytest.mark.mqtt
 
@@ -93,9 +94,6 @@ def test_every_coup_is_settled_or_voided_under_the_number_the_shoe_dealt_it(repo
 # --- the bugs the campaign found, frame by frame -----------------------------------
 
 
-T0 = 1_763_800_000.0
-
-
 def engine(deadline_s: float = 2.0, decks: int = 8) -> Engine:
     return Engine("T01", load_profile("punto_banco", {"correction_deadline_s": deadline_s}), decks)
 
@@ -107,18 +105,6 @@ def deal(frames: list[Frame], *, until: float | None = None, decks: int = 8) -> 
     if until is not None:
         events += e.tick(until)
     return events
-
-
-def coup_frames(coups: list[list[str | None]], seq: int, t: float = T0) -> list[Frame]:
-    """Each coup's cards in dealing order, then the dealer's RESULT."""
-    out: list[Frame] = []
-    for cards in coups:
-        for card in cards:
-            out.append(Card(t, seq, card))
-            seq += 1
-        out.append(Button(t, seq, "RESULT"))
-        seq += 1
-    return out
 
 
 def shoe_start() -> list[Frame]:

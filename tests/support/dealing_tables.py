@@ -87,6 +87,20 @@ class DealingTables:
         """How many events the tables' journals hold, together."""
         return sum(len(journal_events(j)) for j in self.journals)
 
+    def events(self) -> dict[str, str]:
+        """event_id -> JSON of every event of every table's journal (no id in two)."""
+        journal: dict[str, str] = {}
+        for j in self.journals:
+            part = journal_events(j)
+            assert not journal.keys() & part.keys()
+            journal.update(part)
+        return journal
+
+    def caught_up(self, dsn: str) -> bool:
+        """The archive holds as many events as the journals, which hold no more."""
+        a, b = self.journalled(), archived(dsn)
+        return a == b and a == self.journalled()
+
     def dealing(self) -> bool:
         return all(f.poll() is None for f in self.fakes)
 

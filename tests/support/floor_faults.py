@@ -13,7 +13,6 @@ import json
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from typing import Any
 import psycopg
 
 from tests.support.archiver import ArchiverProcess, migrate, write_archive_config
-from tests.support.configs import write_config
+from tests.support.dealing_tables import DealingTables
 
 #: BROKER_CONFIG (tests/support/archiver.py) with an autosave far away:
 #: the broker keeps its sessions, queues and retained messages in memory
@@ -108,18 +107,8 @@ class Floor:
         migrate(acfg)
         self.archiver = ArchiverProcess(acfg, self.directory / "archiver.log")
         self.archiver.start()
+        tables = DealingTables(self.cards_per_second, self.fakes, self.daemons, self.journals)
         for i, table in enumerate(self.tables):
-            fake = subprocess.Popen(
-                [sys.executable, "-m", "controller.cli", "fake", "--pty", "--seed", str(i + 1),
-                 "--cards-per-second", str(self.cards_per_second)],
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-            )  # fmt: skip
-            self.fakes.append(fake)
-            assert fake.stdout is not None
-            port = fake.stdout.readline().strip()
-            assert port.startswith("/"), port
-            d = self.directory / table
-            d.mkdir()
             mqtt = {
                 "host": self.broker.host,
                 "port": self.broker.port,
@@ -127,19 +116,7 @@ class Floor:
                 "archive_ack": self.archive_ack,
                 "reoffer_after_s": self.reoffer_after_s,
             }
-            cfg = write_config(
-                d, {"driver": "serial", "port": port, "baudrate": 115200},
-                table=table, odds=True, outputs={"stdout": False, "mqtt": mqtt},
-            )  # fmt: skip
-            self.journals.append(d / "journal.sqlite3")
-            with open(d / "daemon.log", "wb") as err:
-                self.daemons.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "controller.cli", "run", "-c", str(cfg)],
-                        stdout=subprocess.DEVNULL,
-                        stderr=err,
-                    )
-                )
+            tables.deal(self.directory, table, i + 1, mqtt)
 
     # --- counts ------------------------------------------------------------------
 
