@@ -34,6 +34,9 @@ from paho.mqtt.properties import Properties
 
 from controller.config import MqttConfig
 
+#: What one ``loop_read`` takes from the socket at most, with ``read_ahead``.
+READ_AHEAD_BYTES = 64 * 1024
+
 
 class Client(mqtt.Client):
     """paho's client, whose queued packets the thread that has just published
@@ -57,7 +60,13 @@ class Client(mqtt.Client):
     network thread at all (the wake-up alone handed it the GIL: 0.1 ms a
     message); on the way out ``direct`` writes them, or wakes it if it
     cannot. Relies on paho 2.x's wake-up socket ``_sockpairW``, set by
-    ``loop_start`` (``tests/test_mqtt_output.py`` fails if that changes)."""
+    ``loop_start`` (``tests/test_mqtt_output.py`` fails if that changes).
+
+    With ``read_ahead`` set (the archiver's, which receives thousands of
+    messages a second), one ``loop_read`` takes up to ``READ_AHEAD_BYTES``
+    from the socket in one ``recv`` and handles every packet in it (see
+    :meth:`loop_read`); paho alone makes three or four ``recv`` calls and a
+    ``select`` of its network loop per message."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -68,6 +77,12 @@ class Client(mqtt.Client):
         self._endpoint = 0
         self._attempted = False
         self._was_up = False
+        #: see the class docstring and ``loop_read``
+        self.read_ahead = False
+        self._ahead = b""
+        self._ahead_pos = 0
+        self._ahead_sock: Any = None
+        self._recvs_left: int | None = None
 
     def loop_start(self) -> MQTTErrorCode:
         rc = super().loop_start()
@@ -95,8 +110,42 @@ class Client(mqtt.Client):
                     wake.wake()
 
     def loop_read(self, max_packets: int = 1) -> MQTTErrorCode:
+        """paho's, under the I/O lock. With ``read_ahead``: one ``recv`` of
+        up to ``READ_AHEAD_BYTES`` (``_sock_recv``), then paho's packet
+        reader run over those bytes until none is left. A packet they end
+        in the middle of stays in paho's own state (as when the socket has
+        no more) and the next ``loop_read`` goes on with it: so nothing is
+        ever left here between two calls, and paho's ``select`` on the
+        socket stays the whole truth about what is waiting to be read."""
         with self._io_lock:
-            return super().loop_read(max_packets)
+            if not self.read_ahead:
+                return super().loop_read(max_packets)
+            self._recvs_left = 1
+            try:
+                while True:
+                    rc = super().loop_read(max_packets)
+                    if rc != MQTTErrorCode.MQTT_ERR_SUCCESS or self._ahead_pos >= len(self._ahead):
+                        return rc
+            finally:
+                self._recvs_left = None
+                self._ahead, self._ahead_pos = b"", 0  # (only an error leaves any: that socket is done)
+
+    def _sock_recv(self, bufsize: int) -> bytes:
+        if self._recvs_left is None:
+            return super()._sock_recv(bufsize)
+        if self._ahead_sock is not self._sock:  # a new connection: nothing of the old one
+            self._ahead, self._ahead_pos, self._ahead_sock = b"", 0, self._sock
+        if self._ahead_pos >= len(self._ahead):
+            if self._recvs_left <= 0:
+                raise BlockingIOError  # the rest on the next loop_read, after paho's select
+            self._recvs_left -= 1
+            data = super()._sock_recv(max(bufsize, READ_AHEAD_BYTES))
+            if len(data) <= bufsize:
+                return data  # all of it asked for, or b"" (the connection closed)
+            self._ahead, self._ahead_pos = data, 0
+        start = self._ahead_pos
+        self._ahead_pos = min(start + bufsize, len(self._ahead))
+        return self._ahead[start : self._ahead_pos]
 
     def loop_write(self) -> MQTTErrorCode:
         with self._io_lock:
@@ -177,11 +226,12 @@ class Client(mqtt.Client):
             self._io_lock.release()
 
     def _merge_publishes(self) -> None:
-        """Each run of QoS 1 and 2 PUBLISH packets in paho's queue, none of
-        them begun, made one packet of their bytes in order, so that a batch
-        (a coup's end, its roads and odds, the next card) is one ``send``,
-        one TCP segment and one wake-up of the broker, not one each (4-6
-        sends, behind which the last message waited).
+        """Each run of QoS 1 and 2 PUBLISH packets (and PUBACKs) in paho's
+        queue, none of them begun, made one packet of their bytes in order,
+        so that a batch (a coup's end, its roads and odds, the next card; an
+        archived batch's acknowledgements) is one ``send``, one TCP segment
+        and one wake-up of the broker, not one each (4-6 sends, behind which
+        the last message waited; 1,000 for the archiver's batch).
 
         Why it is safe: paho does nothing when such a packet has been
         written but count the bytes (only a QoS 0 publish and a DISCONNECT
@@ -205,7 +255,10 @@ class Client(mqtt.Client):
 
 
 def _mergeable(packet: Any) -> bool:
-    return bool((packet["command"] & 0xF0) == mqtt.PUBLISH and packet["qos"] and packet["pos"] == 0)
+    """A QoS 1 or 2 PUBLISH, or a PUBACK (``ack``: the archiver's, a batch's
+    worth at once), none of it written yet."""
+    kind = packet["command"] & 0xF0
+    return bool((kind == mqtt.PUBACK or (kind == mqtt.PUBLISH and packet["qos"])) and packet["pos"] == 0)
 
 
 def _merged(run: list[Any]) -> Any:

@@ -1077,6 +1077,105 @@ def test_a_batch_written_by_the_caller_is_one_send_and_every_message_is_acknowle
         client.disconnect()
 
 
+def test_read_ahead_takes_many_messages_a_recv_and_a_batch_of_acks_is_one_send(
+    mosquitto: BrokerFactory,
+) -> None:
+    # The archiver's client (``read_ahead``, manual acks): one ``recv`` takes
+    # whatever the broker has sent (paho alone: 3-4 ``recv`` a message), a
+    # message larger than a read and one split across reads still arrive
+    # whole, every message once, in order; the acks of a batch queued inside
+    # ``direct()`` leave in one ``send``, and the broker takes them (a
+    # resumed session gets nothing again).
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+    from paho.mqtt.subscribeoptions import SubscribeOptions
+
+    from controller.mqtt_client import READ_AHEAD_BYTES, make_client
+
+    # every message in flight at once, none acknowledged until the end
+    config = (
+        "listener @PORT@ 127.0.0.1\nallow_anonymous true\nmax_inflight_messages 0\nmax_queued_messages 0\n"
+    )
+    broker = mosquitto(config=config)
+    cfg = MqttConfig.model_validate({"host": broker.host, "port": broker.port})
+    got: list[mqtt.MQTTMessage] = []
+    subscribed = threading.Event()
+
+    def reader() -> Any:
+        client = make_client(cfg, "read-ahead-test", manual_ack=True)
+        client.read_ahead = True
+        client.on_message = lambda c, u, m: got.append(m)
+        client.on_subscribe = lambda *a: subscribed.set()
+        client.on_connect = lambda c, *a: c.subscribe("t/ra/#", options=SubscribeOptions(qos=1))
+        props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+        props.SessionExpiryInterval = 60
+        client.connect(broker.host, broker.port, clean_start=False, properties=props)
+        return client
+
+    client = reader()
+    client.loop_start()
+    pub, connected = _looping_client(broker, "read-ahead-pub")
+    # the reads that reach this client's socket (paho's own ``_sock_recv``,
+    # which ours calls once a read)
+    recvs: list[int] = []
+    real_sock_recv = mqtt.Client._sock_recv
+
+    def socket_reads(self: Any, bufsize: int) -> bytes:
+        data = real_sock_recv(self, bufsize)
+        if self is client:
+            recvs.append(len(data))
+        return data
+
+    try:
+        assert subscribed.wait(10) and connected.wait(10)
+        payloads = [f"{i:04d}".encode() * (1 + (i % 7) * 50) for i in range(600)]
+        payloads[300] = b"x" * (2 * READ_AHEAD_BYTES + 17)  # larger than one read
+        mqtt.Client._sock_recv = socket_reads  # type: ignore[method-assign]
+        try:
+            for i, p in enumerate(payloads):
+                pub.publish(f"t/ra/{i % 5}", p, qos=1)
+            assert eventually(lambda: len(got) >= len(payloads), timeout=30)
+        finally:
+            mqtt.Client._sock_recv = real_sock_recv  # type: ignore[method-assign]
+        assert [m.payload for m in got] == payloads
+        assert len(recvs) < len(payloads) / 2, len(recvs)
+        sends: list[int] = []
+        real_send = client._sock_send
+
+        def sent(buf: bytes | bytearray) -> int:
+            sends.append(len(buf))
+            return real_send(buf)
+
+        client._sock_send = sent  # type: ignore[method-assign]
+        with client.direct():
+            for m in got:
+                client.ack(m.mid, m.qos)
+        assert sends == [4 * len(got)], sends  # one PUBACK of 4 bytes each, in one send
+        assert eventually(lambda: not client.want_write())
+    finally:
+        client.disconnect()
+        client.loop_stop()
+        pub.loop_stop()
+        pub.disconnect()
+    # the same session again: the broker holds nothing unacknowledged
+    got.clear()
+    subscribed.clear()
+    again = reader()
+    again.loop_start()
+    try:
+        assert subscribed.wait(10)
+        pub, connected = _looping_client(broker, "read-ahead-pub2")
+        assert connected.wait(10)
+        pub.publish("t/ra/end", b"end", qos=1)
+        assert eventually(lambda: any(m.payload == b"end" for m in got))
+        assert [m.payload for m in got] == [b"end"]
+        pub.loop_stop()
+        pub.disconnect()
+    finally:
+        again.disconnect()
+        again.loop_stop()
+
+
 def test_in_steady_flow_an_ack_wakes_no_sender_and_the_mark_is_not_written_per_event(
     rig: Rig,
     monkeypatch: pytest.MonkeyPatch,

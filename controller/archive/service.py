@@ -118,6 +118,9 @@ class Archiver:
 
     def _make_client(self) -> Client:
         client = make_client(self.cfg.broker, self.cfg.client_id, manual_ack=True)
+        # thousands of messages a second: each recv takes all the broker has
+        # sent so far (controller/mqtt_client.py), not a few bytes of one
+        client.read_ahead = True
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
@@ -307,10 +310,13 @@ class Archiver:
         with self._lock:
             current = self._conn_no
         acked = 0
-        for m in batch:
-            if m.conn == current and m.qos > 0:
-                self._client.ack(m.mid, m.qos)
-                acked += 1
+        # queued without waking paho's network thread for each, and written
+        # from here in one send on the way out (Client.direct)
+        with self._client.direct():
+            for m in batch:
+                if m.conn == current and m.qos > 0:
+                    self._client.ack(m.mid, m.qos)
+                    acked += 1
         return acked
 
     def _report(self, result: BatchResult) -> None:
