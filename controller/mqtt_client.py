@@ -115,8 +115,9 @@ class Client(mqtt.Client):
         reader run over those bytes until none is left. A packet they end
         in the middle of stays in paho's own state (as when the socket has
         no more) and the next ``loop_read`` goes on with it: so nothing is
-        ever left here between two calls, and paho's ``select`` on the
-        socket stays the whole truth about what is waiting to be read."""
+        left here between two calls that returned normally, and paho's
+        ``select`` on the socket stays the whole truth about what is waiting
+        to be read."""
         with self._io_lock:
             if not self.read_ahead:
                 return super().loop_read(max_packets)
@@ -127,8 +128,10 @@ class Client(mqtt.Client):
                     if rc != MQTTErrorCode.MQTT_ERR_SUCCESS or self._ahead_pos >= len(self._ahead):
                         return rc
             finally:
+                # bytes left only after an error (the connection is being
+                # dropped: a new socket never gets them, ``_sock_recv``) or
+                # an exception from a callback (kept: the stream goes on)
                 self._recvs_left = None
-                self._ahead, self._ahead_pos = b"", 0  # (only an error leaves any: that socket is done)
 
     def _sock_recv(self, bufsize: int) -> bytes:
         if self._recvs_left is None:
