@@ -455,7 +455,8 @@ def problem(exc: msgspec.MsgspecError, data: Any = None) -> str:
     missing = _MISSING.fullmatch(what)
     if missing:
         return f"{path + '.' if path else ''}{missing['name']}: required, missing"
-    what = what[:1].lower() + what[1:]
+    if what[1:2].islower():  # ("Expected", not "JSON")
+        what = what[:1].lower() + what[1:]
     if m["key"]:
         return f"{path}: a key: {what}"
     found, value = _at(data, path)

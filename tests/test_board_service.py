@@ -404,7 +404,9 @@ def test_an_oversized_payload_is_never_applied(
         assert eventually(lambda: board.view()["broker"], 30)
         cell = {"w": "B", "pp": False, "bp": False}
         empty: list[Any] = []
-        roads = {"shoe": "20261123T050000Z", "seq": 1, "bead_plate": [[cell] * 6] * 10, "big_road": empty,
+        roads = {"v": 1, "type": "roads", "event_id": "T01/20261123T050000Z/1", "table": "T01",
+                 "shoe": "20261123T050000Z", "seq": 1, "ts": "2026-11-23T05:00:00.000Z",
+                 "bead_plate": [[cell] * 6] * 10, "big_road": empty,
                  "big_eye_boy": empty, "small_road": empty, "cockroach_pig": empty}  # fmt: skip
         big = json.dumps(roads).encode()
         assert len(big) > 1024

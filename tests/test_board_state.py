@@ -153,7 +153,9 @@ def test_a_board_started_mid_shoe_draws_the_shoe_so_far_from_the_retained_topics
 
 def test_an_opening_tie_is_shown_in_the_big_roads_first_cell() -> None:
     state = TableState(T)
-    state.apply(topic_of("shoe.started"), _ev("shoe.started", decks=8, profile="punto_banco"))
+    state.apply(
+        topic_of("shoe.started"), _ev("shoe.started", decks=8, profile="punto_banco", shuffle_commit=None)
+    )
     state.apply(topic_of("coup.result"), _result(1, "tie"))
     big = state.view()["roads"]["big_road"]
     assert [(c["x"], c["y"], c["w"], c["ties"], c["coup"]) for c in big] == [(0, 0, "T", 1, 1)]
@@ -167,7 +169,9 @@ def test_an_opening_tie_is_shown_in_the_big_roads_first_cell() -> None:
 
 def test_a_misdeal_banner_lasts_until_the_coup_is_settled_and_a_void_coup_shows_as_void() -> None:
     state = TableState(T)
-    state.apply(topic_of("shoe.started"), _ev("shoe.started", decks=8, profile="punto_banco"))
+    state.apply(
+        topic_of("shoe.started"), _ev("shoe.started", decks=8, profile="punto_banco", shuffle_commit=None)
+    )
     state.apply(
         topic_of("misdeal"),
         _ev("misdeal", coup=1, code="UNREAD_CARD", detail="card unread", action="awaiting_supervisor",
@@ -218,12 +222,18 @@ def test_a_retained_message_about_an_older_shoe_is_ignored() -> None:
     old_roads = _ev("roads", shoe="20261123T040000Z", bead_plate=[[{"w": "P", "pp": False, "bp": False}] * 3],
                     big_road=[], big_eye_boy=[], small_road=[], cockroach_pig=[])  # fmt: skip
     state = TableState(T)
-    state.apply(topic_of("shoe.started"), _ev("shoe.started", shoe="20261123T050000Z", decks=8, profile="p"))
+    state.apply(
+        topic_of("shoe.started"),
+        _ev("shoe.started", shoe="20261123T050000Z", decks=8, profile="p", shuffle_commit=None),
+    )
     state.apply(topic_of("coup.result"), _result(1, "banker", shoe="20261123T050000Z"))
     assert not state.apply(f"baccarat/{T}/roads", old_roads)
     assert bead_winners(state) == "B"
     # a later shoe starts afresh
-    state.apply(topic_of("shoe.started"), _ev("shoe.started", shoe="20261123T060000Z", decks=8, profile="p"))
+    state.apply(
+        topic_of("shoe.started"),
+        _ev("shoe.started", shoe="20261123T060000Z", decks=8, profile="p", shuffle_commit=None),
+    )
     view = state.view()
     assert view["shoe"] == "20261123T060000Z" and view["roads"]["bead_plate"] == [] and view["last"] is None
 
@@ -626,7 +636,10 @@ def test_the_odds_panel_keeps_the_latest_of_each_view() -> None:
     # a malformed view is refused; a new shoe starts without odds
     with pytest.raises(BadMessage):
         state.apply(topic_of("odds.update"), json.dumps({**shoe, "view": "dealer"}).encode())
-    state.apply(topic_of("shoe.started"), _ev("shoe.started", shoe="20991231T000000Z", decks=8, profile="p"))
+    state.apply(
+        topic_of("shoe.started"),
+        _ev("shoe.started", shoe="20991231T000000Z", decks=8, profile="p", shuffle_commit=None),
+    )
     assert state.view()["odds"] == {"shoe": None, "counter": None}
 
 
@@ -697,13 +710,27 @@ def test_a_new_shoe_whose_id_sorts_first_is_shown_when_the_table_sent_it_later()
     it is shown, and a late retained message of the old shoe is not."""
     old, new = "20261123T050000Z", "20261123T045500Z"
     state = TableState(T)
-    state.apply(topic_of("shoe.started"), _ev("shoe.started", shoe=old, decks=8, profile="p"))
+    state.apply(
+        topic_of("shoe.started"), _ev("shoe.started", shoe=old, decks=8, profile="p", shuffle_commit=None)
+    )
     state.apply(topic_of("coup.result"), _result(1, "banker", shoe=old))
     late_roads = _ev("roads", shoe=old, bead_plate=[[_BEAD]], big_road=[], big_eye_boy=[], small_road=[],
                      cockroach_pig=[])  # fmt: skip
-    state.apply(topic_of("shoe.ended"), _ev("shoe.ended", shoe=old, reason="cut card"))
+    state.apply(
+        topic_of("shoe.ended"),
+        _ev(
+            "shoe.ended",
+            shoe=old,
+            reason="cut card",
+            coups=0,
+            cards_dealt=0,
+            tally={"player": 0, "banker": 0, "tie": 0},
+        ),
+    )
     assert state.view()["ended"]
-    state.apply(topic_of("shoe.started"), _ev("shoe.started", shoe=new, decks=6, profile="p"))
+    state.apply(
+        topic_of("shoe.started"), _ev("shoe.started", shoe=new, decks=6, profile="p", shuffle_commit=None)
+    )
     state.apply(topic_of("coup.result"), _result(1, "player", shoe=new))
     view = state.view()
     assert view["shoe"] == new and not view["ended"] and bead_winners(state) == "P"

@@ -41,11 +41,13 @@ clock stepped back starts a shoe whose id sorts first); one with a lower
 shoe's first event) is ignored.
 
 Bounds: every message is read and checked whole before any of it is used
-(``_read_*``, pure, then the ``TableState`` method that applies it): one
-that is not what docs/events.md says (not JSON, not an object, a field of the
-wrong type, a non-finite number, a shoe id that is not 1 to 64 printable
-ASCII characters) raises :class:`BadMessage` and changes nothing; a lone
-surrogate in a text is shown as U+FFFD;
+(``_read_*``, pure, then the ``TableState`` method that applies it). An
+event is decoded with the contract itself (``controller.event_types``,
+strictly; fields a newer table adds are ignored); one that is not such an
+event (not JSON, not an object, a field missing or of the wrong type, a
+shoe id that is not 1 to 64 printable ASCII characters), or a snapshot
+that is not what docs/events.md says, raises :class:`BadMessage` and
+changes nothing; a lone surrogate in a text is shown as U+FFFD;
 a shoe keeps at most :data:`MAX_COUPS` road entries, :data:`MAX_VOIDS` void
 coups and :data:`MAX_AWAITING` open misdeals.
 """
@@ -53,13 +55,36 @@ coups and :data:`MAX_AWAITING` open misdeals.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
+from controller.event_types import (
+    UNSET,
+    CardEvent,
+    CoupCorrected,
+    CoupResult,
+    CoupVoid,
+    DeviceStatus,
+    EnvelopeRead,
+    Hand,
+    Misdeal,
+    OddsUpdate,
+    Payload,
+    RoadsEvent,
+    ShoeCutCard,
+    ShoeEnded,
+    ShoeStarted,
+    UnsetType,
+    problem,
+    read_envelope,
+    read_payload,
+)
 from controller.roads import ROWS, build_roads, derived_entry, layout
+from controller.textsafe import visible
 
 #: Road entries kept per shoe (a 12-deck shoe has ~130 coups).
 MAX_COUPS = 400
@@ -135,36 +160,6 @@ def _text(d: Mapping[str, Any], key: str, default: str = "") -> str:
     if not isinstance(v, str):
         raise BadMessage(f"{key}: not a string")
     return _clean(v[:MAX_TEXT])
-
-
-def _bool(d: Mapping[str, Any], key: str) -> bool:
-    v = d.get(key, False)
-    if not isinstance(v, bool):
-        raise BadMessage(f"{key}: not a boolean")
-    return v
-
-
-def _number(v: Any) -> float:
-    if not isinstance(v, int | float) or isinstance(v, bool):
-        raise BadMessage("not a finite number")
-    try:
-        x = float(v)
-    except OverflowError:  # an integer past the largest float
-        raise BadMessage("not a finite number") from None
-    if not math.isfinite(x):
-        raise BadMessage("not a finite number")
-    return x
-
-
-def _hand(d: Mapping[str, Any], key: str) -> dict[str, Any]:
-    hand = d.get(key)
-    if not isinstance(hand, dict):
-        raise BadMessage(f"{key}: not an object")
-    cards = hand.get("cards")
-    if not isinstance(cards, list) or len(cards) > 3 or not all(isinstance(c, str) for c in cards):
-        raise BadMessage(f"{key}.cards: not a list of up to three cards")
-    total = _int(hand, "total")
-    return {"cards": [_clean(c[:3]) for c in cards], "total": total}
 
 
 @dataclass
@@ -252,6 +247,23 @@ class Msg:
     f: dict[str, Any]
 
 
+def _contract(payload: bytes, data: dict[str, Any]) -> tuple[EnvelopeRead, Payload]:
+    """An event (``data``: ``payload`` read as JSON) decoded with the
+    contract itself (``controller.event_types``: the envelope, and the
+    payload of its type; fields a newer table adds ignored). A lone
+    surrogate, which no strict decoder takes, is read as U+FFFD (as the
+    board shows it): an older controller's journal could hold one."""
+    try:
+        try:
+            env = read_envelope(payload)
+        except msgspec.DecodeError:
+            payload = _clean(json.dumps(data, ensure_ascii=False)).encode()
+            env = read_envelope(payload)
+        return env, read_payload(payload)
+    except msgspec.MsgspecError as exc:
+        raise BadMessage(visible(problem(exc, data))[:MAX_TEXT]) from None
+
+
 def _read_status(payload: bytes) -> str:
     text = payload.decode("ascii", errors="replace").strip().lower()
     if text not in ("online", "offline"):
@@ -311,22 +323,33 @@ def _read_snapshot(d: dict[str, Any]) -> Msg:
     )
 
 
-def _read_roads(d: dict[str, Any]) -> Msg:
-    shoe, seq = _envelope(d)
-    plate = d.get("bead_plate")
-    if not isinstance(plate, list):
-        raise BadMessage("bead_plate: not a list")
-    beads: list[tuple[str, bool, bool]] = []
-    for col in plate:
-        if not isinstance(col, list):
-            raise BadMessage("bead_plate: not a list of columns")
-        for cell in col:
-            if not isinstance(cell, dict) or cell.get("w") not in ("B", "P", "T"):
-                raise BadMessage("bead_plate: a cell is not {w: B|P|T}")
-            beads.append((str(cell["w"]), _bool(cell, "pp"), _bool(cell, "bp")))
-            if len(beads) > MAX_COUPS:
-                raise BadMessage(f"bead_plate: more than {MAX_COUPS} coups")
-    return Msg(shoe, seq, {"beads": beads})
+def _shoe_seq(env: EnvelopeRead) -> tuple[str | None, int]:
+    """The envelope's shoe and seq, the shoe within the board's own bound
+    (a path segment of the history links)."""
+    if env.shoe is not None and not _SHOE_ID.fullmatch(env.shoe):
+        raise BadMessage("shoe: not a shoe id (1 to 64 printable ASCII characters, no '/')")
+    if env.seq > MAX_SEQ:
+        raise BadMessage("seq: not a 63-bit integer of at least 1 (0 in shoe/state)")
+    return env.shoe, env.seq
+
+
+def _small(value: int | None, key: str) -> int | None:
+    if value is not None and value >= 1 << 31:
+        raise BadMessage(f"{key}: not a small non-negative integer")
+    return value
+
+
+def _shown(text: str | UnsetType | None) -> str:
+    """A text as the page shows it: cut to ``MAX_TEXT``, surrogates cleaned."""
+    return "" if text is None or text is UNSET else _clean(text[:MAX_TEXT])
+
+
+def _read_roads(env: EnvelopeRead, p: Payload, d: dict[str, Any]) -> Msg:
+    assert isinstance(p, RoadsEvent)
+    beads = [(cell["w"], cell["pp"], cell["bp"]) for col in p.bead_plate for cell in col]
+    if len(beads) > MAX_COUPS:
+        raise BadMessage(f"bead_plate: more than {MAX_COUPS} coups")
+    return Msg(*_shoe_seq(env), {"beads": beads})
 
 
 def _bet_names(bets: Mapping[str, Any]) -> list[str]:
@@ -334,164 +357,118 @@ def _bet_names(bets: Mapping[str, Any]) -> list[str]:
     return [_clean(str(k)[:32]) for k in bets if k not in MAIN_BETS][:8]
 
 
-def _read_odds(d: dict[str, Any]) -> Msg:
-    shoe, seq = _envelope(d)
-    bets = d.get("bets")
-    if not isinstance(bets, dict) or len(bets) > 32:
+def _read_odds(env: EnvelopeRead, p: Payload, d: dict[str, Any]) -> Msg:
+    assert isinstance(p, OddsUpdate)
+    if len(p.bets) > 32:
         raise BadMessage("bets: not an object of at most 32 bets")
-    view = _text(d, "view")
-    if view not in ODDS_VIEWS:
-        raise BadMessage("view: not shoe or counter")
-    shown: dict[str, dict[str, float]] = {}
-    for name, b in bets.items():
-        if not isinstance(b, dict):
-            raise BadMessage("bets: not objects")
-        shown[_clean(str(name)[:32])] = {k: _number(b.get(k)) for k in ("win", "push", "lose", "ev")}
-    odds = {"coup": _opt_int(d, "coup"), "cards_left": _opt_int(d, "cards_left"), "view": view, "bets": shown}
-    return Msg(shoe, seq, {"side_bets": _bet_names(bets), "odds": odds})
+    shown = {
+        _clean(name[:32]): {k: float(b[k]) for k in ("win", "push", "lose", "ev")}
+        for name, b in p.bets.items()
+    }
+    odds = {
+        "coup": _small(p.coup, "coup"),
+        "cards_left": _small(p.cards_left, "cards_left"),
+        "view": p.view,
+        "bets": shown,
+    }
+    return Msg(*_shoe_seq(env), {"side_bets": _bet_names(p.bets), "odds": odds})
 
 
-def _read_device(d: dict[str, Any]) -> Msg:
-    shoe, seq = _envelope(d)
-    state = _text(d, "state")
-    if state not in ("online", "offline", "fault"):
-        raise BadMessage("device.status: state is not online, offline or fault")
-    dev = d.get("device")
-    if dev is not None and not isinstance(dev, dict):
-        raise BadMessage("device: not an object")
-    return Msg(
-        shoe,
-        seq,
-        {
-            "state": state,
-            "code": _text(d, "code"),
-            "detail": _text(d, "detail"),
-            "model": _text(dev or {}, "model"),
-        },
-    )
+def _read_device(env: EnvelopeRead, p: Payload, d: dict[str, Any]) -> Msg:
+    assert isinstance(p, DeviceStatus)
+    fields = {
+        "state": p.state,
+        "code": _shown(p.code),
+        "detail": _shown(p.detail),
+        "model": _shown(p.device["model"]),
+    }
+    return Msg(*_shoe_seq(env), fields)
 
 
-def _read_started(d: dict[str, Any]) -> Msg:
-    shoe, seq = _envelope(d)
-    return Msg(shoe, seq, {"decks": _opt_int(d, "decks"), "profile": _text(d, "profile") or None})
+def _read_started(env: EnvelopeRead, p: Payload, d: dict[str, Any]) -> Msg:
+    assert isinstance(p, ShoeStarted)
+    return Msg(*_shoe_seq(env), {"decks": p.decks, "profile": _shown(p.profile) or None})
 
 
-def _read_ended(d: dict[str, Any]) -> Msg:
-    shoe, seq = _envelope(d)
-    return Msg(shoe, seq, {"reason": _text(d, "reason")})
+def _read_ended(env: EnvelopeRead, p: Payload, d: dict[str, Any]) -> Msg:
+    assert isinstance(p, ShoeEnded)
+    return Msg(*_shoe_seq(env), {"reason": _shown(p.reason)})
 
 
-def _read_cut(d: dict[str, Any]) -> Msg:
-    shoe, seq = _envelope(d)
-    return Msg(shoe, seq, {"last_coup": _opt_int(d, "last_coup")})
+def _read_cut(env: EnvelopeRead, p: Payload, d: dict[str, Any]) -> Msg:
+    assert isinstance(p, ShoeCutCard)
+    return Msg(*_shoe_seq(env), {"last_coup": _small(p.last_coup, "last_coup")})
 
 
-def _read_card(d: dict[str, Any]) -> Msg:
-    shoe, seq = _envelope(d)
-    pos = _text(d, "position")
-    card = d.get("card")
-    if card is not None and not isinstance(card, str):
-        raise BadMessage("card: not a string or null")
-    coup = _int(d, "coup") if pos in HAND_POSITIONS else _opt_int(d, "coup")
-    return Msg(shoe, seq, {"position": pos, "coup": coup, "card": _clean(card[:3]) if card else None})
+def _read_card(env: EnvelopeRead, p: Payload, d: dict[str, Any]) -> Msg:
+    assert isinstance(p, CardEvent)
+    if p.position in HAND_POSITIONS and p.coup is None:
+        raise BadMessage("coup: not a small non-negative integer")
+    fields = {"position": p.position, "coup": _small(p.coup, "coup"), "card": p.card}
+    return Msg(*_shoe_seq(env), fields)
 
 
-def _read_result(d: dict[str, Any]) -> Msg:
-    shoe, seq = _envelope(d)
-    coup = _int(d, "coup")
-    winner = _WINNER.get(_text(d, "winner"))
-    if winner is None:
-        raise BadMessage("winner: not player, banker or tie")
-    player, banker = _hand(d, "player"), _hand(d, "banker")
-    pp, bp, natural, demo = (_bool(d, k) for k in ("player_pair", "banker_pair", "natural", "demo"))
-    tags = d.get("tags")
-    if tags is None:
-        tags = []
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise BadMessage("tags: not a list of strings")
-    settlement = d.get("settlement")
-    if settlement is not None and (not isinstance(settlement, dict) or len(settlement) > 32):
+def _hand_of(hand: Hand) -> dict[str, Any]:
+    return {"cards": list(hand["cards"]), "total": hand["total"]}
+
+
+def _read_result(env: EnvelopeRead, p: Payload, d: dict[str, Any]) -> Msg:
+    assert isinstance(p, CoupResult | CoupCorrected)
+    settlement = p.settlement
+    if settlement is not None and len(settlement) > 32:
         raise BadMessage("settlement: not an object of at most 32 bets")
-    won = {str(k): _number(v) > 0 for k, v in (settlement or {}).items()}
+    won = {k: v > 0 for k, v in (settlement or {}).items()}
     return Msg(
-        shoe,
-        seq,
+        *_shoe_seq(env),
         {
-            "coup": coup,
-            "winner": winner,
-            "player": player,
-            "banker": banker,
-            "pp": pp,
-            "bp": bp,
-            "natural": natural,
-            "demo": demo,
-            "tags": [_clean(t[:16]) for t in tags[:8]],
+            "coup": _small(p.coup, "coup"),
+            "winner": _WINNER[p.winner],
+            "player": _hand_of(p.player),
+            "banker": _hand_of(p.banker),
+            "pp": p.player_pair,
+            "bp": p.banker_pair,
+            "natural": p.natural,
+            "demo": isinstance(p, CoupResult) and p.demo,
+            "tags": list(p.tags[:8]),
             "side_bets": None if settlement is None else _bet_names(settlement),
-            "hits": tuple(_clean(k[:32]) for k, w in won.items() if k not in MAIN_BETS and w),
+            "hits": tuple(k for k, w in won.items() if k not in MAIN_BETS and w),
         },
     )
 
 
-def _read_corrected(d: dict[str, Any]) -> Msg:
+def _read_corrected(env: EnvelopeRead, p: Payload, d: dict[str, Any]) -> Msg:
     """A ``coup.corrected``: read as the result it carries (never a demo
     coup), with the supervisor's reason and the cards replaced."""
+    assert isinstance(p, CoupCorrected)
     if "demo" in d:
         raise BadMessage("demo: not a field of coup.corrected")
-    m = _read_result({**d, "demo": False})
-    changes = d.get("changes")
-    if changes is None:
-        changes = []
-    if not isinstance(changes, list) or len(changes) > len(HAND_POSITIONS):
-        raise BadMessage("changes: not a list of up to six cards")
-    replaced = []
-    for c in changes:
-        if not isinstance(c, dict):
-            raise BadMessage("changes: a change is not an object")
-        replaced.append({k: _text(c, k)[:3] for k in ("position", "was", "card")})
-    return Msg(m.shoe, m.seq, {**m.f, "reason": _text(d, "reason"), "changes": replaced})
+    m = _read_result(env, p, d)
+    replaced = [dict(c) for c in p.changes]
+    return Msg(m.shoe, m.seq, {**m.f, "reason": _shown(p.reason), "changes": replaced})
 
 
-def _read_void(d: dict[str, Any]) -> Msg:
-    shoe, seq = _envelope(d)
-    cards_in = d.get("cards")
-    if cards_in is None:
-        cards_in = []
-    if not isinstance(cards_in, list) or not all(isinstance(c, dict) for c in cards_in):
-        raise BadMessage("cards: not a list of objects")
-    cards = []
-    for c in cards_in:
-        card = c.get("card")
-        if card is not None and not isinstance(card, str):
-            raise BadMessage("cards: a card is not a string or null")
-        cards.append({"position": _text(c, "position"), "card": _clean(card[:3]) if card else None})
-    return Msg(
-        shoe,
-        seq,
-        {
-            "coup": _int(d, "coup"),
-            "code": _text(d, "code"),
-            "detail": _text(d, "detail"),
-            "cards": cards[:MAX_CARDS],
-        },
-    )
+def _read_void(env: EnvelopeRead, p: Payload, d: dict[str, Any]) -> Msg:
+    assert isinstance(p, CoupVoid)
+    cards = [{"position": c["position"], "card": c["card"]} for c in p.cards[:MAX_CARDS]]
+    fields = {
+        "coup": _small(p.coup, "coup"),
+        "code": _shown(p.code),
+        "detail": _shown(p.detail),
+        "cards": cards,
+    }
+    return Msg(*_shoe_seq(env), fields)
 
 
-def _read_misdeal(d: dict[str, Any]) -> Msg:
-    shoe, seq = _envelope(d)
-    action = _text(d, "action")
-    if action not in ("corrected", "awaiting_supervisor", "void"):
-        raise BadMessage("action: not corrected, awaiting_supervisor or void")
-    return Msg(
-        shoe,
-        seq,
-        {
-            "coup": _int(d, "coup"),
-            "code": _text(d, "code"),
-            "action": action,
-            "detail": _text(d, "detail"),
-            "deadline": _text(d, "deadline") or None,
-        },
-    )
+def _read_misdeal(env: EnvelopeRead, p: Payload, d: dict[str, Any]) -> Msg:
+    assert isinstance(p, Misdeal)
+    fields = {
+        "coup": _small(p.coup, "coup"),
+        "code": _shown(p.code),
+        "action": p.action,
+        "detail": _shown(p.detail),
+        "deadline": p.deadline,
+    }
+    return Msg(*_shoe_seq(env), fields)
 
 
 class TableState:
@@ -556,7 +533,14 @@ class TableState:
                 # --force-live-table): the table's own play is what it shows
                 self.replays_ignored += 1
                 return False
-            msg = read(data)  # raises BadMessage: nothing is applied yet
+            # raises BadMessage: nothing is applied yet
+            if read is None:  # shoe/state: the table's snapshot, no event
+                msg = _read_snapshot(data)
+            else:
+                env, p = _contract(payload, data)
+                if _TYPE_OF[kind] != p.TYPE:
+                    raise BadMessage(f"type: a {p.TYPE} event on the {kind} topic")
+                msg = read(env, p, data)
             shown = self.shoe
             changed = use(self, msg) or self.shoe is not shown
         if changed:
@@ -1058,8 +1042,9 @@ class TableState:
         }
 
 
-_KINDS: dict[str, tuple[Callable[[dict[str, Any]], Msg], Callable[[TableState, Msg], bool]]] = {
-    "shoe/state": (_read_snapshot, TableState._snapshot),
+EventReader = Callable[[EnvelopeRead, Payload, dict[str, Any]], Msg]
+_KINDS: dict[str, tuple[EventReader | None, Callable[[TableState, Msg], bool]]] = {
+    "shoe/state": (None, TableState._snapshot),
     "roads": (_read_roads, TableState._roads),
     "odds": (_read_odds, TableState._odds),
     "odds/update": (_read_odds, TableState._odds),
@@ -1073,3 +1058,5 @@ _KINDS: dict[str, tuple[Callable[[dict[str, Any]], Msg], Callable[[TableState, M
     "coup/void": (_read_void, TableState._void),
     "misdeal": (_read_misdeal, TableState._misdeal),
 }
+#: The event type each topic carries (the retained ``odds``: an ``odds.update``).
+_TYPE_OF = {kind: "odds.update" if kind == "odds" else kind.replace("/", ".") for kind in _KINDS}
