@@ -359,7 +359,17 @@ def build_app(cfg: BoardConfig, hub: Hub) -> Starlette:
     async def table_page(request: Request) -> Response:
         table = table_of(request)
         history = f"/history/{table}" if table in history_tables else ""
-        return HTMLResponse(_page("board.html", table=table, title=hub.tables[table].title, history=history))
+        # the view as the board knows it now, in the page itself: the first
+        # paint shows it, not zeros until the stream's first event
+        return HTMLResponse(
+            _page(
+                "board.html",
+                table=table,
+                title=hub.tables[table].title,
+                history=history,
+                view=hub.view_json(table),
+            )
+        )
 
     async def table_view(request: Request) -> Response:
         return Response(hub.view_json(table_of(request)), media_type="application/json")

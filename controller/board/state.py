@@ -25,7 +25,8 @@ that which came last is unknown). The snapshot's coup is the coup being
 dealt unless the board saw it end or the snapshot's tally and void count
 account for every coup; its cards dealt while the board was away are
 marked missing. The device is ``unknown`` until a ``device.status`` says
-(it is not retained), and again after the board lost the broker or the
+(it is not retained) or a card is read (the daemon publishes only cards its
+shoe read: online), and again after the board lost the broker or the
 controller went offline. The snapshot's ``last_coup`` is the last coup
 the cut card permits (not the last coup's result). The odds keep the
 latest ``odds.update`` of each view (``shoe``, ``counter``), whichever of
@@ -750,6 +751,17 @@ class TableState:
     def _card(self, m: Msg) -> bool:
         if not self._adopt(m):
             return False
+        if self.device is None or not self.device["known"]:
+            # a card read is the daemon's word that its shoe reads: online,
+            # though no device.status came (it is not retained)
+            model = self.device["model"] if self.device is not None else ""
+            self.device = {
+                "state": "online",
+                "code": "",
+                "detail": "reading cards",
+                "model": model,
+                "known": True,
+            }
         pos, coup, card = m.f["position"], m.f["coup"], m.f["card"]
         if pos not in HAND_POSITIONS:
             return False  # burn and set-aside cards are not a hand's

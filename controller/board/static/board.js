@@ -48,10 +48,15 @@
   // are shown when the road is wider than the box.
   function drawRoad(id, cells, drawCell) {
     const box = $(id);
-    // as many columns as the screen has room for (at least data-cols)
-    const size = parseFloat(getComputedStyle(box).getPropertyValue("--cell")) || 20;
-    const room = Math.floor((box.parentElement.clientWidth - 2) / size);
-    const cols = Math.max(parseInt(box.dataset.cols, 10), room);
+    // as many columns as the screen has room for (at least data-cols), each
+    // cell sized so that the columns fill the box exactly: every road's
+    // right edge then lines up with the others'
+    if (!box.dataset.cell) box.dataset.cell = parseFloat(getComputedStyle(box).getPropertyValue("--cell")) || 20;
+    const nominal = parseFloat(box.dataset.cell);
+    const avail = box.parentElement.clientWidth - 2; // the road's 1px borders
+    const cols = Math.max(parseInt(box.dataset.cols, 10), Math.floor(avail / nominal));
+    const size = Math.max(4, avail / cols);
+    box.style.setProperty("--cell", size + "px");
     const width = cells.reduce((m, c) => Math.max(m, c.x + 1), 0);
     const first = Math.max(0, width + 1 - cols);
     box.replaceChildren();
@@ -221,6 +226,11 @@
     const cur = v.current;
     show("dealing", !!cur);
     if (!cur) return;
+    // with the table offline nothing is being dealt that the board can see:
+    // the half-dealt coup is shown as it was, not as live
+    const offline = v.status === "offline";
+    $("dealing").classList.toggle("stale", offline);
+    $("dealing-title").textContent = offline ? "When the table went offline: coup" : "Dealing coup";
     $("dealing-coup").textContent = String(cur.coup);
     const box = $("dealing-cards");
     box.replaceChildren();
@@ -289,6 +299,11 @@
     }
   }
 
+  function clock(deadline) {
+    const t = new Date(deadline);
+    return Number.isFinite(t.getTime()) ? t.toISOString().slice(11, 19) + " UTC" : null;
+  }
+
   function secondsLeft(deadline) {
     const t = Date.parse(deadline);
     return Number.isFinite(t) ? Math.max(0, Math.round((t - Date.now()) / 1000)) : null;
@@ -309,10 +324,16 @@
     show("banner-device", !!devDown, devDown ? "SHOE " + dev.state.toUpperCase() + (dev.code ? " (" + dev.code + ")" : "") : "");
     if (v.awaiting.length) {
       const parts = v.awaiting.map((a) => {
+        if (offline) {
+          // no countdown: the controller that keeps the deadline is gone
+          const at = a.deadline ? clock(a.deadline) : null;
+          return "coup " + a.coup + ": " + a.code + (at ? " (deadline " + at + ")" : "");
+        }
         const s = a.deadline ? secondsLeft(a.deadline) : null;
         return "coup " + a.coup + ": " + a.code + (s !== null ? " (" + s + " s left)" : "");
       });
-      show("banner-misdeal", true, "MISDEAL: awaiting supervisor \u2014 " + parts.join("; "));
+      show("banner-misdeal", true, "MISDEAL: awaiting supervisor \u2014 " + parts.join("; ") +
+        (offline ? " \u2014 the table is offline: its controller decides when it is back" : ""));
     } else {
       show("banner-misdeal", false);
     }
@@ -336,7 +357,20 @@
     drawOdds(v);
     drawRoads(v.roads);
     body.dataset.version = v.version;
+    body.classList.remove("loading");
   }
+
+  // The view as the board knew it when it served the page: the first paint
+  // shows it (the stream's events then replace it)
+  function first() {
+    try {
+      if (body.dataset.view) render(JSON.parse(body.dataset.view));
+    } catch (e) {
+      // a view the page cannot read waits for the stream's first event
+    }
+    body.classList.remove("loading");
+  }
+  first();
 
   const source = new EventSource("/api/table/" + encodeURIComponent(table) + "/events");
   source.addEventListener("view", (e) => {
@@ -345,6 +379,6 @@
   });
   source.addEventListener("error", () => show("banner-stream", true));
   window.addEventListener("resize", () => { if (view) render(view); });
-  // the misdeal countdown moves between updates
-  setInterval(() => { if (view && view.awaiting.length) drawState(view); }, 1000);
+  // the misdeal countdown moves between updates (not while the table is offline)
+  setInterval(() => { if (view && view.awaiting.length && view.status !== "offline") drawState(view); }, 1000);
 })();
