@@ -124,9 +124,12 @@ class BadMessage(ValueError):
 
 def _obj(payload: bytes) -> dict[str, Any]:
     try:
-        data = json.loads(payload)
-    except (ValueError, RecursionError) as exc:  # bad UTF-8, bad JSON, an integer of over 4300 digits
-        raise BadMessage(f"not JSON: {type(exc).__name__}") from None
+        data = msgspec.json.decode(payload)
+    except (msgspec.MsgspecError, RecursionError):  # then as ``json`` reads it: a lone surrogate is JSON
+        try:
+            data = json.loads(payload)
+        except (ValueError, RecursionError) as exc:  # bad UTF-8, bad JSON, an integer of over 4300 digits
+            raise BadMessage(f"not JSON: {type(exc).__name__}") from None
     if not isinstance(data, dict):
         raise BadMessage("not a JSON object")
     return data
