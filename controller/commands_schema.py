@@ -290,21 +290,6 @@ def command_json(cmd: EngineCommand) -> bytes:
     return json.dumps(out, separators=(",", ":")).encode()
 
 
-def command_json_schema() -> dict[str, Any]:
-    """The JSON Schema of a supervisor command (``schemas/command.json``),
-    generated from the Structs above by ``controller.contract_gen``."""
-    import msgspec
-
-    from controller.contract_gen import SCHEMA_DIALECT, _closed, _inline
-
-    refs, defs = msgspec.json.schema_components([Command])
-    body = _inline(refs[0], _closed(defs))
-    # OpenAPI's keyword, pointing at the $defs that inlining removed: the
-    # const ``cmd`` of each branch already tells them apart
-    body.pop("discriminator", None)
-    return {"$schema": SCHEMA_DIALECT, "title": "supervisor command (baccarat/<table>/cmd)", **body}
-
-
 # ------------------------------------------------------------------ parsing
 
 

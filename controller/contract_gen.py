@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from controller.commands_schema import Command
 from controller.event_types import EVENT_TYPES, Envelope, Payload
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -91,9 +92,14 @@ def event_schema(event_type: str) -> dict[str, Any]:
 
 
 def command_schema() -> dict[str, Any]:
-    from controller.commands_schema import command_json_schema
-
-    return command_json_schema()
+    """The JSON Schema of a supervisor command (``schemas/command.json``),
+    generated from the Structs of ``controller.commands_schema``."""
+    refs, defs = msgspec.json.schema_components([Command])
+    body = _inline(refs[0], _closed(defs))
+    # OpenAPI's keyword, pointing at the $defs that inlining removed: the
+    # const ``cmd`` of each branch already tells them apart
+    body.pop("discriminator", None)
+    return {"$schema": SCHEMA_DIALECT, "title": "supervisor command (baccarat/<table>/cmd)", **body}
 
 
 def archive_mark_schema() -> dict[str, Any]:
