@@ -11,10 +11,15 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from controller import __version__
 from controller.errors import ExpectedError
 from controller.textsafe import ONE_LINE_RULE, one_line_problem, visible
+
+if TYPE_CHECKING:
+    # the subcommands of ``shoe-controller``, each added by a ``_<name>_parser``
+    _Commands = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _ctl_options(p: argparse.ArgumentParser, default: object) -> None:
@@ -45,7 +50,24 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"shoe-controller {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    _run_parser(sub)
+    _replay_parser(sub)
+    _fake_parser(sub)
+    _record_parser(sub)
+    _check_config_parser(sub)
+    _odds_parser(sub)
+    _roads_parser(sub)
+    _board_parser(sub)
+    _archive_parser(sub)
+    _ctl_parser(sub)
+    _report_parser(sub)
+    _history_parser(sub)
+    _integrity_parsers(sub)
+    return p
 
+
+def _run_parser(sub: _Commands) -> None:
+    """``run``: the daemon."""
     run = sub.add_parser("run", help="run the daemon (no config: fake shoe, events on stdout)")
     run.add_argument("-c", "--config", help="config YAML (docs/operations.md, Configuration)")
     run.add_argument(
@@ -54,6 +76,9 @@ def _build_parser() -> argparse.ArgumentParser:
         help="JSON lines on stdout even on a terminal (elsewhere they always are)",
     )
 
+
+def _replay_parser(sub: _Commands) -> None:
+    """``replay``: captures through the engine."""
     rp = sub.add_parser("replay", help="replay .shoelog captures through the engine")
     rp.add_argument("files", nargs="+", metavar="FILE", help=".shoelog captures, replayed in turn")
     rp.add_argument("--profile", help="punto_banco | ez_baccarat | baccarat_27 | path to a profile YAML")
@@ -89,6 +114,9 @@ def _build_parser() -> argparse.ArgumentParser:
         help="JSON lines on a terminal too (a line per coup there otherwise; piped, always JSON)",
     )
 
+
+def _fake_parser(sub: _Commands) -> None:
+    """``fake``: a fake shoe."""
     fk = sub.add_parser("fake", help="run a fake shoe")
     fk.add_argument("--pty", action="store_true", help="speak on a pseudo-terminal; prints its path first")
     fk.add_argument(
@@ -110,14 +138,23 @@ def _build_parser() -> argparse.ArgumentParser:
     fk.add_argument("--shoes", type=int, default=0, help="stop after N shoes (0 = forever)")
     fk.add_argument("--log", help="write the fake shoe's own record of what it dealt (JSON lines)")
 
+
+def _record_parser(sub: _Commands) -> None:
+    """``record``: a device's bytes to a capture."""
     rec = sub.add_parser("record", help="capture a device's bytes to a .shoelog")
     rec.add_argument("-c", "--config", required=True, help="the table's config: its device is read")
     rec.add_argument("-o", "--output", required=True, help="the .shoelog file to write")
     rec.add_argument("--duration", type=float, default=0.0, help="stop after N seconds (0 = until SIGINT)")
 
+
+def _check_config_parser(sub: _Commands) -> None:
+    """``check-config``."""
     cc = sub.add_parser("check-config", help="validate a config file")
     cc.add_argument("file", help="the config YAML to check (a table's, a supervisor's, the board's)")
 
+
+def _odds_parser(sub: _Commands) -> None:
+    """``odds``: the exact odds of every bet."""
     od = sub.add_parser("odds", help="exact probabilities and house edge of every bet")
     od.add_argument("--decks", type=int, default=8, help="decks in the shoe, 1..12 (default 8)")
     od.add_argument(
@@ -128,6 +165,9 @@ def _build_parser() -> argparse.ArgumentParser:
     od.add_argument("--remove", default="", help="cards to remove, e.g. 7H,7S,KD")
     od.add_argument("--json", action="store_true", help="one JSON document instead of the table")
 
+
+def _roads_parser(sub: _Commands) -> None:
+    """``roads``: a capture's scoreboard roads."""
     rd = sub.add_parser("roads", help="scoreboard roads of the last shoe in a capture")
     rd.add_argument("file", help="a .shoelog capture; the roads of its last shoe are drawn")
     rd.add_argument("--svg", metavar="OUT", help="write the roads as an SVG picture to OUT")
@@ -139,12 +179,19 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     rd.add_argument("--decks", type=int, help="1..12 (default: the file's, else 8)")
 
+
+def _board_parser(sub: _Commands) -> None:
+    """``board``: the live roadmap display."""
     bd = sub.add_parser("board", help="the live roadmap display of one or more tables (read-only web page)")
     bd.add_argument(
         "--config", "-c", help="board config YAML (examples/board.yaml); default: T01 on localhost"
     )
     bd.add_argument("--listen", metavar="HOST:PORT", help="override the config's listen address")
     bd.add_argument("--check", action="store_true", help="validate the config and exit (0: valid)")
+
+
+def _archive_parser(sub: _Commands) -> None:
+    """``archive``: the broker's events into PostgreSQL."""
     ar = sub.add_parser(
         "archive",
         help="archive every table's events from the broker into PostgreSQL",
@@ -163,6 +210,9 @@ def _build_parser() -> argparse.ArgumentParser:
         help="--stats and --backfill print JSON on a terminal too (sentences there otherwise)",
     )
 
+
+def _ctl_parser(sub: _Commands) -> None:
+    """``ctl``: a supervisor command, an action each."""
     ctl = sub.add_parser(
         "ctl",
         help="send a supervisor command through the broker",
@@ -220,6 +270,9 @@ def _build_parser() -> argparse.ArgumentParser:
     actions.add_parser("new-shoe", parents=[common], help="a fresh shoe is loaded")
     actions.add_parser("end-shoe", parents=[common], help="end the shoe in play")
 
+
+def _report_parser(sub: _Commands) -> None:
+    """``report``: floor reports over the archive."""
     rpt = sub.add_parser(
         "report",
         help="floor reports over the PostgreSQL archive",
@@ -262,12 +315,9 @@ def _build_parser() -> argparse.ArgumentParser:
     fmt = rpt.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="one CSV row per table and period")
     fmt.add_argument("--json", action="store_true", help="the whole report as one JSON object")
-    _history_parser(sub)
-    _integrity_parsers(sub)
-    return p
 
 
-def _integrity_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _integrity_parsers(sub: _Commands) -> None:
     """``keygen`` and ``verify`` (signed, chained events)."""
     kg = sub.add_parser(
         "keygen",
@@ -304,7 +354,7 @@ def _integrity_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
 
 
-def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _history_parser(sub: _Commands) -> None:
     hs = sub.add_parser(
         "history",
         help="surveillance review of a journal (read-only, safe while the daemon runs)",

@@ -54,7 +54,6 @@ OVER: dict[str, int] = {
     "controller/board/app.py::build_app": 85,
     "controller/board/app.py::head_bounded_protocol": 89,
     "controller/board/state.py::TableState": 580,
-    "controller/cli.py::_build_parser": 225,
     "controller/commands/ctl.py::run": 155,
     "controller/commands/replay.py::run": 92,
     "controller/commands/report.py::fetch": 128,
