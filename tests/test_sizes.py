@@ -55,7 +55,6 @@ OVER: dict[str, int] = {
     "controller/board/app.py::head_bounded_protocol": 89,
     "controller/board/state.py::TableState": 580,
     "controller/commands/ctl.py::run": 155,
-    "controller/commands/replay.py::run": 92,
     "controller/commands/report.py::fetch": 128,
     "controller/commands/verify.py::_archive": 90,
     "controller/history.py::Reader": 424,
