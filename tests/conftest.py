@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import random
 import re
 import shutil
 import signal
@@ -57,8 +58,32 @@ def eventually(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
     return predicate()
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+#: The loopback ports ``free_port`` draws from: below Linux's ephemeral range
+#: (32768-60999, where the kernel picks a client's own port and a bind to 0),
+#: a band of 1,000 for each xdist worker (none, the first band).
+PORT_BANDS = range(20000, 32000, 1000)
+
+
+def free_port(*, avoid: set[int] | frozenset[int] = frozenset()) -> int:
+    """A loopback TCP port free now, for a server a test is about to start.
+    Drawn at random from its xdist worker's own band: between this check and
+    the server's bind, no other worker's server nor any client's outgoing
+    connection takes it (a bind to port 0 hands out ports from the range
+    every connection draws from, and may hand the same one to two workers)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) + 1 if worker[:2] == "gw" and worker[2:].isdigit() else 0
+    low = PORT_BANDS[index % len(PORT_BANDS)]
+    for _ in range(500):
+        port = random.randrange(low, low + 1000)
+        if port in avoid:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # a band all taken: any port
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 

@@ -26,17 +26,13 @@ CLUSTER_NAME = "floor"
 
 
 def _free_ports(n: int) -> list[int]:
-    """``n`` distinct free loopback ports (held open together so none repeats)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """``n`` distinct free loopback ports (``tests.conftest.free_port``)."""
+    from tests.conftest import free_port
+
+    ports: set[int] = set()
+    while len(ports) < n:
+        ports.add(free_port(avoid=ports))
+    return sorted(ports)
 
 
 @dataclass
