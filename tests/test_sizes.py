@@ -56,7 +56,6 @@ OVER: dict[str, int] = {
     "controller/board/state.py::TableState": 580,
     "controller/commands/ctl.py::run": 155,
     "controller/commands/report.py::fetch": 128,
-    "controller/commands/verify.py::_archive": 90,
     "controller/history.py::Reader": 424,
     "controller/history_html.py::report_page": 132,
     "controller/history_web.py::history_routes": 132,

@@ -251,39 +251,14 @@ def _day(text: str | None, name: str, default: dt.date) -> dt.date:
 def _archive(
     dsn: str, table: str | None, day_from: str | None, day_to: str | None, pinned: list[str] | None
 ) -> str:
-    from controller.config import table_problem
-
-    if table is None:
-        raise UsageError("verify: the archive is verified per table: give --table")
-    problem = table_problem(table)
-    if problem is not None:
-        raise UsageError(f"--table: {problem}")
-    to = _day(day_to, "--to", dt.datetime.now(dt.UTC).date())
-    first_day = _day(day_from, "--from", to - dt.timedelta(days=30))
-    if first_day > to:
-        raise UsageError(f"--from {first_day} is after --to {to}")
-    if (to - first_day).days + 1 > MAX_DAYS:
-        raise UsageError(
-            f"--from {first_day} --to {to}: {(to - first_day).days + 1} days; at most {MAX_DAYS} in one run"
-        )
+    table, first_day, to = _archive_scope(table, day_from, day_to)
     import psycopg
 
     lo = dt.datetime.combine(first_day, dt.time(), dt.UTC)
     hi = dt.datetime.combine(to + dt.timedelta(days=1), dt.time(), dt.UTC)
     try:
         with psycopg.connect(dsn, connect_timeout=10) as conn:
-            listed = [
-                {"key_id": str(k), "public_key": str(p)}
-                for k, p in conn.execute(
-                    "SELECT key_id, public_key FROM table_keys WHERE table_id = %s ORDER BY first_seen",
-                    (table,),
-                ).fetchall()
-            ]
-            ring = _ring([], pinned) if pinned else KeyRing()
-            if not pinned:
-                for entry in listed:  # the archive already judged them (pinned, tofu, endorsed)
-                    ring.add(entry["public_key"])
-            check = ChainCheck(ring)
+            check = ChainCheck(_archive_ring(conn, table, pinned))
             mark = conn.execute(
                 "SELECT first_seq, seq, event_id FROM archive_table_marks WHERE table_id = %s", (table,)
             ).fetchone()
@@ -301,33 +276,7 @@ def _archive(
                     " WHERE e.table_id = %s AND e.ts >= %s AND e.ts < %s ORDER BY e.seq",
                     (table, lo, hi),
                 )
-
-                def rows() -> Iterator[tuple[str, bytes]]:
-                    for seq, event_id, payload, line in cur:
-                        where = f"archive table {table} seq {seq} ({visible(str(event_id))})"
-                        stored = json.loads(payload)
-                        if line is None:
-                            if "sig" in stored:
-                                raise Broken(f"{where}: its signed line is missing")
-                            yield where, str(payload).encode()
-                            check.head = None  # an unsigned event's bytes are not kept
-                            check.anchored = True
-                            continue
-                        try:
-                            signed = json.loads(line)
-                        except ValueError:
-                            signed = None
-                        if signed != stored:
-                            raise Broken(
-                                f"{where}: the archived event differs from the line its table signed"
-                            )
-                        if stored.get("seq") != seq or stored.get("event_id") != event_id:
-                            raise Broken(
-                                f"{where}: the row holds event seq {stored.get('seq')!r}: rows swapped"
-                            )
-                        yield where, str(line).encode()
-
-                _walk(check, rows())
+                _walk(check, _archived_rows(cur, check, table))
                 cur.close()
             end = _archive_end(conn, check, table, hi_seq, mark)
     except psycopg.Error as exc:
@@ -338,6 +287,71 @@ def _archive(
         check,
         f"; first event checked against {start}, last against {end}",
     )
+
+
+def _archive_scope(
+    table: str | None, day_from: str | None, day_to: str | None
+) -> tuple[str, dt.date, dt.date]:
+    """The table, first and last day of the archive to verify, the options
+    checked (one table, at most ``MAX_DAYS`` days)."""
+    from controller.config import table_problem
+
+    if table is None:
+        raise UsageError("verify: the archive is verified per table: give --table")
+    problem = table_problem(table)
+    if problem is not None:
+        raise UsageError(f"--table: {problem}")
+    to = _day(day_to, "--to", dt.datetime.now(dt.UTC).date())
+    first_day = _day(day_from, "--from", to - dt.timedelta(days=30))
+    if first_day > to:
+        raise UsageError(f"--from {first_day} is after --to {to}")
+    if (to - first_day).days + 1 > MAX_DAYS:
+        raise UsageError(
+            f"--from {first_day} --to {to}: {(to - first_day).days + 1} days; at most {MAX_DAYS} in one run"
+        )
+    return table, first_day, to
+
+
+def _archive_ring(conn: Any, table: str, pinned: list[str] | None) -> KeyRing:
+    """The keys pinned, or else the ones the archive lists for ``table``
+    (the archive already judged them: pinned, tofu, endorsed)."""
+    listed = [
+        {"key_id": str(k), "public_key": str(p)}
+        for k, p in conn.execute(
+            "SELECT key_id, public_key FROM table_keys WHERE table_id = %s ORDER BY first_seen",
+            (table,),
+        ).fetchall()
+    ]
+    ring = _ring([], pinned) if pinned else KeyRing()
+    if not pinned:
+        for entry in listed:
+            ring.add(entry["public_key"])
+    return ring
+
+
+def _archived_rows(cur: Any, check: ChainCheck, table: str) -> Iterator[tuple[str, bytes]]:
+    """Each archived event of ``cur`` as the bytes its table signed (an
+    unsigned one as stored, where the chain starts again), refused where
+    the row and its signed line disagree."""
+    for seq, event_id, payload, line in cur:
+        where = f"archive table {table} seq {seq} ({visible(str(event_id))})"
+        stored = json.loads(payload)
+        if line is None:
+            if "sig" in stored:
+                raise Broken(f"{where}: its signed line is missing")
+            yield where, str(payload).encode()
+            check.head = None  # an unsigned event's bytes are not kept
+            check.anchored = True
+            continue
+        try:
+            signed = json.loads(line)
+        except ValueError:
+            signed = None
+        if signed != stored:
+            raise Broken(f"{where}: the archived event differs from the line its table signed")
+        if stored.get("seq") != seq or stored.get("event_id") != event_id:
+            raise Broken(f"{where}: the row holds event seq {stored.get('seq')!r}: rows swapped")
+        yield where, str(line).encode()
 
 
 _BEFORE = (
