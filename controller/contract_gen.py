@@ -13,6 +13,7 @@ Each schema is self-contained (nested objects inlined, no ``$ref``), Draft
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -75,9 +76,30 @@ def event_struct(payload: type[Payload]) -> type[msgspec.Struct]:
     )
 
 
+def _described(node: Any) -> Any:
+    """``node`` as every msgspec version writes it: each ``description`` (a
+    class's or a field's docstring) as ``inspect.cleandoc`` gives it (msgspec
+    0.22 kept a docstring's indentation, 0.23 does not) and each ``enum`` of
+    strings sorted (0.22 kept the definition's order, 0.23 sorts): the
+    contract is the same text whichever version generates it."""
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for k, v in node.items():
+            if k == "description" and isinstance(v, str):
+                out[k] = inspect.cleandoc(v)
+            elif k == "enum" and isinstance(v, list) and all(isinstance(x, str) for x in v):
+                out[k] = sorted(v)
+            else:
+                out[k] = _described(v)
+        return out
+    if isinstance(node, list):
+        return [_described(v) for v in node]
+    return node
+
+
 def _document(struct: Any, extra: dict[str, Any]) -> dict[str, Any]:
     (ref,), defs = msgspec.json.schema_components([struct])
-    body = _inline(ref, _closed(defs))
+    body = _described(_inline(ref, _closed(defs)))
     return {"$schema": SCHEMA_DIALECT, **extra, **body}
 
 
@@ -95,7 +117,7 @@ def command_schema() -> dict[str, Any]:
     """The JSON Schema of a supervisor command (``schemas/command.json``),
     generated from the Structs of ``controller.commands_schema``."""
     refs, defs = msgspec.json.schema_components([Command])
-    body = _inline(refs[0], _closed(defs))
+    body = _described(_inline(refs[0], _closed(defs)))
     # OpenAPI's keyword, pointing at the $defs that inlining removed: the
     # const ``cmd`` of each branch already tells them apart
     body.pop("discriminator", None)
