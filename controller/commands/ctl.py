@@ -224,6 +224,38 @@ def table_absent(table: str, topic: str, status: str | None) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    m, table = _broker_and_table(args)
+    cmd = build_command(args)
+    # every command carries its table and time (the controller refuses one
+    # without a fresh ts); signed over both when the config has the key
+    key = m.command_key()
+    cmd = sign(cmd, key, time.time(), table) if key is not None else stamp(cmd, table, time.time())
+    reading, fallback = describe(cmd)
+    talk = _Exchange(m, table, cmd, reading, listen=not args.json and reading is not None)
+    reply = talk.send(args.timeout)
+    if args.json:
+        print(json.dumps(reply, separators=(",", ":")))
+        return 0 if reply.get("ok") else 1
+    if not reply.get("ok"):
+        what = args.action + (f" coup {cmd['coup']}" if "coup" in cmd else "")
+        if (
+            cmd["cmd"] in ("enter_card", "accept", "correct")
+            and isinstance(reply.get("would"), list)
+            and not cmd.get("confirm")
+        ):
+            # an entry that goes beyond its card, or a correction, not
+            # applied without --confirm: what it would do
+            would = "; ".join(str(x) for x in reply["would"])
+            raise RuntimeFailure(f"table {table} did not apply {what} (no --confirm): it would {would}")
+        raise RuntimeFailure(f"table {table} refused {what}: {reply.get('error') or 'no reason given'}")
+    # the events' and the command's texts, shown escaped (textsafe.visible)
+    print(visible(talk.sentence() or fallback))
+    return 0
+
+
+def _broker_and_table(args: argparse.Namespace) -> tuple[Any, str]:
+    """The config's broker settings and the table to command, the options
+    checked."""
     if args.config is None:
         raise UsageError(
             "the following arguments are required: -c/--config (a supervisor's config:"
@@ -241,77 +273,127 @@ def run(args: argparse.Namespace) -> int:
         if problem is not None:
             raise UsageError(f"--table {problem}")
         table = args.table
-    cmd = build_command(args)
-    # every command carries its table and time (the controller refuses one
-    # without a fresh ts); signed over both when the config has the key
-    key = m.command_key()
-    cmd = sign(cmd, key, time.time(), table) if key is not None else stamp(cmd, table, time.time())
-    prefix = f"{m.topic_prefix}/{table}"
-    reading, fallback = describe(cmd)
-    listen = not args.json and reading is not None
-    reply: dict[str, Any] = {}
-    events: list[Event] = []
-    lock = threading.Lock()
-    got = threading.Event()
-    said = threading.Event()  # the events say what was done
-    subscribed = threading.Event()
-    failure: list[str] = []
-    sent: list[int] = []  # the command's message id
+    return m, table
 
-    # a client id of its own: a ctl never takes over the daemon's session
-    client = make_client(m, f"ctl-{uuid.uuid4().hex[:8]}")
 
-    status_topic = f"{prefix}/status"
-    status: list[str] = []  # the table's retained status, if the broker holds one
-    status_mid: list[int | None] = []
+class _Exchange:
+    """One command's round trip through the broker: the table's retained
+    status read first, then the command published, its reply awaited and,
+    when ``listen``, the events that say what it did."""
 
-    def on_connect(c: mqtt.Client, _u: Any, _f: Any, rc: Any, _p: Any = None) -> None:
+    def __init__(
+        self,
+        m: Any,
+        table: str,
+        cmd: dict[str, Any],
+        reading: Callable[[list[Event]], str | None] | None,
+        *,
+        listen: bool,
+    ) -> None:
+        self.m = m
+        self.table = table
+        self.cmd = cmd
+        self.reading = reading
+        self.listen = listen
+        self.prefix = f"{m.topic_prefix}/{table}"
+        self.reply: dict[str, Any] = {}
+        self.events: list[Event] = []
+        self.lock = threading.Lock()
+        self.got = threading.Event()
+        self.said = threading.Event()  # the events say what was done
+        self.subscribed = threading.Event()
+        self.failure: list[str] = []
+        self.sent: list[int] = []  # the command's message id
+        self.status_topic = f"{self.prefix}/status"
+        self.status: list[str] = []  # the table's retained status, if the broker holds one
+        self.status_mid: list[int | None] = []
+
+    def send(self, timeout: float) -> dict[str, Any]:
+        """The controller's reply, awaited at most ``timeout`` seconds (and
+        then the events a moment); a failure raised as one line."""
+        # a client id of its own: a ctl never takes over the daemon's session
+        client = make_client(self.m, f"ctl-{uuid.uuid4().hex[:8]}")
+        client.on_connect = self.on_connect
+        client.on_subscribe = self.on_subscribe
+        client.on_message = self.on_message
+        client.on_publish = self.on_publish
+        try:
+            client.connect_first(30, **connect_options(self.m))
+        except OSError as exc:
+            what = "the broker at" if len(self.m.endpoints()) == 1 else "any of the brokers"
+            raise RuntimeFailure(f"cannot reach {what} {exc}") from None
+        client.loop_start()
+        try:
+            start = time.monotonic()
+            if not self.got.wait(timeout):
+                where = "no reply" if self.subscribed.is_set() else "not connected"
+                raise RuntimeFailure(
+                    f"{where} within {timeout:g} s from table {self.table} (command {self.cmd['id']})"
+                )
+            if self.listen and self.reply.get("ok") and not self.failure:
+                left = timeout - (time.monotonic() - start)
+                self.said.wait(max(0.0, min(EVENT_GRACE_S, left)))
+        finally:
+            client.disconnect()
+            client.loop_stop()
+        if self.failure:
+            raise RuntimeFailure(self.failure[0])
+        return self.reply
+
+    def sentence(self) -> str | None:
+        """What the events heard say the command did, if they say it."""
+        with self.lock:
+            return self.reading(self.events) if self.reading is not None else None
+
+    def _fail(self, why: str) -> None:
+        self.failure.append(why)
+        self.got.set()
+
+    def on_connect(self, c: mqtt.Client, _u: Any, _f: Any, rc: Any, _p: Any = None) -> None:
         if rc.is_failure:
-            failure.append(f"broker refused the connection: {rc}")
-            got.set()
+            self._fail(f"broker refused the connection: {rc}")
             return
         # First the table's retained status alone (QoS 0: nothing held in
         # flight), then the reply and event topics: a broker sends a
         # subscription's retained message right after its SUBACK and handles
         # one client's packets in order, so by the second SUBACK the status
         # has come if the broker holds one.
-        status_mid.append(c.subscribe(status_topic, qos=0)[1])
+        self.status_mid.append(c.subscribe(self.status_topic, qos=0)[1])
 
-    def on_subscribe(c: mqtt.Client, _u: Any, mid: Any, codes: Any, _p: Any = None) -> None:
-        if mid in status_mid:
+    def on_subscribe(self, c: mqtt.Client, _u: Any, mid: Any, codes: Any, _p: Any = None) -> None:
+        prefix = self.prefix
+        if mid in self.status_mid:
             if getattr(codes[0], "is_failure", False):
                 # a supervisor's ACL need not grant the status: then the
                 # reply's wait says it, as before
-                status.append("?")
-            topics = [f"{prefix}/cmd/reply"] + ([f"{prefix}/{t}" for t in EVENT_TOPICS] if listen else [])
+                self.status.append("?")
+            events = [f"{prefix}/{t}" for t in EVENT_TOPICS] if self.listen else []
+            topics = [f"{prefix}/cmd/reply", *events]
             c.subscribe([(t, 1) for t in topics])
             return
         if getattr(codes[0], "is_failure", False):
-            failure.append("the broker refused the subscription to cmd/reply (ACL?)")
-            got.set()
+            self._fail("the broker refused the subscription to cmd/reply (ACL?)")
             return
-        absent = table_absent(table, status_topic, status[0] if status else None)
+        absent = table_absent(self.table, self.status_topic, self.status[0] if self.status else None)
         if absent is not None:
-            failure.append(absent)
-            got.set()
+            self._fail(absent)
             return
-        with lock:
-            events.clear()  # only what follows the command can say what it did
-            subscribed.set()
+        with self.lock:
+            self.events.clear()  # only what follows the command can say what it did
+            self.subscribed.set()
         # the bytes signed, with the signature appended last (``wire``)
-        sent.append(c.publish(f"{prefix}/cmd", wire(cmd), qos=1).mid)
+        self.sent.append(c.publish(f"{prefix}/cmd", wire(self.cmd), qos=1).mid)
 
-    def on_publish(_c: mqtt.Client, _u: Any, mid: int, rc: Any, _p: Any = None) -> None:
+    def on_publish(self, _c: mqtt.Client, _u: Any, mid: int, rc: Any, _p: Any = None) -> None:
         # MQTT 5 says why a publish was not taken (an MQTT 3.1.1 broker drops
         # it silently: then no reply comes)
-        if mid in sent and getattr(rc, "is_failure", False):
-            failure.append(f"the broker refused the command: {rc} (ACL?)")
-            got.set()
+        if mid in self.sent and getattr(rc, "is_failure", False):
+            self._fail(f"the broker refused the command: {rc} (ACL?)")
 
-    def on_message(_c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
-        if msg.topic == status_topic:
-            if msg.retain and not status:
-                status.append(bytes(msg.payload[:MAX_STATUS_BYTES]).decode("utf-8", "replace"))
+    def on_message(self, _c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
+        if msg.topic == self.status_topic:
+            if msg.retain and not self.status:
+                self.status.append(bytes(msg.payload[:MAX_STATUS_BYTES]).decode("utf-8", "replace"))
             return
         try:
             data = json.loads(msg.payload)
@@ -319,62 +401,16 @@ def run(args: argparse.Namespace) -> int:
             return
         if not isinstance(data, dict):
             return
-        if msg.topic == f"{prefix}/cmd/reply":
-            if data.get("id") == cmd["id"]:
-                reply.update(data)
-                got.set()
+        if msg.topic == f"{self.prefix}/cmd/reply":
+            if data.get("id") == self.cmd["id"]:
+                self.reply.update(data)
+                self.got.set()
             return
-        if msg.retain or reading is None:
+        if msg.retain or self.reading is None:
             return
-        with lock:
-            if not subscribed.is_set():
+        with self.lock:
+            if not self.subscribed.is_set():
                 return
-            events.append(data)
-            if reading(events) is not None:
-                said.set()
-
-    client.on_connect = on_connect
-    client.on_subscribe = on_subscribe
-    client.on_message = on_message
-    client.on_publish = on_publish
-    try:
-        client.connect_first(30, **connect_options(m))
-    except OSError as exc:
-        what = "the broker at" if len(m.endpoints()) == 1 else "any of the brokers"
-        raise RuntimeFailure(f"cannot reach {what} {exc}") from None
-    client.loop_start()
-    try:
-        start = time.monotonic()
-        if not got.wait(args.timeout):
-            where = "no reply" if subscribed.is_set() else "not connected"
-            raise RuntimeFailure(
-                f"{where} within {args.timeout:g} s from table {table} (command {cmd['id']})"
-            )
-        if listen and reply.get("ok") and not failure:
-            left = args.timeout - (time.monotonic() - start)
-            said.wait(max(0.0, min(EVENT_GRACE_S, left)))
-    finally:
-        client.disconnect()
-        client.loop_stop()
-    if failure:
-        raise RuntimeFailure(failure[0])
-    if args.json:
-        print(json.dumps(reply, separators=(",", ":")))
-        return 0 if reply.get("ok") else 1
-    if not reply.get("ok"):
-        what = args.action + (f" coup {cmd['coup']}" if "coup" in cmd else "")
-        if (
-            cmd["cmd"] in ("enter_card", "accept", "correct")
-            and isinstance(reply.get("would"), list)
-            and not cmd.get("confirm")
-        ):
-            # an entry that goes beyond its card, or a correction, not
-            # applied without --confirm: what it would do
-            would = "; ".join(str(x) for x in reply["would"])
-            raise RuntimeFailure(f"table {table} did not apply {what} (no --confirm): it would {would}")
-        raise RuntimeFailure(f"table {table} refused {what}: {reply.get('error') or 'no reason given'}")
-    with lock:
-        sentence = reading(events) if reading is not None else None
-    # the events' and the command's texts, shown escaped (textsafe.visible)
-    print(visible(sentence or fallback))
-    return 0
+            self.events.append(data)
+            if self.reading(self.events) is not None:
+                self.said.set()
