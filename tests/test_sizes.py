@@ -54,7 +54,6 @@ OVER: dict[str, int] = {
     "controller/board/app.py::build_app": 85,
     "controller/board/app.py::head_bounded_protocol": 89,
     "controller/board/state.py::TableState": 580,
-    "controller/commands/report.py::fetch": 128,
     "controller/history.py::Reader": 424,
     "controller/history_html.py::report_page": 132,
     "controller/history_web.py::history_routes": 132,

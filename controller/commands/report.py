@@ -266,132 +266,169 @@ IN_FORCE = (
 
 def fetch(conn: Any, q: Query) -> dict[tuple[str, dt.datetime], Period]:
     """Run the report's queries; one Period per (table, period start)."""
-    low, high = q.bounds()
-    params: dict[str, Any] = {"t": q.table, "lo": low, "hi": high, "idle": q.idle_s}
-    periods: dict[tuple[str, dt.datetime], Period] = {}
+    f = _Fetch(conn, q)
+    f.coups()
+    f.pace()
+    f.errors()
+    f.interventions()
+    f.corrections()
+    if q.gaps:
+        f.gaps()
+    return f.periods
 
-    def period(table: str, start: dt.datetime) -> Period:
+
+class _Fetch:
+    """The report's queries over one time range, each adding its counts to
+    the Period of their (table, period start)."""
+
+    def __init__(self, conn: Any, q: Query) -> None:
+        low, high = self.low, self.high = q.bounds()
+        self.conn = conn
+        self.q = q
+        self.params: dict[str, Any] = {"t": q.table, "lo": low, "hi": high, "idle": q.idle_s}
+        self.where = "c.ts >= %(lo)s AND c.ts < %(hi)s AND (%(t)s::text IS NULL OR c.table_id = %(t)s)"
+        self.periods: dict[tuple[str, dt.datetime], Period] = {}
+
+    def period(self, table: str, start: dt.datetime) -> Period:
         key = (table, start)
-        p = periods.get(key)
+        p = self.periods.get(key)
         if p is None:
-            p = periods[key] = Period(table, start)
+            p = self.periods[key] = Period(table, start)
         return p
 
-    where = "c.ts >= %(lo)s AND c.ts < %(hi)s AND (%(t)s::text IS NULL OR c.table_id = %(t)s)"
-    bets = _bets_in_play(conn, q, low, high)
-    bet_vals = []
-    bet_aggs = []
-    for i, bet in enumerate(bets):
-        # NULL for a demo or void coup (no settlement) and a bet not offered
-        bet_vals.append(f", (c.settlement->>%(b{i})s)::float8 AS b{i}")
-        bet_aggs.append(f", count(b{i}), count(*) FILTER (WHERE b{i} > 0), coalesce(sum(b{i}), 0)")
-        params[f"b{i}"] = bet
-    rows = conn.execute(
-        f"SELECT table_id, {_period_sql(q, 'l')} AS period, profile, decks,"
-        " count(*) FILTER (WHERE NOT void AND NOT demo),"
-        " count(*) FILTER (WHERE NOT void AND demo),"
-        " count(*) FILTER (WHERE void),"
-        " count(*) FILTER (WHERE NOT void AND NOT demo AND winner = 'banker'),"
-        " count(*) FILTER (WHERE NOT void AND NOT demo AND winner = 'player'),"
-        " count(*) FILTER (WHERE NOT void AND NOT demo AND winner = 'tie')"
-        f" {''.join(bet_aggs)}"
-        f" FROM (SELECT c.table_id, {_local(q, 'c.ts')} AS l, s.profile, s.decks, c.void, c.demo, c.winner"
-        f" {''.join(bet_vals)}"
-        f" FROM {IN_FORCE} c LEFT JOIN shoes s ON s.table_id = c.table_id AND s.shoe = c.shoe"
-        f" WHERE {where}) x GROUP BY 1, 2, 3, 4",
-        params,
-    ).fetchall()
-    for r in rows:
-        p = period(r[0], r[1])
-        settled, demo, void, banker, player, tie = (int(x) for x in r[4:10])
-        p.demo += demo
-        p.void += void
-        if r[2] is None:
-            p.unknown_shoe += settled
-            continue
-        g = p.groups.setdefault((str(r[2]), int(r[3])), GroupCounts(str(r[2]), int(r[3])))
-        g.coups += settled
-        for k, n in (("banker", banker), ("player", player), ("tie", tie)):
-            g.winners[k] = g.winners.get(k, 0) + n
+    def coups(self) -> None:
+        """Coups settled, demo and void; per shoe profile and decks, the
+        winners and each bet's hits and net."""
+        q = self.q
+        bets = _bets_in_play(self.conn, q, self.low, self.high)
+        bet_vals = []
+        bet_aggs = []
         for i, bet in enumerate(bets):
-            n, hits, net = r[10 + 3 * i : 13 + 3 * i]
-            if n:
-                g.settled[bet] = g.settled.get(bet, 0) + int(n)
-                g.hits[bet] = g.hits.get(bet, 0) + int(hits)
-                g.net[bet] = g.net.get(bet, 0.0) + float(net)
+            # NULL for a demo or void coup (no settlement) and a bet not offered
+            bet_vals.append(f", (c.settlement->>%(b{i})s)::float8 AS b{i}")
+            bet_aggs.append(f", count(b{i}), count(*) FILTER (WHERE b{i} > 0), coalesce(sum(b{i}), 0)")
+            self.params[f"b{i}"] = bet
+        rows = self.conn.execute(
+            f"SELECT table_id, {_period_sql(q, 'l')} AS period, profile, decks,"
+            " count(*) FILTER (WHERE NOT void AND NOT demo),"
+            " count(*) FILTER (WHERE NOT void AND demo),"
+            " count(*) FILTER (WHERE void),"
+            " count(*) FILTER (WHERE NOT void AND NOT demo AND winner = 'banker'),"
+            " count(*) FILTER (WHERE NOT void AND NOT demo AND winner = 'player'),"
+            " count(*) FILTER (WHERE NOT void AND NOT demo AND winner = 'tie')"
+            f" {''.join(bet_aggs)}"
+            f" FROM (SELECT c.table_id, {_local(q, 'c.ts')} AS l,"
+            " s.profile, s.decks, c.void, c.demo, c.winner"
+            f" {''.join(bet_vals)}"
+            f" FROM {IN_FORCE} c LEFT JOIN shoes s ON s.table_id = c.table_id AND s.shoe = c.shoe"
+            f" WHERE {self.where}) x GROUP BY 1, 2, 3, 4",
+            self.params,
+        ).fetchall()
+        for r in rows:
+            p = self.period(r[0], r[1])
+            settled, demo, void, banker, player, tie = (int(x) for x in r[4:10])
+            p.demo += demo
+            p.void += void
+            if r[2] is None:
+                p.unknown_shoe += settled
+                continue
+            g = p.groups.setdefault((str(r[2]), int(r[3])), GroupCounts(str(r[2]), int(r[3])))
+            g.coups += settled
+            for k, n in (("banker", banker), ("player", player), ("tie", tie)):
+                g.winners[k] = g.winners.get(k, 0) + n
+            for i, bet in enumerate(bets):
+                n, hits, net = r[10 + 3 * i : 13 + 3 * i]
+                if n:
+                    g.settled[bet] = g.settled.get(bet, 0) + int(n)
+                    g.hits[bet] = g.hits.get(bet, 0) + int(hits)
+                    g.net[bet] = g.net.get(bet, 0.0) + float(net)
 
-    # pace: gaps of at most idle seconds between a table's successive coups
-    rows = conn.execute(
-        f"SELECT table_id, {_period_sql(q, 'l')}, count(*), coalesce(sum(gap), 0) FROM ("
-        f"  SELECT c.table_id, {_local(q, 'c.ts')} AS l, extract(epoch FROM c.ts - lag(c.ts) OVER"
-        "    (PARTITION BY c.table_id ORDER BY c.ts)) AS gap"
-        f"  FROM coups c WHERE {where}) x WHERE gap <= %(idle)s GROUP BY 1, 2",
-        params,
-    ).fetchall()
-    for table, start, n, secs in rows:
-        p = period(table, start)
-        p.paced += int(n)
-        p.dealing_s += float(secs)
+    def pace(self) -> None:
+        """Dealing time: the gaps of at most ``idle`` seconds between a
+        table's successive coups."""
+        q = self.q
+        rows = self.conn.execute(
+            f"SELECT table_id, {_period_sql(q, 'l')}, count(*), coalesce(sum(gap), 0) FROM ("
+            f"  SELECT c.table_id, {_local(q, 'c.ts')} AS l, extract(epoch FROM c.ts - lag(c.ts) OVER"
+            "    (PARTITION BY c.table_id ORDER BY c.ts)) AS gap"
+            f"  FROM coups c WHERE {self.where}) x WHERE gap <= %(idle)s GROUP BY 1, 2",
+            self.params,
+        ).fetchall()
+        for table, start, n, secs in rows:
+            p = self.period(table, start)
+            p.paced += int(n)
+            p.dealing_s += float(secs)
 
-    # dealing errors: one per (shoe, coup, code), in the period of its first event
-    rows = conn.execute(
-        f"SELECT table_id, {_period_sql(q, _local(q, 'first'))}, code, count(*),"
-        " count(*) FILTER (WHERE voided) FROM ("
-        "  SELECT c.table_id, c.shoe, c.coup, c.code, min(c.ts) AS first,"
-        "         bool_or(c.action = 'void') AS voided"
-        f"  FROM misdeals c WHERE {where} GROUP BY 1, 2, 3, 4) e GROUP BY 1, 2, 3",
-        params,
-    ).fetchall()
-    for table, start, code, n, voided in rows:
-        period(table, start).errors[str(code)] = [int(n), int(voided)]
+    def errors(self) -> None:
+        """Dealing errors: one per (shoe, coup, code), in the period of its
+        first event, and how many were voided."""
+        q = self.q
+        rows = self.conn.execute(
+            f"SELECT table_id, {_period_sql(q, _local(q, 'first'))}, code, count(*),"
+            " count(*) FILTER (WHERE voided) FROM ("
+            "  SELECT c.table_id, c.shoe, c.coup, c.code, min(c.ts) AS first,"
+            "         bool_or(c.action = 'void') AS voided"
+            f"  FROM misdeals c WHERE {self.where} GROUP BY 1, 2, 3, 4) e GROUP BY 1, 2, 3",
+            self.params,
+        ).fetchall()
+        for table, start, code, n, voided in rows:
+            self.period(table, start).errors[str(code)] = [int(n), int(voided)]
 
-    rows = conn.execute(
-        f"SELECT table_id, {_period_sql(q, _local(q, 'c.ts'))}, code, count(*)"
-        f" FROM supervisor_interventions c WHERE {where} GROUP BY 1, 2, 3",
-        params,
-    ).fetchall()
-    for table, start, code, n in rows:
-        period(table, start).interventions[str(code)] = int(n)
+    def interventions(self) -> None:
+        """Supervisor interventions by code."""
+        q = self.q
+        rows = self.conn.execute(
+            f"SELECT table_id, {_period_sql(q, _local(q, 'c.ts'))}, code, count(*)"
+            f" FROM supervisor_interventions c WHERE {self.where} GROUP BY 1, 2, 3",
+            self.params,
+        ).fetchall()
+        for table, start, code, n in rows:
+            self.period(table, start).interventions[str(code)] = int(n)
 
-    # corrections, in the period they were made, with the result they supersede
-    rows = conn.execute(
-        f"SELECT table_id, {_period_sql(q, _local(q, 'c.ts'))}, c.shoe, c.coup, c.ts, c.changes,"
-        " coalesce((SELECT r.winner FROM coups r WHERE r.event_id = c.supersedes LIMIT 1),"
-        "          (SELECT r.winner FROM coup_corrections r WHERE r.event_id = c.supersedes LIMIT 1)),"
-        " c.winner, c.reason, c.command_id, c.event_id, c.supersedes"
-        f" FROM coup_corrections c WHERE {where} ORDER BY c.table_id, c.seq",
-        params,
-    ).fetchall()
-    for table, start, shoe, coup, ts, changes, was, winner, reason, command_id, event_id, supersedes in rows:
-        period(table, start).corrections.append(
-            {
-                "shoe": shoe,
-                "coup": int(coup),
-                "at": ts.astimezone(q.tz).replace(tzinfo=None).isoformat(timespec="seconds"),
-                "changes": changes,
-                "was": was,
-                "winner": winner,
-                "reason": reason,
-                "command_id": command_id,
-                "event_id": event_id,
-                "supersedes": supersedes,
-            }
-        )
-    if q.gaps:
-        for p in periods.values():
+    def corrections(self) -> None:
+        """Corrections, in the period they were made, with the result they supersede."""
+        q = self.q
+        rows = self.conn.execute(
+            f"SELECT table_id, {_period_sql(q, _local(q, 'c.ts'))}, c.shoe, c.coup, c.ts, c.changes,"
+            " coalesce((SELECT r.winner FROM coups r WHERE r.event_id = c.supersedes LIMIT 1),"
+            "          (SELECT r.winner FROM coup_corrections r WHERE r.event_id = c.supersedes LIMIT 1)),"
+            " c.winner, c.reason, c.command_id, c.event_id, c.supersedes"
+            f" FROM coup_corrections c WHERE {self.where} ORDER BY c.table_id, c.seq",
+            self.params,
+        ).fetchall()
+        for table, start, shoe, coup, ts, changes, was, winner, *ids in rows:
+            reason, command_id, event_id, supersedes = ids
+            self.period(table, start).corrections.append(
+                {
+                    "shoe": shoe,
+                    "coup": int(coup),
+                    "at": ts.astimezone(q.tz).replace(tzinfo=None).isoformat(timespec="seconds"),
+                    "changes": changes,
+                    "was": was,
+                    "winner": winner,
+                    "reason": reason,
+                    "command_id": command_id,
+                    "event_id": event_id,
+                    "supersedes": supersedes,
+                }
+            )
+
+    def gaps(self) -> None:
+        """Events the archive is missing: holes in each table's seq."""
+        q = self.q
+        for p in self.periods.values():
             p.missing = 0
         # a hole between two archived events of a table counts in the
         # period of the event before it
-        rows = conn.execute(
+        rows = self.conn.execute(
             f"SELECT table_id, {_period_sql(q, 'l')}, coalesce(sum(next - seq - 1), 0) FROM ("
             f"  SELECT c.table_id, c.seq, {_local(q, 'c.ts')} AS l,"
             "    lead(c.seq) OVER (PARTITION BY c.table_id ORDER BY c.seq) AS next"
-            f"  FROM events c WHERE {where}) x WHERE next > seq + 1 GROUP BY 1, 2",
-            params,
+            f"  FROM events c WHERE {self.where}) x WHERE next > seq + 1 GROUP BY 1, 2",
+            self.params,
         ).fetchall()
         for table, start, n in rows:
-            period(table, start).missing = int(n)
-    return periods
+            self.period(table, start).missing = int(n)
 
 
 def check_table(conn: Any, table: str) -> None:
