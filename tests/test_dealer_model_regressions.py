@@ -650,3 +650,82 @@ def test_an_early_result_after_a_lost_result_loses_the_numbering() -> None:
     assert reply["ok"] is True, reply
     out = [ev for f in coup_frames([["9H", "KD", "TC", "QC"]], seq=27, t=T0 + 12) for ev in e.feed(f)]
     assert [r["coup"] for r in out if r["type"] == "coup.result"] == [5]
+
+
+def test_a_jam_while_cards_wait_past_a_complete_tableau_is_flagged_on_their_coup() -> None:
+    # Coup 2 is complete (a natural, 4 cards) and the dealer presses no
+    # RESULT: coup 3's first card waits past coup 2's tableau, the device
+    # jams and clears, then coup 3's next three cards come (four cards: the
+    # next coup). The DEVICE_FAULT was put on coup 2 (the coup in play when
+    # the jam came), and coup 3, where it happened, had no flag.
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"], ["8D", "2C", "KD", "5C"])[:-1]  # (no RESULT)
+    frames += [Card(T0, 13, "2D"), Status(T0, 14, "JAM"), Status(T0, 15, "OK")]
+    frames += [Card(T0, 16, "TH"), Card(T0, 17, "7C"), Card(T0, 18, "KS"), Button(T0, 19, "RESULT")]
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert [s["code"] for s in out if s["type"] == "device.status"] == ["HELLO", "JAM", "OK"]
+    assert [(m["coup"], m["code"], m["action"]) for m in out if m["type"] == "misdeal"] == [
+        (2, "MISSING_RESULT", "corrected"),
+        (3, "DEVICE_FAULT", "awaiting_supervisor"),
+        (3, "DEVICE_FAULT", "corrected"),
+    ]
+    assert [r["coup"] for r in out if r["type"] == "coup.result"] == [1, 2, 3]
+
+
+def test_a_jam_while_cards_wait_past_a_complete_tableau_then_result_is_the_coups_own() -> None:
+    # The same jam, but the dealer presses RESULT after two cards: they are
+    # coup 2's extra cards, and the jam came in coup 2.
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"], ["8D", "2C", "KD", "5C"])[:-1]
+    frames += [Card(T0, 13, "2D"), Status(T0, 14, "JAM"), Status(T0, 15, "OK")]
+    frames += [Card(T0, 16, "TH"), Button(T0, 17, "RESULT")]
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert [(m["coup"], m["code"], m["action"]) for m in out if m["type"] == "misdeal"] == [
+        (2, "EXTRA_CARD", "corrected"),
+        (2, "DEVICE_FAULT", "awaiting_supervisor"),
+        (2, "DEVICE_FAULT", "corrected"),
+        (2, "EXTRA_CARD", "corrected"),
+    ]
+    assert [r["coup"] for r in out if r["type"] == "coup.result"] == [1, 2]
+
+
+def test_a_restart_while_cards_wait_past_a_complete_tableau_loses_the_numbering() -> None:
+    # Coup 2 is complete (a natural, 4 cards) and the dealer presses no
+    # RESULT: coup 3's first two cards wait past its tableau, the device
+    # restarts, coup 3's last two cards and its RESULT come. The waiting
+    # cards, what the restart lost and the cards after it may be coup 3 or
+    # coup 2's extra cards (as with a gap there): the engine took all four
+    # as coup 2's extra cards and numbered coup 4 as 3, unflagged.
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"], ["8D", "2C", "KD", "5C"])[:-1]  # (no RESULT)
+    frames += [Card(T0, 13, "2D"), Card(T0, 14, "TH"), Hello(T0, 0, "FAKE", "1.0", "1")]
+    frames += [Card(T0, 1, "7C"), Card(T0, 2, "KS"), Button(T0, 3, "RESULT")]
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    assert "COUP_NUMBERING_LOST" in alerts(out)
+    out = [ev for f in coup_frames([["8C", "2S", "KS", "5S"]], seq=4, t=T0 + 11) for ev in e.feed(f)]
+    assert [r["coup"] for r in out if r["type"] == "coup.result"] == []
+    reply, out = e.command(Accept(id="a", coup=5, confirm=True), T0 + 12)
+    assert reply["ok"] is True, reply
+    out = [ev for f in coup_frames([["9C", "2H", "KC", "5H"]], seq=9, t=T0 + 13) for ev in e.feed(f)]
+    assert [r["coup"] for r in out if r["type"] == "coup.result"] == [5]
+
+
+def test_four_cards_after_a_restart_past_a_complete_tableau_are_the_next_coup() -> None:
+    # Coup 2 is complete and the device restarts (nothing lost); the
+    # dealer presses no RESULT and deals coup 3 (four cards) and its
+    # RESULT, then coup 4. Four cards past a complete tableau before the
+    # next RESULT are the next coup (docs/dealing-errors.md, "A RESULT never pressed"): at
+    # coup 2's deadline they were taken as its extra cards, and coup 4 was
+    # settled as coup 3.
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"], ["8D", "2C", "KD", "5C"])[:-1]  # (no RESULT)
+    frames += [Hello(T0, 0, "FAKE", "1.0", "1")]
+    frames += [Card(T0, 1, c) for c in ("2D", "TH", "7C", "KS")] + [Button(T0, 5, "RESULT")]
+    frames += coup_frames([["8C", "2S", "KS", "5S"]], seq=6, t=T0 + 1)
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    voids = [(v["coup"], [c["card"] for c in v["cards"]]) for v in out if v["type"] == "coup.void"]
+    assert voids == [(2, ["8D", "2C", "KD", "5C"]), (3, ["2D", "TH", "7C", "KS"])]
+    assert [(r["coup"], r["player"]["cards"]) for r in out if r["type"] == "coup.result"] == [
+        (1, ["9S", "TS"]),
+        (4, ["8C", "KS"]),
+    ]

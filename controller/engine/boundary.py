@@ -14,6 +14,7 @@ held their end.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from controller.cards import CARD_VALUE
@@ -28,6 +29,7 @@ from firmware_protocols.frames import (
     Card,
     CutCard,
     DeviceResult,
+    DeviceSeen,
     Frame,
     Hello,
     HostRequest,
@@ -233,7 +235,7 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
         # the cards between were its extra cards, placed now (or the next
         # coup's first, its RESULT pressed early, with this coup's RESULT
         # never pressed: kept to tell at the next RESULT, ``_early_fits``)
-        read = [c.card for c in coup.past]
+        read = [c.card for c in coup.past if isinstance(c, Card)]
         yield from past_as_extras(eng, s, coup)
         if not fits and coup.void_code is None:
             # (a coup void, or read as beginning with the extra cards before
@@ -332,7 +334,7 @@ def _early_fits(eng: Engine, s: Shoe | None, coup: Coup) -> bool:
     s.past_read = None
     if number != coup.number - 1 or coup.void_code is not None or coup.held is not None:
         return False
-    own = [*coup.extras, *(c.card for c in coup.past)]
+    own = [*coup.extras, *(c.card for c in coup.past if isinstance(c, Card))]
     if not own:
         return False  # (one dealing error, the extra card, against two: read so)
     return tableau.tableau_exact(eng, [*read, *coup.cards, *own])
@@ -604,16 +606,16 @@ def past_tableau(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
         yield from _next_coup_began(eng, coup, [f], f.t)
         return
     coup.past.append(f)
-    if len(coup.past) >= MIN_COUP_CARDS:
+    if sum(isinstance(x, Card) for x in coup.past) >= MIN_COUP_CARDS:
         cards, coup.past = coup.past, []
         yield from _next_coup_began(eng, coup, cards, f.t)
 
 
-def _next_coup_began(eng: Engine, coup: Coup, cards: list[Card], t: float) -> Work:
+def _next_coup_began(eng: Engine, coup: Coup, cards: Sequence[Card | DeviceSeen], t: float) -> Work:
     """The cards after ``coup``'s complete tableau are the next coup's: the
     dealer did not press RESULT. The coup ends as dealt (settled unless
     something else keeps it open), flagged, and the cards open the next."""
-    shown = ", ".join(c.card or "unread" for c in cards)
+    shown = ", ".join(c.card or "unread" for c in cards if isinstance(c, Card))
     detail = (
         f"no RESULT after the complete tableau: the card(s) after it ({shown}) "
         "are the next coup's; this coup ends as dealt"
@@ -629,7 +631,9 @@ def past_as_extras(eng: Engine, s: Shoe, coup: Coup) -> Work:
     ``extra_card`` (a coup they void takes the rest as its extras)."""
     cards, coup.past = coup.past, []
     for c in cards:
-        if coup.void_code is not None:
+        if isinstance(c, DeviceSeen):
+            yield c  # (a fault that came among them: in this coup)
+        elif coup.void_code is not None:
             dealing.deal_void(eng, s, coup, c)
         else:
             yield from extra_card(eng, s, coup, c)
@@ -642,7 +646,8 @@ def past_of_void(eng: Engine, coup: Coup) -> None:
     cards, coup.past = coup.past, []
     if s is not None:
         for c in cards:
-            dealing.deal_void(eng, s, coup, c)
+            if isinstance(c, Card):  # (a fault among them: nothing left to flag)
+                dealing.deal_void(eng, s, coup, c)
 
 
 #: frames that leave the cards waiting past a complete tableau waiting (or

@@ -46,6 +46,9 @@ def restarted(eng: Engine, f: Hello) -> None:
     """What a device restart does to the coup in play, where it came."""
     coup = coup_in_play(eng)
     if coup is not None:
+        if not coup.lost_frames:
+            # (what the coup had when the sequence broke: ``loss.ends_in``)
+            coup.anchor_k, coup.anchor_need = len(coup.cards), tableau.need(eng, coup)
         # a restart breaks the sequence: frames may have been lost unseen
         loss.gap(eng, coup, f.t, 0, "the device restarted mid-coup; frames may have been lost")
 
@@ -76,6 +79,28 @@ def held_behind(eng: Engine, f: Hello | Status, seen: DeviceSeen | None = None) 
     return True
 
 
+def past_behind(eng: Engine, f: Status) -> bool:
+    """A fault, or the OK after a fault that waits, come while cards wait
+    past the live coup's complete tableau with no RESULT yet
+    (``boundary.past_tableau``): whether it came in that coup (the cards
+    are its extra cards) or in the next (they are the next coup's first
+    cards, its RESULT never pressed) only the next RESULT or a fourth card
+    tells. Its ``device.status`` was sent; what it does to the game waits
+    with the cards (a ``DeviceSeen``, applied by ``on_seen`` where they are
+    placed) and it returns True. (Flagged at once on the coup in play it
+    would flag the coup before the one it came in.)"""
+    s = eng.shoe
+    cur = s.current if s is not None else None
+    if cur is None or not cur.past or not eng.button or f.card_unread:
+        return False
+    if f.code not in FAULT_CODES:
+        waits = any(isinstance(x, DeviceSeen) for x in cur.past)
+        if not (f.code == "OK" and waits):
+            return False
+    cur.past.append(DeviceSeen(f.t, f.seq, f))
+    return True
+
+
 def on_seen(eng: Engine, f: DeviceSeen) -> Work:
     """A HELLO or a fault that came while frames were held, reached where
     it came once the frames before it are dealt on: what it does to the
@@ -90,6 +115,13 @@ def on_seen(eng: Engine, f: DeviceSeen) -> Work:
         if s is not None and s.after_premature is not None:
             # (a loss on the line ends the wait for a second RESULT)
             yield from boundary.flush_after_premature(eng, s, d)
+        cur = s.current if s is not None else None
+        if s is not None and cur is not None and cur.past:
+            # (and the wait for a RESULT past a complete tableau, as the
+            # restart does arriving: ``Engine._past_then``)
+            waiting, dealt = sum(isinstance(x, Card) for x in cur.past), s.comp.dealt
+            yield from boundary.past_as_extras(eng, s, cur)
+            loss.lose_past_numbering(eng, d, cur, waiting, dealt)
         restarted(eng, d)
         return
     yield from fault(eng, d, coup_in_play(eng))
@@ -131,7 +163,7 @@ def on_status(eng: Engine, f: Status) -> Work:
             if work is not None:
                 yield from work
         coup = coup_in_play(eng)
-    if (code in FAULT_CODES or code == "OK") and held_behind(eng, f):
+    if (code in FAULT_CODES or code == "OK") and (held_behind(eng, f) or past_behind(eng, f)):
         return
     yield from fault(eng, f, coup)
     if code == "EMPTY":

@@ -290,9 +290,9 @@ class Engine:
 
     def _past_then(self, coup: Coup, frame: Frame) -> Work:
         assert self.shoe is not None
-        waiting, dealt = len(coup.past), self.shoe.comp.dealt
+        waiting, dealt = sum(isinstance(x, Card) for x in coup.past), self.shoe.comp.dealt
         yield from boundary.past_as_extras(self, self.shoe, coup)
-        if isinstance(frame, SequenceGap):
+        if isinstance(frame, (SequenceGap, Hello)):
             # The cards that waited, the frames lost and what follows them
             # may be one coup (the dealer did not press RESULT: docs/dealing-errors.md,
             # "Dealing errors", four cards or more before the next RESULT

@@ -567,6 +567,14 @@ def ends_in(eng: Engine, coup: Coup, held: list[Frame], *, result: bool) -> set[
         elif isinstance(x, SequenceGap):
             items.append(_lost(x))
     if not any(items):
+        if coup.lost_frames and need == 0 and k >= MIN_COUP_CARDS and len(items) - 1 >= MIN_COUP_CARDS:
+            # A device restart after the coup's complete tableau (counted as
+            # losing nothing), then four cards or more before the next
+            # RESULT: the dealer did not press RESULT and began the next
+            # coup (docs/dealing-errors.md, "A RESULT never pressed"), one coup end, not
+            # the coup's extra cards (which would take a coup out of the
+            # count).
+            return {1}
         return {0}
     ends = _ends_possible(k, need, items, result)
     if len(ends) > 1 or _MAX_ENDS in ends:
@@ -608,20 +616,24 @@ def lose_numbering(eng: Engine, t: float, coup: Coup, lost: int, ends: set[int])
     )
 
 
-def lose_past_numbering(eng: Engine, f: SequenceGap, coup: Coup, waiting: int, dealt: int) -> None:
-    """Frames lost while ``waiting`` cards waited past ``coup``'s complete
-    tableau (``boundary.past_tableau``): they are placed as its extra cards,
-    but with the frames lost and the cards after them they may have been
-    the next coup's (the dealer pressed no RESULT), so how many coups were
-    dealt is not known: the numbering is lost, never guessed. Its window
-    starts at the coup after ``coup``, with the shoe's ``dealt`` cards
-    before the waiting ones (they may be that coup's first)."""
+def lose_past_numbering(eng: Engine, f: SequenceGap | Hello, coup: Coup, waiting: int, dealt: int) -> None:
+    """Frames lost (a gap, or a device restart) while ``waiting`` cards
+    waited past ``coup``'s complete tableau (``boundary.past_tableau``):
+    they are placed as its extra cards, but with the frames lost and the
+    cards after them they may have been the next coup's (the dealer
+    pressed no RESULT), so how many coups were dealt is not known: the
+    numbering is lost, never guessed. Its window starts at the coup after
+    ``coup``, with the shoe's ``dealt`` cards before the waiting ones (they
+    may be that coup's first)."""
     s = eng.shoe
     if s is None or waiting == 0 or s.numbering_lost is not None:
         return
     s.window = (coup.number + 1, dealt)
+    what = (
+        f"the {_frames_lost(_lost(f))}" if isinstance(f, SequenceGap) else "the frames a device restart lost"
+    )
     s.numbering_lost = (
-        f"the {_frames_lost(_lost(f))} after {waiting} card(s) past the complete tableau of coup "
+        f"{what} after {waiting} card(s) past the complete tableau of coup "
         f"{coup.number} may hold its end or the next coup's cards (no RESULT pressed)"
     )
     eng._alert(

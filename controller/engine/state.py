@@ -35,7 +35,7 @@ from typing import Any, Final, TypeAlias, TypeVar
 
 from controller.cards import ShoeComposition
 from controller.engine.machine import BURN, ENDED, LIVE, SETTLED, CoupState, ShoePhase
-from firmware_protocols.frames import Card, DeviceResult, Frame, Renumbered
+from firmware_protocols.frames import Card, DeviceResult, DeviceSeen, Frame, Renumbered
 
 ORDER = ("P1", "B1", "P2", "B2")
 UNKNOWN = "?"  # the next position cannot be decided yet
@@ -113,8 +113,11 @@ class Coup:
     carry: list[Frame] = field(default_factory=list)
     #: cards after its complete tableau with its RESULT not yet pressed
     #: (fewer than 4): extra cards if the RESULT comes, the next coup's
-    #: if a fourth card comes first (``boundary.past_tableau``)
-    past: list[Card] = field(default_factory=list)
+    #: if a fourth card comes first (``boundary.past_tableau``); a fault
+    #: (or its OK) that came among them waits there too, as a
+    #: ``DeviceSeen`` (``device.past_behind``): it came in the coup they
+    #: turn out to be
+    past: list[Card | DeviceSeen] = field(default_factory=list)
     #: where it stands in its life, the one source of truth: changed only by
     #: ``machine.move`` (and ``sync``, ``close``, ``hold``, ``unhold``, ``void``)
     state: CoupState = CoupState.NEW
