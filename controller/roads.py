@@ -361,71 +361,13 @@ def render_svg(roads: Roads, title: str = "") -> str:
             fill="#222",
             font_family="sans-serif",
         )
-
-    # bead plate
     y += 16.0
-    _grid(svg, margin, y, cols_bead, ROWS, bead_size, "Bead plate")
-    r = bead_size * 0.42
-    for ci, col in enumerate(roads["bead_plate"]):
-        for ri, cell in enumerate(col):
-            cx = margin + (ci + 0.5) * bead_size
-            cy = y + (ri + 0.5) * bead_size
-            svg.add("circle", cx=cx, cy=cy, r=r, fill=_FILL[cell["w"]])
-            svg.add(
-                "text",
-                cell["w"],
-                x=cx,
-                y=cy + 5.0,
-                font_size=14,
-                font_weight="bold",
-                fill="#fff",
-                text_anchor="middle",
-                font_family="sans-serif",
-            )
-            _pair_dots(svg, cx, cy, r, cell)
+    _draw_bead_plate(svg, roads["bead_plate"], margin, y, cols_bead, bead_size)
     y += ROWS * bead_size + gap
-
-    # big road
-    _grid(svg, margin, y, cols_big, ROWS, big_size, "Big road")
-    r = big_size * 0.38
-    for p in big_cells:
-        cx = margin + (p.x + 0.5) * big_size
-        cy = y + (p.y + 0.5) * big_size
-        cell = p.cell
-        svg.add("circle", cx=cx, cy=cy, r=r, fill="none", stroke=_FILL[cell["w"]], stroke_width=3)
-        ties = int(cell.get("ties", 0))
-        if ties:
-            svg.add("line", x1=cx - r, y1=cy + r, x2=cx + r, y2=cy - r, stroke=_GREEN, stroke_width=2.5)
-            if ties > 1:
-                svg.add(
-                    "text",
-                    str(ties),
-                    x=cx,
-                    y=cy + 4.0,
-                    font_size=11,
-                    font_weight="bold",
-                    fill=_GREEN,
-                    text_anchor="middle",
-                    font_family="sans-serif",
-                )
-        _pair_dots(svg, cx, cy, r, cell)
+    _draw_big_road(svg, big_cells, margin, y, cols_big, big_size)
     y += ROWS * big_size + gap
-
-    # derived roads
-    labels = {"big_eye_boy": "Big eye boy", "small_road": "Small road", "cockroach_pig": "Cockroach pig"}
     for name, _ in DERIVED:
-        _grid(svg, margin, y, cols_small, ROWS, small_size, labels[name])
-        r = small_size * 0.36
-        for p in derived_cells[name]:
-            cx = margin + (p.x + 0.5) * small_size
-            cy = y + (p.y + 0.5) * small_size
-            colour = _RED if p.cell == "red" else _BLUE
-            if name == "big_eye_boy":
-                svg.add("circle", cx=cx, cy=cy, r=r, fill="none", stroke=colour, stroke_width=1.8)
-            elif name == "small_road":
-                svg.add("circle", cx=cx, cy=cy, r=r, fill=colour)
-            else:
-                svg.add("line", x1=cx - r, y1=cy + r, x2=cx + r, y2=cy - r, stroke=colour, stroke_width=2.2)
+        _draw_derived_road(svg, name, derived_cells[name], margin, y, cols_small, small_size)
         y += ROWS * small_size + gap
 
     height = y - gap + margin
@@ -444,3 +386,77 @@ def render_svg(roads: Roads, title: str = "") -> str:
         )
         + "\n"
     )
+
+
+def _draw_bead_plate(svg: _Svg, columns: Any, x: float, y: float, cols: int, size: float) -> None:
+    """The bead plate at (x, y): a filled disc per coup with the winner's
+    letter and its pair dots."""
+    _grid(svg, x, y, cols, ROWS, size, "Bead plate")
+    r = size * 0.42
+    for ci, col in enumerate(columns):
+        for ri, cell in enumerate(col):
+            cx = x + (ci + 0.5) * size
+            cy = y + (ri + 0.5) * size
+            svg.add("circle", cx=cx, cy=cy, r=r, fill=_FILL[cell["w"]])
+            svg.add(
+                "text",
+                cell["w"],
+                x=cx,
+                y=cy + 5.0,
+                font_size=14,
+                font_weight="bold",
+                fill="#fff",
+                text_anchor="middle",
+                font_family="sans-serif",
+            )
+            _pair_dots(svg, cx, cy, r, cell)
+
+
+def _draw_big_road(svg: _Svg, cells: list[Placed], x: float, y: float, cols: int, size: float) -> None:
+    """The big road at (x, y): a hollow ring per coup, a green slash over
+    ties (with their count when more than one), pair dots."""
+    _grid(svg, x, y, cols, ROWS, size, "Big road")
+    r = size * 0.38
+    for p in cells:
+        cx = x + (p.x + 0.5) * size
+        cy = y + (p.y + 0.5) * size
+        cell = p.cell
+        svg.add("circle", cx=cx, cy=cy, r=r, fill="none", stroke=_FILL[cell["w"]], stroke_width=3)
+        ties = int(cell.get("ties", 0))
+        if ties:
+            svg.add("line", x1=cx - r, y1=cy + r, x2=cx + r, y2=cy - r, stroke=_GREEN, stroke_width=2.5)
+            if ties > 1:
+                svg.add(
+                    "text",
+                    str(ties),
+                    x=cx,
+                    y=cy + 4.0,
+                    font_size=11,
+                    font_weight="bold",
+                    fill=_GREEN,
+                    text_anchor="middle",
+                    font_family="sans-serif",
+                )
+        _pair_dots(svg, cx, cy, r, cell)
+
+
+_DERIVED_LABELS = {"big_eye_boy": "Big eye boy", "small_road": "Small road", "cockroach_pig": "Cockroach pig"}
+
+
+def _draw_derived_road(
+    svg: _Svg, name: str, cells: list[Placed], x: float, y: float, cols: int, size: float
+) -> None:
+    """A derived road at (x, y): big eye boy hollow rings, small road filled
+    dots, cockroach pig slashes; red or blue."""
+    _grid(svg, x, y, cols, ROWS, size, _DERIVED_LABELS[name])
+    r = size * 0.36
+    for p in cells:
+        cx = x + (p.x + 0.5) * size
+        cy = y + (p.y + 0.5) * size
+        colour = _RED if p.cell == "red" else _BLUE
+        if name == "big_eye_boy":
+            svg.add("circle", cx=cx, cy=cy, r=r, fill="none", stroke=colour, stroke_width=1.8)
+        elif name == "small_road":
+            svg.add("circle", cx=cx, cy=cy, r=r, fill=colour)
+        else:
+            svg.add("line", x1=cx - r, y1=cy + r, x2=cx + r, y2=cy - r, stroke=colour, stroke_width=2.2)

@@ -57,7 +57,6 @@ OVER: dict[str, int] = {
     "controller/history.py::Reader": 424,
     "controller/history_html.py::report_page": 132,
     "controller/history_web.py::history_routes": 132,
-    "controller/roads.py::render_svg": 116,
     "drivers/fake.py::FakeShoe": 450,
     "drivers/fake.py::FakeShoe._deal_coup": 87,
     "firmware_protocols/angel_eye.py::Decoder.feed": 106,
