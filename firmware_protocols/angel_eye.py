@@ -505,7 +505,6 @@ class Decoder:
         buf = self._buf + data if self._buf else bytes(data)
         n = len(buf)
         pos = 0
-        stats = self.stats
         search = _START.search
         while True:
             m = search(buf, pos)
@@ -518,92 +517,100 @@ class Decoder:
                 self._skip(start - pos)
             pos = start
             lead = buf[start]
+            after: int | None
             if lead == ENQ:
-                if n - start < 3:
-                    break
-                cmd = buf[start + 2]
-                nbytes = DATA_LEN.get(cmd)
-                if nbytes is None:
-                    after = self._unknown(t, buf, start, n, out)
-                    if after is None:
-                        break
-                    pos = after
-                    continue
-                end = start + 6 + nbytes
-                if end > n:
-                    break
-                etx = end - 3
-                bcc = _BCC_VALUE.get(buf[etx + 1 : end])
-                if buf[etx] != ETX or bcc is None:
-                    self._bad("malformed", end - start - 1)
-                    pos = start + 1
-                    continue
-                # BCC: XOR of seq through ETX; verify against the vendor's manual before production
-                if xor8(buf[start + 1 : etx + 1]) != bcc:
-                    self._bad("bad_checksum", end - start - 1)
-                    pos = start + 1
-                    continue
-                self._claimed = 0
-                pos = end
-                seq = buf[start + 1]
-                raw = buf[start:end]
-                if seq == self._seq.last and raw == self._last_raw:
-                    stats["duplicate"] += 1  # the usual 2nd and 3rd copy: no need to parse it
-                    continue
-                try:
-                    frame = _PARSERS[cmd](t, seq, cmd, buf[start + 3 : etx])
-                except _Malformed:
-                    stats["malformed"] += 1
-                    continue
-                self._accept(t, seq, raw, frame, out)
-            elif (
-                lead == STX
-            ):  # host command: STX O P tt dd ETX BCC; verify against the vendor's manual before production
-                end = start + HOST_FRAME_LEN
-                if end > n:
-                    break
-                bcc = _BCC_VALUE.get(buf[end - 2 : end])
-                if buf[end - 3] != ETX or bcc is None:
-                    self._bad("malformed", HOST_FRAME_LEN - 1)
-                    pos = start + 1
-                    continue
-                if xor8(buf[start + 1 : end - 2]) != bcc:
-                    self._bad("bad_checksum", HOST_FRAME_LEN - 1)
-                    pos = start + 1
-                    continue
-                self._claimed = 0
-                pos = end
-                what = _host_command(buf[start:end])
-                if what is None:
-                    stats["malformed"] += 1
-                    continue
-                stats["frames"] += 1
-                out.append(HostRequest(t=t, seq=None, what=what))
+                after = self._shoe_message(t, buf, start, n, out)
+            elif lead == STX:
+                after = self._host_request(t, buf, start, n, out)
             elif self._claimed:
                 # A lone answer byte inside what a bad message claimed is
                 # more likely a byte of that message than an answer.
                 self._skip(1)
-                pos = start + 1
-            elif (
-                lead == ACK
-            ):  # the shoe's answers: ACK, NAK + code; verify against the vendor's manual before production
-                stats["frames"] += 1
+                after = start + 1
+            elif lead == ACK:
+                # the shoe's answers: ACK, NAK + code; verify against the vendor's manual before production
+                self.stats["frames"] += 1
                 out.append(Ack(t=t, seq=None, ok=True))
-                pos = start + 1
-            else:  # NAK + code
-                end = start + NAK_LEN
-                if end > n:
-                    break
-                code = buf[start + 1 : end]
-                if not code.isalnum():
-                    self._bad("malformed", NAK_LEN - 1)
-                    pos = start + 1
-                    continue
-                stats["frames"] += 1
-                out.append(Ack(t=t, seq=None, ok=False, code=code.decode("ascii")))
-                pos = end
+                after = start + 1
+            else:
+                after = self._nak(t, buf, start, n, out)
+            if after is None:  # the rest of the message is still to come
+                break
+            pos = after
         self._buf = buf[pos:] if pos < n else b""
         return out
+
+    def _shoe_message(self, t: float, buf: bytes, start: int, n: int, out: list[Frame]) -> int | None:
+        """The shoe's message at ``start`` (ENQ seq cmd data ETX BCC):
+        where decoding goes on, or None when it is not all read yet."""
+        if n - start < 3:
+            return None
+        cmd = buf[start + 2]
+        nbytes = DATA_LEN.get(cmd)
+        if nbytes is None:
+            return self._unknown(t, buf, start, n, out)
+        end = start + 6 + nbytes
+        if end > n:
+            return None
+        etx = end - 3
+        bcc = _BCC_VALUE.get(buf[etx + 1 : end])
+        if buf[etx] != ETX or bcc is None:
+            self._bad("malformed", end - start - 1)
+            return start + 1
+        # BCC: XOR of seq through ETX; verify against the vendor's manual before production
+        if xor8(buf[start + 1 : etx + 1]) != bcc:
+            self._bad("bad_checksum", end - start - 1)
+            return start + 1
+        self._claimed = 0
+        seq = buf[start + 1]
+        raw = buf[start:end]
+        if seq == self._seq.last and raw == self._last_raw:
+            self.stats["duplicate"] += 1  # the usual 2nd and 3rd copy: no need to parse it
+            return end
+        try:
+            frame = _PARSERS[cmd](t, seq, cmd, buf[start + 3 : etx])
+        except _Malformed:
+            self.stats["malformed"] += 1
+            return end
+        self._accept(t, seq, raw, frame, out)
+        return end
+
+    def _host_request(self, t: float, buf: bytes, start: int, n: int, out: list[Frame]) -> int | None:
+        """A host command at ``start`` (STX O P tt dd ETX BCC; verify against
+        the vendor's manual before production): where decoding goes on, or
+        None when it is not all read yet."""
+        end = start + HOST_FRAME_LEN
+        if end > n:
+            return None
+        bcc = _BCC_VALUE.get(buf[end - 2 : end])
+        if buf[end - 3] != ETX or bcc is None:
+            self._bad("malformed", HOST_FRAME_LEN - 1)
+            return start + 1
+        if xor8(buf[start + 1 : end - 2]) != bcc:
+            self._bad("bad_checksum", HOST_FRAME_LEN - 1)
+            return start + 1
+        self._claimed = 0
+        what = _host_command(buf[start:end])
+        if what is None:
+            self.stats["malformed"] += 1
+            return end
+        self.stats["frames"] += 1
+        out.append(HostRequest(t=t, seq=None, what=what))
+        return end
+
+    def _nak(self, t: float, buf: bytes, start: int, n: int, out: list[Frame]) -> int | None:
+        """The shoe's NAK + code at ``start``: where decoding goes on, or
+        None when it is not all read yet."""
+        end = start + NAK_LEN
+        if end > n:
+            return None
+        code = buf[start + 1 : end]
+        if not code.isalnum():
+            self._bad("malformed", NAK_LEN - 1)
+            return start + 1
+        self.stats["frames"] += 1
+        out.append(Ack(t=t, seq=None, ok=False, code=code.decode("ascii")))
+        return end
 
     def _unknown(self, t: float, buf: bytes, start: int, n: int, out: list[Frame]) -> int | None:
         """An ENQ message with a command this module does not know: find its
