@@ -228,19 +228,6 @@ def report_page(rep: Mapping[str, Any], *, coup_link: str | None = None, generat
     ``/history/T01/coup/<shoe>``) links coup numbers to their timelines."""
     started = rep.get("started") or {}
     ended = rep["ended"]
-    stats = rep["statistics"]
-    tally = rep["tally"]
-    burn = rep.get("burn") or {}
-    cut = rep.get("cut_card") or {}
-    dev = rep.get("device") or {}
-
-    def coup(n: Any) -> str:
-        if n is None:
-            return ""
-        if coup_link:
-            return f'<a href="{escape(coup_link)}/{int(n)}">{int(n)}</a>'
-        return _e(n)
-
     body = (
         f"<h1>Shoe report: table {_e(rep.get('table'))}, shoe <span class=mono>{_e(rep['shoe'])}</span></h1>"
     )
@@ -249,7 +236,42 @@ def report_page(rep: Mapping[str, Any], *, coup_link: str | None = None, generat
         f"{_e(started.get('profile'))}, {_e(started.get('decks'))} decks"
         f" · ended: {_e(ended.get('reason'))}</p>"
     )
-    body += "<h2>Tally</h2>"
+    body += _report_tally(rep)
+    body += '<h2>Roads</h2><div class="roads">'
+    body += render_svg(rep["roads"], "")
+    body += "</div>"
+    body += _report_procedure(rep, coup_link)
+    body += _report_voids_and_errors(rep, coup_link)
+    body += "<h2>Supervisor commands</h2>"
+    body += _table(
+        ("ts", "command"),
+        [{"ts": c["ts"], "command": command_text(c)} for c in rep["commands"]],
+    )
+    body += "<h2>Security alerts</h2>"
+    body += _table(("ts", "code", "coup", "detail"), rep["alerts"])
+    body += _report_statistics(rep["statistics"])
+    body += (
+        f"<footer>shoe-controller history report · from {_e(rep.get('journal'))}"
+        + (f" · generated {_e(generated)}" if generated else "")
+        + "</footer>"
+    )
+    return page(f"Shoe report {rep.get('table')} {rep['shoe']}", body)
+
+
+def _coup_ref(n: Any, coup_link: str | None) -> str:
+    """Coup ``n``, linked to its timeline under ``coup_link`` if given."""
+    if n is None:
+        return ""
+    if coup_link:
+        return f'<a href="{escape(coup_link)}/{int(n)}">{int(n)}</a>'
+    return _e(n)
+
+
+def _report_tally(rep: Mapping[str, Any]) -> str:
+    """The winners' tally and the coups' counts."""
+    stats = rep["statistics"]
+    tally = rep["tally"]
+    body = "<h2>Tally</h2>"
     body += _kv(
         [
             (
@@ -265,10 +287,15 @@ def report_page(rep: Mapping[str, Any], *, coup_link: str | None = None, generat
             ("Settled / void / demo", f"{_e(stats['settled'])} / {_e(stats['void'])} / {_e(stats['demo'])}"),
         ]
     )
-    body += '<h2>Roads</h2><div class="roads">'
-    body += render_svg(rep["roads"], "")
-    body += "</div>"
-    body += "<h2>Shoe procedure</h2>"
+    return body
+
+
+def _report_procedure(rep: Mapping[str, Any], coup_link: str | None) -> str:
+    """The shoe's procedure: shuffler commitment, burn, cut card, device."""
+    burn = rep.get("burn") or {}
+    cut = rep.get("cut_card") or {}
+    dev = rep.get("device") or {}
+    body = "<h2>Shoe procedure</h2>"
     burn_cards = " ".join(str(c.get("card") or "??") for c in rep.get("burn_cards") or [])
     body += _kv(
         [
@@ -285,8 +312,8 @@ def report_page(rep: Mapping[str, Any], *, coup_link: str | None = None, generat
             ),
             (
                 "Cut card",
-                f"came out in coup {coup(cut.get('coup'))} at {_e(cut.get('ts'))};"
-                f" last coup {coup(cut.get('last_coup'))}"
+                f"came out in coup {_coup_ref(cut.get('coup'), coup_link)} at {_e(cut.get('ts'))};"
+                f" last coup {_coup_ref(cut.get('last_coup'), coup_link)}"
                 if cut
                 else '<span class="none">not seen</span>',
             ),
@@ -297,7 +324,12 @@ def report_page(rep: Mapping[str, Any], *, coup_link: str | None = None, generat
             ),
         ]
     )
-    body += "<h2>Void coups</h2>"
+    return body
+
+
+def _report_voids_and_errors(rep: Mapping[str, Any], coup_link: str | None) -> str:
+    """The void coups and the dealing errors, each coup linked to its timeline."""
+    body = "<h2>Void coups</h2>"
     body += _table(
         ("coup", "ts", "code", "detail", "cards", "misdeals"),
         [
@@ -323,14 +355,12 @@ def report_page(rep: Mapping[str, Any], *, coup_link: str | None = None, generat
             else (lambda r: "")
         },
     )
-    body += "<h2>Supervisor commands</h2>"
-    body += _table(
-        ("ts", "command"),
-        [{"ts": c["ts"], "command": command_text(c)} for c in rep["commands"]],
-    )
-    body += "<h2>Security alerts</h2>"
-    body += _table(("ts", "code", "coup", "detail"), rep["alerts"])
-    body += "<h2>Statistics</h2>"
+    return body
+
+
+def _report_statistics(stats: Mapping[str, Any]) -> str:
+    """The shoe's statistics."""
+    body = "<h2>Statistics</h2>"
     body += _kv(
         [
             ("Cards dealt", _e(stats.get("cards_dealt"))),
@@ -349,9 +379,4 @@ def report_page(rep: Mapping[str, Any], *, coup_link: str | None = None, generat
             ("Duration", f"{float(stats.get('duration_s') or 0.0) / 60.0:.1f} min"),
         ]
     )
-    body += (
-        f"<footer>shoe-controller history report · from {_e(rep.get('journal'))}"
-        + (f" · generated {_e(generated)}" if generated else "")
-        + "</footer>"
-    )
-    return page(f"Shoe report {rep.get('table')} {rep['shoe']}", body)
+    return body

@@ -55,7 +55,6 @@ OVER: dict[str, int] = {
     "controller/board/app.py::head_bounded_protocol": 89,
     "controller/board/state.py::TableState": 580,
     "controller/history.py::Reader": 424,
-    "controller/history_html.py::report_page": 132,
     "drivers/fake.py::FakeShoe": 450,
     "drivers/fake.py::FakeShoe._deal_coup": 87,
 }
