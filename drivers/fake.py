@@ -525,74 +525,10 @@ class FakeShoe:
             "faults": [],
         }
         self._coup = coup
-        foreign_at = self._fault_rng.randrange(4) if self._roll("foreign") else None
-        jam_after = self._fault_rng.randrange(1, 4) if self._roll("jam") else None
-        disconnect_after = self._fault_rng.randrange(1, 4) if self._roll("disconnect") else None
-        player: list[str] = coup["player"]
-        banker: list[str] = coup["banker"]
-        premature_done = False
-        count = 0
-
-        def deal(hand: str) -> Generator[Chunk | Disconnect, None, str | None]:
-            nonlocal count
-            if count == foreign_at:
-                card: str | None = yield from self._deal_foreign(shoe, hand)
-            else:
-                card = yield from self._draw(shoe, hand, number)
-            if card is None:
-                return None
-            (player if hand[0] == "P" else banker).append(card)
-            count += 1
-            if count == jam_after:
-                self._fault("jam", after=hand)
-                if self.protocol == ANGEL:
-                    yield from self._device_error("card pulled back midway")
-                else:
-                    yield from self._send(Status(0.0, None, "JAM"))
-                    yield from self._send(Status(0.0, None, "OK"))
-            if count == disconnect_after:
-                lost = self._fault_rng.randint(0, 2)
-                self._fault("disconnect", after=hand, lost=lost)
-                yield Disconnect(self._now(), self.disconnect_downtime, lost)
-                self._us += self._disconnect_us
-                self._lose_frames = lost
-            return card
-
-        def maybe_premature() -> Generator[Chunk, None, None]:
-            nonlocal premature_done
-            if not premature_done:
-                premature_done = True
-                if self._roll("premature"):
-                    self._fault("premature", player=list(player), banker=list(banker))
-                    yield from self._send(self._result_frame(player, banker))
-
+        dealing = _CoupDeal(self, shoe, number, coup)
         try:
-            for hand in ("P1", "B1", "P2", "B2"):
-                if (yield from deal(hand)) is None:
-                    return (yield from self._abandon(coup))
-            p, b = _total(player), _total(banker)
-            coup["natural"] = p >= 8 or b >= 8
-            if not coup["natural"]:
-                third: int | None = None
-                if p <= 5:
-                    yield from maybe_premature()
-                    card = yield from deal("P3")
-                    if card is None:
-                        return (yield from self._abandon(coup))
-                    third = _POINTS[card[0]]
-                if banker_draws(b, third):
-                    yield from maybe_premature()
-                    if (yield from deal("B3")) is None:
-                        return (yield from self._abandon(coup))
-            coup["winner"] = _winner(player, banker)
-            if self._roll("extra"):
-                # An Angel Eye puts the card on the next free slot it has.
-                slot = "P3" if len(player) < 3 else "B3" if len(banker) < 3 else "burn"
-                extra = yield from self._draw(shoe, "extra", number, report_as=slot)
-                if extra is not None:
-                    coup["extra"].append(extra)
-                    self._fault("extra", card=extra)
-            yield from self._send(self._result_frame(player, banker))
+            if not (yield from dealing.deal()):
+                return (yield from self._abandon(coup))
         finally:
             self._coup = None
             self._lose_frames = 0
@@ -649,6 +585,93 @@ class FakeShoe:
                 len(banker) >= 2 and banker[0][0] == banker[1][0],
             )
         return Button(0.0, None, "RESULT")
+
+
+class _CoupDeal:
+    """One coup of a fake shoe dealt by the tableau, with the faults rolled
+    for it: a foreign card at one of the first four positions, a jam or a
+    disconnect after one of the first cards, a result pressed too early."""
+
+    def __init__(self, fake: FakeShoe, shoe: _Shoe, number: int, coup: dict[str, Any]) -> None:
+        self.fake = fake
+        self.shoe = shoe
+        self.number = number
+        self.coup = coup
+        rng = fake._fault_rng
+        self.foreign_at = rng.randrange(4) if fake._roll("foreign") else None
+        self.jam_after = rng.randrange(1, 4) if fake._roll("jam") else None
+        self.disconnect_after = rng.randrange(1, 4) if fake._roll("disconnect") else None
+        self.player: list[str] = coup["player"]
+        self.banker: list[str] = coup["banker"]
+        self.premature_done = False
+        self.count = 0
+
+    def deal(self) -> Generator[Chunk | Disconnect, None, bool]:
+        """The coup's cards and its result; False if the shoe ran out."""
+        fake, coup, player, banker = self.fake, self.coup, self.player, self.banker
+        for hand in ("P1", "B1", "P2", "B2"):
+            if (yield from self.card(hand)) is None:
+                return False
+        p, b = _total(player), _total(banker)
+        coup["natural"] = p >= 8 or b >= 8
+        if not coup["natural"]:
+            third: int | None = None
+            if p <= 5:
+                yield from self.maybe_premature()
+                card = yield from self.card("P3")
+                if card is None:
+                    return False
+                third = _POINTS[card[0]]
+            if banker_draws(b, third):
+                yield from self.maybe_premature()
+                if (yield from self.card("B3")) is None:
+                    return False
+        coup["winner"] = _winner(player, banker)
+        if fake._roll("extra"):
+            # An Angel Eye puts the card on the next free slot it has.
+            slot = "P3" if len(player) < 3 else "B3" if len(banker) < 3 else "burn"
+            extra = yield from fake._draw(self.shoe, "extra", self.number, report_as=slot)
+            if extra is not None:
+                coup["extra"].append(extra)
+                fake._fault("extra", card=extra)
+        yield from fake._send(fake._result_frame(player, banker))
+        return True
+
+    def card(self, hand: str) -> Generator[Chunk | Disconnect, None, str | None]:
+        """The card dealt to ``hand`` (None: the shoe ran out), and the jam
+        or disconnect that follows it if one was rolled for it."""
+        fake = self.fake
+        if self.count == self.foreign_at:
+            card: str | None = yield from fake._deal_foreign(self.shoe, hand)
+        else:
+            card = yield from fake._draw(self.shoe, hand, self.number)
+        if card is None:
+            return None
+        (self.player if hand[0] == "P" else self.banker).append(card)
+        self.count += 1
+        if self.count == self.jam_after:
+            fake._fault("jam", after=hand)
+            if fake.protocol == ANGEL:
+                yield from fake._device_error("card pulled back midway")
+            else:
+                yield from fake._send(Status(0.0, None, "JAM"))
+                yield from fake._send(Status(0.0, None, "OK"))
+        if self.count == self.disconnect_after:
+            lost = fake._fault_rng.randint(0, 2)
+            fake._fault("disconnect", after=hand, lost=lost)
+            yield Disconnect(fake._now(), fake.disconnect_downtime, lost)
+            fake._us += fake._disconnect_us
+            fake._lose_frames = lost
+        return card
+
+    def maybe_premature(self) -> Generator[Chunk, None, None]:
+        """Once a coup, before a third card: the result pressed too early,
+        if rolled."""
+        if not self.premature_done:
+            self.premature_done = True
+            if self.fake._roll("premature"):
+                self.fake._fault("premature", player=list(self.player), banker=list(self.banker))
+                yield from self.fake._send(self.fake._result_frame(self.player, self.banker))
 
 
 def _restamp(frame: Frame, t: float, seq: int) -> Frame:
