@@ -497,61 +497,10 @@ class Reader:
                 raise NotFound(f"shoe {shoe} has no coup {number} in {self.path} ({have})")
             lo, hi = own[0]["seq"], own[-1]["seq"]
             device = _events(db, "seq BETWEEN ? AND ? AND type = 'device.status'", (lo, hi))
-            commands = self._commands(db, s, number)
+            commands = _shoe_commands(db, s, number)
             return _timeline(s, number, own, device, commands)
 
         return self.read(q)
-
-    def _commands(self, db: sqlite3.Connection, s: _Shoe, coup: int | None) -> list[dict[str, Any]]:
-        """The supervisor commands (and the daemon's refusals) journalled
-        while this shoe was in play; those naming ``coup`` only, unless None.
-        Each with ``reply`` read from the events made at its time."""
-        start, end = s.span
-        rows = db.execute(
-            "SELECT id, t, data FROM inputs WHERE kind = 'cmd' AND t >= ? AND t < ? ORDER BY id",
-            (start, end if end != float("inf") else 1e18),
-        ).fetchall()
-        out: list[dict[str, Any]] = []
-        for input_id, t, data in rows:
-            try:
-                # read by the daemon's own parser: a card as the engine took
-                # it ("td" sent, "TD" entered), whichever form was journalled
-                cmd = command_dict(parse_journalled(bytes(data)))
-            except CommandError:
-                try:
-                    cmd = json.loads(bytes(data))
-                except (ValueError, UnicodeDecodeError):
-                    continue
-            if not isinstance(cmd, dict):
-                continue
-            name = str(cmd.get("cmd"))
-            if name in ("_alert", "_refused"):
-                continue  # the daemon's own notes: their alerts are events
-            if coup is not None and cmd.get("coup") != coup:
-                continue
-            out.append(
-                {
-                    "input": int(input_id),
-                    "t": float(t),
-                    "ts": format_ts(float(t)),
-                    "id": cmd.get("id"),
-                    "cmd": name.lstrip("_") if name == "_reject" else name,
-                    "coup": cmd.get("coup"),
-                    "args": {k: v for k, v in cmd.items() if k in ("card", "cards", "reason", "confirm")},
-                    "refused": name == "_reject",
-                    "error": cmd.get("error") if name == "_reject" else None,
-                }
-            )
-        if out:
-            at = {c["ts"] for c in out}
-            made = _events(
-                db,
-                "seq BETWEEN ? AND ? AND ts IN (" + ",".join("?" * len(at)) + ")",
-                (s.lo, s.hi, *sorted(at)),
-            )
-            for c in out:
-                c["reply"] = _reply(c, [e for e in made if e["ts"] == c["ts"]])
-        return out
 
     # --- dealing errors ----------------------------------------------------
 
@@ -652,7 +601,7 @@ class Reader:
                 events,
                 json.loads(device[0]) if device else None,
                 _error_rows(db, errors, None),
-                self._commands(db, s, None),
+                _shoe_commands(db, s, None),
             )
 
         return self.read(q)
@@ -667,6 +616,61 @@ class Reader:
             return None if row is None or row[0] is None else str(row[0])
 
         return self.read(q)
+
+
+# --- queries over one shoe ------------------------------------------------------
+
+
+def _shoe_commands(db: sqlite3.Connection, s: _Shoe, coup: int | None) -> list[dict[str, Any]]:
+    """The supervisor commands (and the daemon's refusals) journalled
+    while this shoe was in play; those naming ``coup`` only, unless None.
+    Each with ``reply`` read from the events made at its time."""
+    start, end = s.span
+    rows = db.execute(
+        "SELECT id, t, data FROM inputs WHERE kind = 'cmd' AND t >= ? AND t < ? ORDER BY id",
+        (start, end if end != float("inf") else 1e18),
+    ).fetchall()
+    out: list[dict[str, Any]] = []
+    for input_id, t, data in rows:
+        try:
+            # read by the daemon's own parser: a card as the engine took
+            # it ("td" sent, "TD" entered), whichever form was journalled
+            cmd = command_dict(parse_journalled(bytes(data)))
+        except CommandError:
+            try:
+                cmd = json.loads(bytes(data))
+            except (ValueError, UnicodeDecodeError):
+                continue
+        if not isinstance(cmd, dict):
+            continue
+        name = str(cmd.get("cmd"))
+        if name in ("_alert", "_refused"):
+            continue  # the daemon's own notes: their alerts are events
+        if coup is not None and cmd.get("coup") != coup:
+            continue
+        out.append(
+            {
+                "input": int(input_id),
+                "t": float(t),
+                "ts": format_ts(float(t)),
+                "id": cmd.get("id"),
+                "cmd": name.lstrip("_") if name == "_reject" else name,
+                "coup": cmd.get("coup"),
+                "args": {k: v for k, v in cmd.items() if k in ("card", "cards", "reason", "confirm")},
+                "refused": name == "_reject",
+                "error": cmd.get("error") if name == "_reject" else None,
+            }
+        )
+    if out:
+        at = {c["ts"] for c in out}
+        made = _events(
+            db,
+            "seq BETWEEN ? AND ? AND ts IN (" + ",".join("?" * len(at)) + ")",
+            (s.lo, s.hi, *sorted(at)),
+        )
+        for c in out:
+            c["reply"] = _reply(c, [e for e in made if e["ts"] == c["ts"]])
+    return out
 
 
 # --- helpers (pure) ------------------------------------------------------------
