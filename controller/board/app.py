@@ -389,25 +389,7 @@ def build_app(cfg: BoardConfig, hub: Hub) -> Starlette:
         )
 
     async def stats(request: Request) -> Response:
-        s = hub.stats
-        return JSONResponse(
-            {
-                "messages": s.messages,
-                "bad_messages": s.bad_messages,
-                "oversized_messages": hub.oversized(),
-                "dropped_pending": s.dropped_pending,
-                "dropped_views": s.dropped_views,
-                "refused_clients": s.refused_clients,
-                "refused_hosts": s.refused_hosts,
-                "refused_requests": s.refused_requests,
-                "clients": s.clients,
-                "max_clients": cfg.limits.max_clients,
-                "idle_connections": s.idle,
-                "idle_closed": s.idle_closed,
-                "heads_timed_out": s.heads_timed_out,
-                "heads_too_large": s.heads_too_large,
-            }
-        )
+        return JSONResponse(_stats(cfg, hub))
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return PlainTextResponse("not found\n", status_code=404)
@@ -424,6 +406,27 @@ def build_app(cfg: BoardConfig, hub: Hub) -> Starlette:
     app = Starlette(routes=routes, exception_handlers={_NotFound: not_found})
     app.add_middleware(ReadOnly, hosts=cfg.hosts(), stats=hub.stats, max_requests=max_requests(cfg))
     return app
+
+
+def _stats(cfg: BoardConfig, hub: Hub) -> dict[str, Any]:
+    """The board's counters, for ``/api/stats``."""
+    s = hub.stats
+    return {
+        "messages": s.messages,
+        "bad_messages": s.bad_messages,
+        "oversized_messages": hub.oversized(),
+        "dropped_pending": s.dropped_pending,
+        "dropped_views": s.dropped_views,
+        "refused_clients": s.refused_clients,
+        "refused_hosts": s.refused_hosts,
+        "refused_requests": s.refused_requests,
+        "clients": s.clients,
+        "max_clients": cfg.limits.max_clients,
+        "idle_connections": s.idle,
+        "idle_closed": s.idle_closed,
+        "heads_timed_out": s.heads_timed_out,
+        "heads_too_large": s.heads_too_large,
+    }
 
 
 def max_requests(cfg: BoardConfig) -> int:
@@ -477,6 +480,32 @@ class Heads:
         self.stats.idle = len(self.waiting)
 
 
+class _HeadScan:
+    """The end of a request head looked for across reads, and whether the
+    head fits within :data:`MAX_HEAD_BYTES`."""
+
+    def __init__(self) -> None:
+        self.scanning = False  # the end of the head not seen yet
+        self._length = 0
+        self._tail = b""
+
+    def start(self) -> None:
+        self.scanning = True
+        self._length, self._tail = 0, b""
+
+    def fits(self, data: bytes) -> bool:
+        """Whether the head, with ``data``, may still end within the bound."""
+        buf = self._tail + data
+        offset = self._length - len(self._tail)  # where buf starts in the head
+        self._length += len(data)
+        end = buf.find(_END_OF_HEAD)
+        if end >= 0:
+            self.scanning = False
+            return offset + end + len(_END_OF_HEAD) <= MAX_HEAD_BYTES
+        self._tail = buf[-(len(_END_OF_HEAD) - 1) :]
+        return self._length < MAX_HEAD_BYTES
+
+
 def head_bounded_protocol(heads: Heads) -> type[asyncio.Protocol]:
     """uvicorn's h11 protocol with the request head bounded by ``heads``:
     its time (``heads.timeout_s``, the whole head, however it trickles),
@@ -489,10 +518,8 @@ def head_bounded_protocol(heads: Heads) -> type[asyncio.Protocol]:
             super().__init__(*args, **kwargs)
             self._head_timer: asyncio.TimerHandle | None = None
             self._waiting = False
-            self._scanning = False  # the end of the head not seen yet
+            self._scan = _HeadScan()
             self._refused = False  # answered 431: what else comes is dropped
-            self._head_len = 0
-            self._tail = b""
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
@@ -504,8 +531,8 @@ def head_bounded_protocol(heads: Heads) -> type[asyncio.Protocol]:
 
         def _wait_for_head(self) -> None:
             self._head_done()
-            self._waiting = self._scanning = True
-            self._head_len, self._tail = 0, b""
+            self._waiting = True
+            self._scan.start()
             self._head_timer = self.loop.call_later(heads.timeout_s, self._head_late)
             heads.start(self)
 
@@ -528,22 +555,10 @@ def head_bounded_protocol(heads: Heads) -> type[asyncio.Protocol]:
             if not self.transport.is_closing():
                 self.transport.close()
 
-        def _head_fits(self, data: bytes) -> bool:
-            """Whether the head, with ``data``, may still end within the bound."""
-            buf = self._tail + data
-            offset = self._head_len - len(self._tail)  # where buf starts in the head
-            self._head_len += len(data)
-            end = buf.find(_END_OF_HEAD)
-            if end >= 0:
-                self._scanning = False
-                return offset + end + len(_END_OF_HEAD) <= MAX_HEAD_BYTES
-            self._tail = buf[-(len(_END_OF_HEAD) - 1) :]
-            return self._head_len < MAX_HEAD_BYTES
-
         def data_received(self, data: bytes) -> None:
             if self._refused:
                 return
-            if self._waiting and self._scanning and not self._head_fits(data):
+            if self._waiting and self._scan.scanning and not self._scan.fits(data):
                 # answered without h11 (which has seen none of this head), then
                 # only read and dropped until the client closes or the deadline
                 self._refused = True
