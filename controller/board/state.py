@@ -946,65 +946,14 @@ class TableState:
     # --- output -----------------------------------------------------------------
 
     def tally(self) -> dict[str, int]:
-        s = self.shoe
-        beads = s.beads
-        naturals = s.snap_stats.get("naturals", 0) if s.snap_stats else 0
-        start = s.snap_settled if s.snap_stats else 0
-        naturals += sum(1 for i, (nat, _) in s.live.items() if i >= start and nat)
-        return {
-            "banker": sum(b.w == "B" for b in beads),
-            "player": sum(b.w == "P" for b in beads),
-            "tie": sum(b.w == "T" for b in beads),
-            "player_pair": sum(b.pp for b in beads),
-            "banker_pair": sum(b.bp for b in beads),
-            "natural": naturals,
-            "coups": len(beads),
-            "void": max(s.voids_known, len(s.voids)),
-        }
+        return shoe_tally(self.shoe)
 
     def side_bet_hits(self) -> list[dict[str, Any]]:
-        s = self.shoe
-        tags = s.snap_stats.get("tags", {}) if s.snap_stats else {}
-        start = s.snap_settled if s.snap_stats else 0
-        out = []
-        for bet in self.side_bets:
-            hits = sum(tags.get(t, 0) for t in SIDE_BET_TAGS.get(bet, ()))
-            hits += sum(1 for i, (_, won) in s.live.items() if i >= start and bet in won)
-            out.append({"bet": bet, "label": SIDE_BET_LABELS.get(bet, bet), "hits": hits})
-        return out
+        return side_bets_won(self.shoe, self.side_bets)
 
     def roads(self) -> dict[str, list[dict[str, Any]]]:
-        """The five roads as board cells ``{x, y, ...}`` (0-based; dragon
-        tails turned, as :func:`controller.roads.layout` places them), each
-        with the number of the coup that made it (null when unknown)."""
-        beads = self.shoe.beads
-        roads = build_roads(
-            [{"winner": b.w, "player_pair": b.pp, "banker_pair": b.bp} for b in beads], opening_tie=True
-        )
-        bead_cells = [
-            {"x": i // ROWS, "y": i % ROWS, "w": b.w, "pp": b.pp, "bp": b.bp, "coup": b.coup}
-            for i, b in enumerate(beads)
-        ]
-        decisive = [b for b in beads if b.w != "T"]
-        if not decisive and beads:
-            decisive = [beads[0]]  # the opening-tie cell is the first tie's
-        big_cells = []
-        makers: list[tuple[int, int, int | None]] = []  # (column n, row m, coup) of each big-road cell
-        for k, p in enumerate(layout(roads["big_road"])):
-            coup = decisive[k].coup if k < len(decisive) else None
-            big_cells.append({"x": p.x, "y": p.y, **p.cell, "coup": coup})
-        for n, col in enumerate(roads["big_road"], start=1):
-            for m, _ in enumerate(col, start=1):
-                makers.append((n, m, None))
-        makers = [(n, m, big_cells[i]["coup"]) for i, (n, m, _) in enumerate(makers)]
-        out: dict[str, list[dict[str, Any]]] = {"bead_plate": bead_cells, "big_road": big_cells}
-        for name, k in (("big_eye_boy", 1), ("small_road", 2), ("cockroach_pig", 3)):
-            coups = [c for n, m, c in makers if derived_entry(n, m, k)]
-            out[name] = [
-                {"x": p.x, "y": p.y, "c": p.cell, "coup": coups[i] if i < len(coups) else None}
-                for i, p in enumerate(layout(roads[name]))  # type: ignore[literal-required]
-            ]
-        return out
+        """The shoe's five roads as board cells (:func:`board_roads`)."""
+        return board_roads(self.shoe.beads)
 
     def view(self) -> dict[str, Any]:
         """Everything the page shows, JSON-ready."""
@@ -1055,6 +1004,69 @@ class TableState:
             "detail": d["detail"],
             "model": d["model"],
         }
+
+
+def shoe_tally(s: _Shoe) -> dict[str, int]:
+    """The shoe's counts: winners, pairs, naturals, coups and voids."""
+    beads = s.beads
+    naturals = s.snap_stats.get("naturals", 0) if s.snap_stats else 0
+    start = s.snap_settled if s.snap_stats else 0
+    naturals += sum(1 for i, (nat, _) in s.live.items() if i >= start and nat)
+    return {
+        "banker": sum(b.w == "B" for b in beads),
+        "player": sum(b.w == "P" for b in beads),
+        "tie": sum(b.w == "T" for b in beads),
+        "player_pair": sum(b.pp for b in beads),
+        "banker_pair": sum(b.bp for b in beads),
+        "natural": naturals,
+        "coups": len(beads),
+        "void": max(s.voids_known, len(s.voids)),
+    }
+
+
+def side_bets_won(s: _Shoe, side_bets: list[str]) -> list[dict[str, Any]]:
+    """Each side bet offered, with how many coups of the shoe it won."""
+    tags = s.snap_stats.get("tags", {}) if s.snap_stats else {}
+    start = s.snap_settled if s.snap_stats else 0
+    out = []
+    for bet in side_bets:
+        hits = sum(tags.get(t, 0) for t in SIDE_BET_TAGS.get(bet, ()))
+        hits += sum(1 for i, (_, won) in s.live.items() if i >= start and bet in won)
+        out.append({"bet": bet, "label": SIDE_BET_LABELS.get(bet, bet), "hits": hits})
+    return out
+
+
+def board_roads(beads: list[Bead]) -> dict[str, list[dict[str, Any]]]:
+    """The five roads as board cells ``{x, y, ...}`` (0-based; dragon
+    tails turned, as :func:`controller.roads.layout` places them), each
+    with the number of the coup that made it (null when unknown)."""
+    roads = build_roads(
+        [{"winner": b.w, "player_pair": b.pp, "banker_pair": b.bp} for b in beads], opening_tie=True
+    )
+    bead_cells = [
+        {"x": i // ROWS, "y": i % ROWS, "w": b.w, "pp": b.pp, "bp": b.bp, "coup": b.coup}
+        for i, b in enumerate(beads)
+    ]
+    decisive = [b for b in beads if b.w != "T"]
+    if not decisive and beads:
+        decisive = [beads[0]]  # the opening-tie cell is the first tie's
+    big_cells = []
+    makers: list[tuple[int, int, int | None]] = []  # (column n, row m, coup) of each big-road cell
+    for k, p in enumerate(layout(roads["big_road"])):
+        coup = decisive[k].coup if k < len(decisive) else None
+        big_cells.append({"x": p.x, "y": p.y, **p.cell, "coup": coup})
+    for n, col in enumerate(roads["big_road"], start=1):
+        for m, _ in enumerate(col, start=1):
+            makers.append((n, m, None))
+    makers = [(n, m, big_cells[i]["coup"]) for i, (n, m, _) in enumerate(makers)]
+    out: dict[str, list[dict[str, Any]]] = {"bead_plate": bead_cells, "big_road": big_cells}
+    for name, k in (("big_eye_boy", 1), ("small_road", 2), ("cockroach_pig", 3)):
+        coups = [c for n, m, c in makers if derived_entry(n, m, k)]
+        out[name] = [
+            {"x": p.x, "y": p.y, "c": p.cell, "coup": coups[i] if i < len(coups) else None}
+            for i, p in enumerate(layout(roads[name]))  # type: ignore[literal-required]
+        ]
+    return out
 
 
 EventReader = Callable[[EnvelopeRead, Payload, dict[str, Any]], Msg]
