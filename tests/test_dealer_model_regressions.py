@@ -765,3 +765,29 @@ def test_a_coup_after_a_void_coups_held_result_that_only_fits_whole_is_settled()
     frames += coup_frames([["9C", "2S", "KS", "5S"]], seq=15, t=T0 + 1)
     out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
     assert [r["coup"] for r in out if r["type"] == "coup.result"] == [1, 3]
+
+
+def test_an_accept_after_an_early_result_read_after_a_lost_result_is_not_placed() -> None:
+    # Coup 2 is a natural and its RESULT is never pressed; coup 3's first
+    # three cards are lost on the line, its fourth and its RESULT come. One
+    # reading: extra cards of coup 2 and its RESULT; another: coup 2's
+    # RESULT lost and coup 3's pressed early; the true one (coup 2's RESULT
+    # not pressed) no count tells: coup 3 is void, the numbering lost. The
+    # supervisor says the next coup is 4, and coups 4 and 5 are dealt. The
+    # void coup 3 took coup 4's cards, and coup 5 was settled as coup 4.
+    e = engine()
+    frames = opening(["9S", "KH", "TS", "QH"])
+    frames += [Card(T0, 9 + i, c) for i, c in enumerate(("8D", "2C", "KD", "5C"))]
+    frames += [SequenceGap(T0, 16, 13, 3), Card(T0, 16, "3H"), Button(T0, 17, "RESULT")]
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    assert "COUP_NUMBERING_LOST" in alerts(out)
+    reply, out = e.command(Accept(id="a", coup=4, confirm=True), T0 + 11)
+    assert reply["ok"] is True, reply
+    frames = coup_frames([["9D", "KC", "TH", "QD"], ["8C", "2H", "KS", "5S"]], seq=18, t=T0 + 12)
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert [(r["coup"], r["player"]["cards"]) for r in out if r["type"] == "coup.result"] == []
+    assert "COUP_NUMBERING_LOST" in alerts(out)
+    reply, out = e.command(Accept(id="b", coup=6, confirm=True), T0 + 13)
+    assert reply["ok"] is True, reply
+    out = [ev for f in coup_frames([["9H", "KD", "TC", "QC"]], seq=28, t=T0 + 14) for ev in e.feed(f)]
+    assert [r["coup"] for r in out if r["type"] == "coup.result"] == [6]

@@ -37,7 +37,6 @@ OVER: dict[str, int] = {
     "controller/engine/fast.py::card": 111,
     "controller/engine/loss.py::discard_held": 139,
     "controller/engine/loss.py::on_gap": 86,
-    "controller/engine/loss.py::ends_at_result": 91,
     # the daemon, the journal and the MQTT output: to be split into a table
     # core (engine, journal, signing) and an outbox (delivery to MQTT and
     # the archive)

@@ -550,19 +550,7 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> Work:
                 yield x
         read = sum(isinstance(x, Card) for x in held)
         if 0 < read < MIN_COUP_CARDS:
-            # Or the frames lost held coup {prev}'s RESULT, and the cards
-            # read are this coup's first, its RESULT pressed before its
-            # fourth card: its due cards follow (docs/dealing-errors.md, "Dealing errors").
-            # Extra cards then, or an early RESULT: no byte tells, and the
-            # two readings number the coups after differently. Neither is
-            # taken: the numbering is lost from this coup (void), the lower
-            # count kept (the cards read shown as extra cards of coup {prev}).
-            lose_numbering(eng, f.t, coup, lost, {0, 1})
-            detail = (
-                f"the frames lost came before the RESULT of coup {prev}, or held it and this RESULT came "
-                f"after {read} card(s) of this coup: its number is unknown"
-            )
-            yield from article_x.void_misdeal(eng, f.t, coup, "SEQUENCE_GAP", detail)
+            yield from _early_after_complete(eng, s, coup, prev, read, lost, f.t)
             return
         detail = f"the frames lost came before the RESULT of coup {prev}: nothing of this coup was lost"
         article_x.correct(eng, f.t, coup, "SEQUENCE_GAP", detail)
@@ -572,6 +560,34 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> Work:
         detail = f"the frame lost was the RESULT of coup {prev}: nothing of this coup was lost"
         article_x.correct(eng, f.t, coup, "SEQUENCE_GAP", detail)
         yield from article_x.after_resolution(eng, coup, f.t)
+
+
+def _early_after_complete(
+    eng: Engine, s: Shoe, coup: Coup, prev: int | None, read: int, lost: int, t: float
+) -> Work:
+    """``read`` (1-3) cards after frames lost past coup ``prev``'s complete
+    tableau, then a RESULT (``ends_at_result``): extra cards of ``prev``
+    and its RESULT, or (the frames lost holding its RESULT) ``coup``'s
+    first cards and its RESULT pressed before its fourth card, its due
+    cards to follow (docs/dealing-errors.md, "Dealing errors"). No byte
+    tells, and the two readings number the coups after differently, so
+    neither is taken: the numbering is lost from ``coup`` (void), the
+    lower count kept (the cards read shown as extra cards of ``prev``).
+    Read as its early RESULT, the cards up to the next RESULT are its due
+    cards (none of it placed, its own cards): they wait for that RESULT,
+    and as its first cards may have been lost, a supervisor's number
+    given among them cannot be placed (``number_after_due``). Left
+    dealing, the void coup would take the cards dealt after an accept,
+    the next coup's."""
+    lose_numbering(eng, t, coup, lost, {0, 1})
+    detail = (
+        f"the frames lost came before the RESULT of coup {prev}, or held it and this RESULT came "
+        f"after {read} card(s) of this coup: its number is unknown"
+    )
+    yield from article_x.void_misdeal(eng, t, coup, "SEQUENCE_GAP", detail)
+    s.unseen_start = coup.number
+    yield from boundary.close_dealing(eng, coup, t)
+    boundary.await_due_cards(s, coup)
 
 
 def ends_in(eng: Engine, coup: Coup, held: list[Frame], *, result: bool) -> set[int]:
