@@ -202,6 +202,8 @@ def test_ctl_shows_hostile_event_and_reply_texts_escaped(
             c.publish("baccarat/T01/cmd/reply", json.dumps(reply), qos=1)
 
     table.client.on_message = answer
+    # the stand-in table is online, as a controller says (ctl sends nothing to a table that is not)
+    table.publish("baccarat/T01/status", "online", retain=True)
     time.sleep(0.5)
 
     def ctl(*args: str) -> subprocess.CompletedProcess[bytes]:
