@@ -183,8 +183,10 @@ def after_result(frames: list[tuple[float, bytes, str | None]]) -> list[bool]:
 def play(
     master: int, frames: list[tuple[float, bytes, str | None]], perf: list[int] | None = None
 ) -> list[float]:
-    """Write the frames at their pace; ``time.time()`` after each card write
-    (and ``perf_counter_ns`` into ``perf``, if given)."""
+    """Write the frames at their pace; ``time.time()`` as each card's write
+    begins (and ``perf_counter_ns`` into ``perf``, if given): taken after the
+    write, a writer descheduled between the two on a loaded machine timed
+    the card after its subscriber had it (a latency below zero)."""
     written: list[float] = []
     t_syn0 = frames[0][0]
     start = time.monotonic()
@@ -192,14 +194,14 @@ def play(
         delay = start + (t - t_syn0) - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        view = memoryview(data)
-        while view:
-            select.select([], [master], [], 1.0)
-            view = view[os.write(master, view) :]
         if card is not None:
             written.append(time.time())
             if perf is not None:
                 perf.append(time.perf_counter_ns())
+        view = memoryview(data)
+        while view:
+            select.select([], [master], [], 1.0)
+            view = view[os.write(master, view) :]
     return written
 
 
@@ -336,7 +338,7 @@ def cards_through(
     (``command(tty)``), to a QoS 1 subscriber of the card topic; stop the
     process (SIGTERM) and check that the cards arrived as written, in order.
     Per-card write -> subscriber latency, and the arrivals. ``perf``:
-    ``perf_counter_ns`` after each card's write (``play``)."""
+    ``perf_counter_ns`` as each card's write begins (``play``)."""
     master, slave, path = open_pty()
     argv = command(path)
     client, got = subscriber(port, CARD_TOPIC)
