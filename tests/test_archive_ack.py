@@ -45,7 +45,11 @@ def event(seq: int, etype: str = "card", **payload: Any) -> dict[str, Any]:
         "shoe": SHOE,
         "seq": seq,
         "ts": format_ts(NOW.timestamp()),
-        **({"coup": 1, "position": "P1", "card": "QS"} if etype == "card" else {}),
+        **(
+            {"coup": 1, "position": "P1", "card": "QS", "value": 0, "face_up": False}
+            if etype == "card"
+            else {}
+        ),
         **payload,
     }
 
