@@ -791,3 +791,147 @@ def test_an_accept_after_an_early_result_read_after_a_lost_result_is_not_placed(
     assert reply["ok"] is True, reply
     out = [ev for f in coup_frames([["9H", "KD", "TC", "QC"]], seq=28, t=T0 + 14) for ev in e.feed(f)]
     assert [r["coup"] for r in out if r["type"] == "coup.result"] == [6]
+
+
+def angel(*cards: tuple[str, str]) -> list[Frame]:
+    """Cards as an Angel Eye places them, (card, label), then its result."""
+    out: list[Frame] = [Card(T0, None, c, hand=h) for c, h in cards]
+    return [*out, DeviceResult(T0, None, "banker", False, False)]
+
+
+def test_an_angel_eye_coup_voided_after_its_early_result_leaves_the_p1_card_to_the_next_coup() -> None:
+    # Coup 1 (Player 2+3, P3 due) has its result early, and is voided (by
+    # a supervisor) before its due card. The device then places the next
+    # coup's cards on P1, B1, P2, B2: they were coup 1's P3, B3 and extra
+    # cards, the result closed coup 1, and coup 3 was numbered 2.
+    e = engine()
+    frames: list[Frame] = [Hello(T0, None, "ANGEL-EYE", "1.0", "1"), Card(T0, None, "AS", hand="first")]
+    frames += [Card(T0, None, "2S", hand="burn")]
+    frames += angel(("2D", "P1"), ("4C", "B1"), ("3H", "P2"), ("KC", "B2"))  # (result: P3 due)
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert [m["code"] for m in out if m["type"] == "misdeal"] == ["PREMATURE_RESULT"]
+    reply, out = e.command({"id": "v", "cmd": "void", "coup": 1, "reason": "dealer error"}, T0 + 1)
+    assert reply["ok"] is True, reply
+    frames = angel(("9S", "P1"), ("KH", "B1"), ("TS", "P2"), ("QH", "B2"))
+    frames += angel(("8D", "P1"), ("2C", "B1"), ("KD", "P2"), ("5C", "B2"))
+    out += [ev for f in frames for ev in e.feed(f)]
+    assert [(r["coup"], r["player"]["cards"]) for r in out if r["type"] == "coup.result"] == [
+        (2, ["9S", "TS"]),
+        (3, ["8D", "KD"]),
+    ]
+    assert [v["coup"] for v in out if v["type"] == "coup.void"] == [1]
+
+
+def test_an_angel_eye_coup_voided_before_its_early_result_keeps_the_cards_it_places_after_it() -> None:
+    # Coup 1 is voided (by a supervisor) after its first two cards; the
+    # dealer presses RESULT early, then deals its P2 and B2 (so the device
+    # places them) and RESULT again, then coup 2. Its RESULT before four
+    # cards was taken as the end of a coup abandoned there: P2 and B2
+    # opened coup 2 (WRONG_HAND), and the real coup 2 was numbered 3.
+    e = engine()
+    frames: list[Frame] = [Hello(T0, None, "ANGEL-EYE", "1.0", "1"), Card(T0, None, "AS", hand="first")]
+    frames += [
+        Card(T0, None, "2S", hand="burn"),
+        Card(T0, None, "2D", hand="P1"),
+        Card(T0, None, "4C", hand="B1"),
+    ]
+    out = [ev for f in frames for ev in e.feed(f)]
+    reply, out = e.command({"id": "v", "cmd": "void", "coup": 1, "reason": "dealer error"}, T0 + 1)
+    assert reply["ok"] is True, reply
+    frames = [DeviceResult(T0, None, "tie", False, False), *angel(("3H", "P2"), ("KC", "B2"))]
+    frames += angel(("9S", "P1"), ("KH", "B1"), ("TS", "P2"), ("QH", "B2"))
+    out += [ev for f in frames for ev in e.feed(f)]
+    assert [(r["coup"], r["player"]["cards"]) for r in out if r["type"] == "coup.result"] == [
+        (2, ["9S", "TS"])
+    ]
+    assert [(c["coup"], c["position"], c["card"]) for c in out if c["type"] == "card"][:2] == [
+        (1, "P2", "3H"),
+        (1, "B2", "KC"),
+    ]
+    assert "WRONG_HAND" not in [m["code"] for m in out if m["type"] == "misdeal"]
+
+
+def unread() -> list[Frame]:
+    """An unread card as an Angel Eye reports it: an error and its clearing."""
+    return [Status(T0, None, "ERROR", UNREAD_CARD_ERROR), Status(T0, None, "OK", "error cleared")]
+
+
+def angel_shoe() -> list[Frame]:
+    return [
+        Hello(T0, None, "ANGEL-EYE", "1.0", "1"),
+        Card(T0, None, "AS", hand="first"),
+        Card(T0, None, "2S", hand="burn"),
+    ]
+
+
+def test_an_angel_eye_unread_card_before_a_b1_card_after_an_early_result_opens_the_next_coup() -> None:
+    # Coup 1's result comes after three cards (void), then its due card
+    # never comes: the next coup's P1 is unread (the device reports only
+    # an error), then cards it places on B1, P2, B2, and its result. No
+    # card was placed on P1, so all were taken as coup 1's due cards and
+    # extra cards: coup 2 was never opened.
+    e = engine()
+    frames = angel_shoe() + angel(("2D", "P1"), ("4C", "B1"), ("3H", "P2"))
+    frames += unread() + angel(("KH", "B1"), ("TS", "P2"), ("QH", "B2"))
+    out = [ev for f in frames for ev in e.feed(f)]
+    cards = [(c["coup"], c["position"], c["card"]) for c in out if c["type"] == "card" and c["coup"] == 2]
+    assert cards == [(2, "P1", None), (2, "B1", "KH"), (2, "P2", "TS"), (2, "B2", "QH")]
+
+
+def test_an_angel_eye_unread_card_before_a_b1_card_past_a_complete_tableau_opens_the_next_coup() -> None:
+    # Coup 1 is complete (a natural) and its result never arrives; the
+    # next coup's P1 is unread, then cards placed on B1, P2, B2. The
+    # unread card waited past the tableau, and the cards placed on B1, P2
+    # and B2 were taken as coup 1's extra cards (then the unread one too).
+    e = engine()
+    frames = angel_shoe() + [
+        Card(T0, None, c, hand=h) for c, h in (("9S", "P1"), ("KH", "B1"), ("TS", "P2"), ("QH", "B2"))
+    ]
+    frames += unread() + angel(("KD", "B1"), ("TH", "P2"), ("QD", "B2"))
+    out = [ev for f in frames for ev in e.feed(f)]
+    cards = [(c["coup"], c["position"], c["card"]) for c in out if c["type"] == "card" and c["coup"] == 2]
+    assert cards == [(2, "P1", None), (2, "B1", "KD"), (2, "P2", "TH"), (2, "B2", "QD")]
+    assert [(r["coup"], r["player"]["cards"]) for r in out if r["type"] == "coup.result"] == [
+        (1, ["9S", "TS"])
+    ]
+    assert "MISSING_RESULT" in [m["code"] for m in out if m["type"] == "misdeal"]
+    assert "EXTRA_CARD" not in [m["code"] for m in out if m["type"] == "misdeal"]
+
+
+def test_an_angel_eye_result_after_an_early_results_wait_is_compared_with_the_coup_it_closes() -> None:
+    # Coup 1's result comes after two cards (void); the next coup's cards
+    # wait for the next result, which tells whose they are: placed from
+    # P1, coup 2's. The device announces Banker for Player's 9: the coup
+    # was settled by the tableau with no SHOE_DISAGREES (the device's
+    # result was applied as a plain RESULT there).
+    e = engine()
+    frames = angel_shoe() + angel(("2D", "P1"), ("4C", "B1"))
+    frames += [Card(T0, None, c, hand=h) for c, h in (("9S", "P1"), ("KH", "B1"), ("TS", "P2"), ("QH", "B2"))]
+    frames.append(DeviceResult(T0, None, "banker", False, False))
+    out = [ev for f in frames for ev in e.feed(f)]
+    assert [(r["coup"], r["winner"]) for r in out if r["type"] == "coup.result"] == [(2, "player")]
+    assert [(m["coup"], m["code"]) for m in out if m["type"] == "misdeal"][-1] == (2, "SHOE_DISAGREES")
+
+
+def test_an_angel_eye_coup_after_a_lost_result_keeps_the_due_cards_of_its_early_result() -> None:
+    # Coup 2 is voided after three cards; its B2 and result are lost (how
+    # many frames, an Angel Eye cannot say). The next coup's P1 comes and
+    # its result after that one card, then its due cards (placed B1, P2,
+    # B2) and its result again. Coup 3 (its first frames may be lost, void)
+    # ended at the early result, and its due cards opened coup 4: the next
+    # coup dealt, 4, was refused ("coup numbers below 5 are taken").
+    e = engine()
+    frames = angel_shoe() + angel(("9S", "P1"), ("KH", "B1"), ("TS", "P2"), ("QH", "B2"))
+    frames += [Card(T0, None, c, hand=h) for c, h in (("2D", "P1"), ("4C", "B1"), ("3H", "P2"))]
+    out = [ev for f in frames for ev in e.feed(f)]
+    reply, out = e.command({"id": "v", "cmd": "void", "coup": 2, "reason": "dealer error"}, T0 + 1)
+    assert reply["ok"] is True, reply
+    frames = [SequenceGap(T0, None, 70, 1, exact=False), *angel(("KS", "P1"))]
+    frames += angel(("TD", "B1"), ("8C", "P2"), ("QC", "B2"))
+    out += [ev for f in frames for ev in e.feed(f)]
+    assert "COUP_NUMBERING_LOST" in alerts(out)
+    assert [(c["coup"], c["position"], c["card"]) for c in out if c["type"] == "card"] == [
+        (3, "extra", x) for x in ("KS", "TD", "8C", "QC")
+    ]
+    reply, out = e.command(Accept(id="a", coup=4, confirm=True), T0 + 2)
+    assert reply["ok"] is True, reply

@@ -217,6 +217,13 @@ def void_for(eng: Engine, t: float, coup: Coup, problem: tuple[str, str] | None)
 def void(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
     if coup.resolved:
         return
+    # Its RESULT already came, early (a card still due): void now, it is
+    # closed as if that RESULT came after the void (``boundary.result``),
+    # and the cards up to the next RESULT tell whether they are its due
+    # cards or the next coup's (an Angel Eye's labels at once: from the
+    # first it places on P1, the next coup's; README, "Dealing errors").
+    # Dealt on into it, they would all be its own, a coup lost from the count.
+    early = coup.premature and coup.held is None and coup.dealing
     held = machine.void(coup, code)
     if coup.past:
         boundary.past_of_void(eng, coup)
@@ -238,7 +245,10 @@ def void(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
     if eng._fault_coup == coup.number:
         eng._fault_coup = None
         eng._fault_waiting = None
-    if not coup.dealing:
+    if early and coup.dealing:
+        yield from boundary.close_dealing(eng, coup, t)
+        boundary.await_due_cards(s, coup)
+    elif not coup.dealing:
         s.coups.pop(coup.number, None)
         machine.coup_closed(s, coup.number)
         yield from shoe.maybe_finish_shoe(eng, t)

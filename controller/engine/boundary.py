@@ -69,9 +69,10 @@ def after_void_early_result(
     placed = [i for i, c in enumerate(cards) if c.hand is not None and c.hand not in BURN_HANDS]
     if placed:
         # The device places each card itself (Angel Eye): its labels tell
-        # whose the cards are. Those before the first it places on P1 are
-        # the void coup's (due cards, then extras), the rest the next coup's.
-        due = next((i for i in placed if cards[i].hand == "P1"), len(cards))
+        # whose the cards are. Those before the first it places on P1 (or
+        # an unread card before one it places on B1) are the void coup's
+        # (due cards, then extras), the rest the next coup's.
+        due = next((i for i in range(len(cards)) if loss.opens_coup(cards, i)), len(cards))
         next_only, after_due = False, True
     elif short:
         # Its RESULT came before its first four cards, which no coup ends
@@ -98,7 +99,12 @@ def after_void_early_result(
     elif not after_due:
         due = 0
     for c in cards[:due]:
-        dealing.deal_void(eng, s, void, c)
+        if void.extras and not void.cards:
+            # (a coup whose cards read could not be placed, its first frames
+            # lost with the coup before's RESULT: nor can its due cards be)
+            dealing.set_aside(eng, s, void, c)
+        else:
+            dealing.deal_void(eng, s, void, c)
     rest = loss.number_after_due(eng, s, void, waiting, due, closed=True)
     if not any(isinstance(x, Card) for x in rest):
         yield from release(rest)  # the dealer's second RESULT (a number: after it)
@@ -112,7 +118,8 @@ def after_void_early_result(
             "cards or this coup's cannot be told from them"
         )
         yield from article_x.void_misdeal(eng, f.t, coup, "PREMATURE_RESULT", detail)
-    yield from result(eng, f)
+    # (the device's own result is compared with the coup it closes: SHOE_DISAGREES)
+    yield from on_device_result(eng, f) if isinstance(f, DeviceResult) else result(eng, f)
 
 
 #: frames that say frames may have been lost on the line
@@ -129,7 +136,7 @@ def due_cards_to(eng: Engine, s: Shoe) -> int | None:
     if s.after_premature is None or void is None:
         return None
     waiting = [c for c in s.after_premature if isinstance(c, Card)]
-    if any(c.hand == "P1" for c in waiting):
+    if any(loss.opens_coup(waiting, i) for i in range(len(waiting))):
         return None
     trial = Coup(number=0, demo=False, t_start=0.0, positions=list(void.positions), cards=list(void.cards))
     for c in waiting:
@@ -161,10 +168,12 @@ def flush_after_premature(eng: Engine, s: Shoe, frame: Frame | None = None) -> W
         # (an Angel Eye's labels say whose they are: from the first card it
         # places on P1, the next coup's, as ``after_void_early_result``)
         due = 0
+        read = [x for x in waiting if isinstance(x, Card)]
         for x in waiting:
             if not isinstance(x, Card):
                 continue
-            if x.hand == "P1" or tableau.next_position(eng, void) in (None, UNKNOWN):
+            # (``x`` is ``read[due]``: each card before it was dealt into the void coup)
+            if loss.opens_coup(read, due) or tableau.next_position(eng, void) in (None, UNKNOWN):
                 break
             dealing.deal_void(eng, s, void, x)
             due += 1
@@ -263,7 +272,7 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
         if (
             nxt is not None
             and nxt != UNKNOWN
-            and (len(coup.cards) >= 4 or loss.unnumbered(coup))
+            and (len(coup.cards) >= 4 or loss.unnumbered(coup) or isinstance(f, DeviceResult))
             and not (isinstance(f, DeviceResult) and f.winner == "quit")
         ):
             # Pressed early, or the dealer stopped dealing the void coup:
@@ -276,7 +285,10 @@ def result(eng: Engine, f: Button | DeviceResult) -> Work:
             # (A RESULT that itself comes before the fourth card of a live
             # coup is the early press below, whose due cards do follow; so
             # is one in a coup void only for its unknown number, which the
-            # dealer deals as any other: ``loss.unnumbered``.)
+            # dealer deals as any other: ``loss.unnumbered``.) A device that
+            # places each card itself (an Angel Eye, whose RESULT is its own
+            # result) tells whether it was abandoned: the cards before the
+            # first it places on P1 are still its own (``after_void_early_result``).
             await_due_cards(s, coup)
         return
     nxt = tableau.next_position(eng, coup)
@@ -593,17 +605,22 @@ def past_tableau(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work:
     Only a frame that may have ended the wait unseen (a loss on the line,
     another button, a shoe's end: ``ends_past_wait``) places them as
     extra cards first, as they were read before this wait existed. Where
-    the device labels each card's place (Angel Eye), nothing waits: its
-    labels tell, a card it places on P1 opening the next coup."""
+    the device labels each card's place (Angel Eye), only an unread card
+    waits: its labels tell, a card it places on P1 (or an unread card
+    before one it places on B1) opening the next coup."""
     if not eng.button or not coup.dealing or coup.void_code is not None:
         yield from extra_card(eng, s, coup, f)
         return
     if f.hand is not None:
-        if f.hand != "P1":
+        # (only an unread card waits: the device labels every card it reads)
+        opener = [coup.past.pop()] if f.hand == "B1" and coup.past else []
+        yield from past_as_extras(eng, s, coup)
+        if f.hand != "P1" and not opener:
             yield from extra_card(eng, s, coup, f)
             return
-        yield from past_as_extras(eng, s, coup)  # (an unread card, labelled by no frame)
-        yield from _next_coup_began(eng, coup, [f], f.t)
+        # a card it places on P1, or an unread card before one it places
+        # on B1 (that card stood on P1), opens the next coup
+        yield from _next_coup_began(eng, coup, [*opener, f], f.t)
         return
     coup.past.append(f)
     if sum(isinstance(x, Card) for x in coup.past) >= MIN_COUP_CARDS:

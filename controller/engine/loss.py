@@ -158,7 +158,7 @@ def _loss(f: Frame) -> bool:
     return isinstance(f, (SequenceGap, Link)) or _restart(f)
 
 
-def _opens(frames: list[Frame], i: int) -> bool:
+def opens_coup(frames: Sequence[Frame], i: int) -> bool:
     """Whether the card at ``i`` opens a coup by the device's labels: it
     places it on P1, or it came unread (no label) and the next card read
     is placed on B1 (the unread card stood on P1)."""
@@ -308,7 +308,7 @@ def discard_held(
         # line, are its own (due cards after a RESULT pressed early, then
         # extras), and the RESULTs among them its: counted as a coup of
         # their own they would shift every later number.
-        stop = next((i for i, f in enumerate(rest) if _loss(f) or _opens(rest, i)), len(rest))
+        stop = next((i for i, f in enumerate(rest) if _loss(f) or opens_coup(rest, i)), len(rest))
         head = head + [f for f in rest[:stop] if not isinstance(f, boundary)]
         rest = rest[stop:]
     elif not phantom_frames:
@@ -386,11 +386,25 @@ def void_phantom(eng: Engine, frames: Sequence[Frame], t: float, before: int = 0
             dealing.set_aside(eng, s, coup, f)
         elif isinstance(f, CutCard):
             yield f  # it came out in this coup (after the RESULT lost)
-    if coup.resolved:  # after the last coup: void already (CUT_CARD_OVERRUN)
-        yield from boundary.close_dealing(eng, coup, t)
-        return
-    yield from article_x.void_misdeal(eng, t, coup, "SEQUENCE_GAP", detail)
+    if not coup.resolved:  # (after the last coup: void already, CUT_CARD_OVERRUN)
+        yield from article_x.void_misdeal(eng, t, coup, "SEQUENCE_GAP", detail)
     yield from boundary.close_dealing(eng, coup, t)
+    cards = [f for f in frames if isinstance(f, Card)]
+    first = next((i for i, f in enumerate(frames) if isinstance(f, Card)), len(frames))
+    if (
+        frames
+        and isinstance(frames[-1], (Button, DeviceResult))
+        and 0 < len(cards) < MIN_COUP_CARDS
+        and opens_coup(cards, 0)
+        and not any(_loss(f) for f in frames[first:])
+    ):
+        # Its first card read is one the device places on P1 (Angel Eye),
+        # and no frame was lost after it: nothing of it was lost, so its
+        # RESULT came before its fourth card, no coup's end. The cards up
+        # to the next RESULT are its due cards or the next coup's, which
+        # the labels tell (README, "Dealing errors"); counted as a coup of
+        # their own, they would take the next coup's number.
+        boundary.await_due_cards(s, coup)
 
 
 def on_gap(eng: Engine, f: SequenceGap) -> Work:
@@ -523,7 +537,7 @@ def ends_at_result(eng: Engine, coup: Coup, f: Button | DeviceResult) -> Work:
         if whole:
             yield from release(frames)
         else:
-            yield from void_phantom(eng, frames, f.t, min(ends) - 1)
+            yield from void_phantom(eng, [*held, f], f.t, min(ends) - 1)  # (its losses too)
             yield from release(
                 [x for x in frames if not isinstance(x, (Card, Button, DeviceResult, CutCard))]
             )
