@@ -634,6 +634,7 @@ class Dealer:
             steps = [*steps[:i], ("newshoe",)]
             truth.cut_short = True
         drawn = pos  # the index in the order of the next card the shoe gives
+        sent: list[str | None] = []  # this coup's cards that reached the engine
         for step in steps:
             op = step[0]
             lost = op == "lost"
@@ -656,11 +657,13 @@ class Dealer:
                     face_up=op == "faceup",
                     deck=DECKS + 1 if op == "foreign" else None,
                 )
+                sent += [] if lost else [code]
             elif op == "extra":
                 if self._cut_card(drawn, cut_at):
                     self._cut_past_tableau = True
                 drawn += 1
                 self.card(step[1], step[2], lost=lost)
+                sent += [] if lost else [step[1]]
             elif op == "result":
                 self.result(player, banker, lost=lost)
             elif op == "wrongresult":
@@ -676,10 +679,15 @@ class Dealer:
                     self.send(lambda t, q: Status(t, q, "OK"))
             elif op == "void":
                 shown = [e for e in self.events[since:] if e["type"] == "card" and e["coup"] is not None]
-                if shown:
+                if shown and sent and shown[-1]["card"] == sent[-1]:
                     self.command(kind or "", cmd="void", coup=shown[-1]["coup"], reason="dealer error")
                 else:
-                    # (nothing of it on the screen: the supervisor cannot void it)
+                    # (nothing of it on the screen: the supervisor cannot void
+                    # it. Cards shown since it began but not the one just
+                    # dealt are an earlier coup's, held behind its misdeal and
+                    # dealt on late (README, "Dealing errors": every later
+                    # frame is held): voiding the coup they show would void
+                    # another coup than this one)
                     phys.truth = "either"
                     phys.kind = "supervisor_void_unseen"
                     self.injected["supervisor_void"] -= 1

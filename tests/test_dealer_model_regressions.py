@@ -935,3 +935,25 @@ def test_an_angel_eye_coup_after_a_lost_result_keeps_the_due_cards_of_its_early_
     ]
     reply, out = e.command(Accept(id="a", coup=4, confirm=True), T0 + 2)
     assert reply["ok"] is True, reply
+
+
+def test_an_angel_eye_phantom_coup_keeps_the_cards_it_places_after_its_early_result() -> None:
+    # Coup 2's B2 and result are lost (an unknown number of frames); the
+    # next coup's four cards come, its result early (P3 due), its P3 and
+    # B3 and its result again, then coup 4's cards. At the deadline coup 3
+    # is counted from the cards read (void, its first frames may be lost),
+    # and its P3 and B3 opened a coup of their own: the next coup dealt,
+    # 4, was refused ("coup numbers below 5 are taken").
+    e = engine()
+    frames = angel_shoe() + angel(("9S", "P1"), ("KH", "B1"), ("TS", "P2"), ("QH", "B2"))
+    frames += [Card(T0, None, c, hand=h) for c, h in (("2D", "P1"), ("4C", "B1"), ("3H", "P2"))]
+    frames.append(SequenceGap(T0, None, 70, 1, exact=False))
+    frames += angel(("JC", "P1"), ("JD", "B1"), ("JH", "P2"), ("TD", "B2"))  # (result early: P3 due)
+    frames += angel(("8S", "P3"), ("8D", "B3"))
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    assert "COUP_NUMBERING_LOST" in alerts(out)
+    assert [(c["coup"], c["position"], c["card"]) for c in out if c["type"] == "card" and c["coup"] == 3] == [
+        (3, "extra", x) for x in ("JC", "JD", "JH", "TD", "8S", "8D")
+    ]
+    reply, out = e.command(Accept(id="a", coup=4, confirm=True), T0 + 11)
+    assert reply["ok"] is True, reply

@@ -287,7 +287,19 @@ def discard_held(
             if not isinstance(f, Card) and not (i >= cut and isinstance(f, CutCard))
         ]
         second = next((i for i, f in enumerate(rest) if isinstance(f, boundary)), None)
-        if (
+        if _labelled(rest):
+            # The device places each card itself (Angel Eye): the cards after
+            # the phantom's RESULT that it places elsewhere than P1, up to
+            # the next P1 or a loss on the line, are the phantom's own (due
+            # cards after a RESULT pressed early, then extras), and the
+            # RESULTs among them its (README, "Dealing errors": its labels
+            # tell whose the cards are)
+            stop = next((i for i, f in enumerate(rest) if _loss(f) or opens_coup(rest, i)), len(rest))
+            theirs: list[Frame] = [f for f in rest[:stop] if isinstance(f, Card)]
+            kept = [f for f in rest[:stop] if not isinstance(f, (Card, *boundary))]
+            phantom_frames += theirs
+            rest = kept + rest[stop:]
+        elif (
             m < MIN_COUP_CARDS
             and second is not None
             and sum(isinstance(f, Card) for f in rest[:second]) < MIN_COUP_CARDS
