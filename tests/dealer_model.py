@@ -685,7 +685,7 @@ class Dealer:
                     # (nothing of it on the screen: the supervisor cannot void
                     # it. Cards shown since it began but not the one just
                     # dealt are an earlier coup's, held behind its misdeal and
-                    # dealt on late (README, "Dealing errors": every later
+                    # dealt on late (docs/dealing-errors.md: every later
                     # frame is held): voiding the coup they show would void
                     # another coup than this one)
                     phys.truth = "either"

@@ -221,7 +221,7 @@ def void(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
     # closed as if that RESULT came after the void (``boundary.result``),
     # and the cards up to the next RESULT tell whether they are its due
     # cards or the next coup's (an Angel Eye's labels at once: from the
-    # first it places on P1, the next coup's; README, "Dealing errors").
+    # first it places on P1, the next coup's; docs/dealing-errors.md).
     # Dealt on into it, they would all be its own, a coup lost from the count.
     early = coup.premature and coup.held is None and coup.dealing
     held = machine.void(coup, code)

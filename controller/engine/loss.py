@@ -292,7 +292,7 @@ def discard_held(
             # the phantom's RESULT that it places elsewhere than P1, up to
             # the next P1 or a loss on the line, are the phantom's own (due
             # cards after a RESULT pressed early, then extras), and the
-            # RESULTs among them its (README, "Dealing errors": its labels
+            # RESULTs among them its (docs/dealing-errors.md: its labels
             # tell whose the cards are)
             stop = next((i for i, f in enumerate(rest) if _loss(f) or opens_coup(rest, i)), len(rest))
             theirs: list[Frame] = [f for f in rest[:stop] if isinstance(f, Card)]
@@ -414,7 +414,7 @@ def void_phantom(eng: Engine, frames: Sequence[Frame], t: float, before: int = 0
         # and no frame was lost after it: nothing of it was lost, so its
         # RESULT came before its fourth card, no coup's end. The cards up
         # to the next RESULT are its due cards or the next coup's, which
-        # the labels tell (README, "Dealing errors"); counted as a coup of
+        # the labels tell (docs/dealing-errors.md); counted as a coup of
         # their own, they would take the next coup's number.
         boundary.await_due_cards(s, coup)
 
