@@ -957,3 +957,19 @@ def test_an_angel_eye_phantom_coup_keeps_the_cards_it_places_after_its_early_res
     ]
     reply, out = e.command(Accept(id="a", coup=4, confirm=True), T0 + 11)
     assert reply["ok"] is True, reply
+
+
+def test_an_angel_eye_card_placed_on_p1_mid_coup_is_a_loss_the_seq_did_not_show() -> None:
+    # Coup 1's B2, P3 and result are lost where the seq cannot show it (at
+    # the top of a cycle not yet learned): the next card the shoe places on
+    # P1. It was taken as coup 1's B2 (WRONG_HAND), the next coup's cards
+    # as coup 1's, and coup 1 void at the deadline: the coup after counted
+    # one too few, with no flag on the numbering.
+    e = engine()
+    frames = angel_shoe() + [Card(T0, None, c, hand=h) for c, h in (("2D", "P1"), ("4C", "B1"), ("3H", "P2"))]
+    frames += angel(("AH", "P1"), ("TD", "B1"), ("AC", "P2"), ("3D", "B2"), ("5S", "P3"))
+    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
+    misdeals = [(m["coup"], m["code"]) for m in out if m["type"] == "misdeal"]
+    assert (1, "SEQUENCE_GAP") in misdeals and "WRONG_HAND" not in [c for _, c in misdeals]
+    assert "COUP_NUMBERING_LOST" in alerts(out)
+    assert (1, "B2", "AH") not in [(c["coup"], c["position"], c["card"]) for c in out if c["type"] == "card"]

@@ -257,6 +257,8 @@ def deal(eng: Engine, s: Shoe, coup: Coup, f: Card) -> Work | None:
         return None
     if pos is None:
         return boundary.past_tableau(eng, s, coup, f)
+    if f.hand == "P1" and len(coup.cards) >= 2 and s.numbering_lost is None:
+        return loss.unseen_loss(eng, f)
     problem = take(eng, s, f, coup)
     coup.positions.append(pos)
     coup.cards.append(f.card)

@@ -419,15 +419,36 @@ def void_phantom(eng: Engine, frames: Sequence[Frame], t: float, before: int = 0
         boundary.await_due_cards(s, coup)
 
 
-def on_gap(eng: Engine, f: SequenceGap) -> Work:
-    s = eng.shoe
+def unseen_loss(eng: Engine, f: Card) -> Work:
+    """A card the device places on P1 while the coup in play, past its
+    first two cards, still wants a card of its tableau: the device counted
+    a coup end the engine never saw, so frames were lost that the seq did
+    not show (lost at the top of a cycle not yet learned, or whole cycles).
+    A loss of unknown size, as a gap of that size is (docs/devices.md, Angel Eye:
+    the shoe's own placement of every card is what shows it), then the
+    card, which the coup now holds."""
+    detail = (
+        "the device placed a card on P1 with the coup's tableau incomplete: frames were lost "
+        "(how many is unknown)"
+    )
+    yield from on_gap(eng, SequenceGap(f.t, f.seq, f.seq or 0, 1, exact=False), detail)
+    yield f
+
+
+def _gap_detail(f: SequenceGap) -> str:
     if f.exact:
-        detail = f"frames lost: expected sequence {f.expected}, received {f.seq} ({f.missing} missing)"
-    else:
-        detail = (
-            f"frames lost: expected sequence {f.expected}, received {f.seq} (at least {f.missing} "
-            "missing; how many more is unknown)"
-        )
+        return f"frames lost: expected sequence {f.expected}, received {f.seq} ({f.missing} missing)"
+    return (
+        f"frames lost: expected sequence {f.expected}, received {f.seq} (at least {f.missing} "
+        "missing; how many more is unknown)"
+    )
+
+
+def on_gap(eng: Engine, f: SequenceGap, detail: str | None = None) -> Work:
+    """Frames lost on the line (``detail``: what showed it, if not the seq)."""
+    s = eng.shoe
+    if detail is None:
+        detail = _gap_detail(f)
     if eng._fault_coup is not None:
         eng._fault_waiting = None  # the sequence is broken: no automatic resume
     if s is None or s.ended_emitted:
