@@ -731,42 +731,6 @@ def test_four_cards_after_a_restart_past_a_complete_tableau_are_the_next_coup() 
     ]
 
 
-def test_a_coup_whose_first_card_may_be_the_void_coups_due_card_is_not_settled() -> None:
-    # Coup 2 has four cards read (the Player's 4 calls for a third card),
-    # then a frame lost and a RESULT: nobody corrects it, it is void at its
-    # deadline. The six cards after it make coup 3, but so do its last
-    # five after a first one that was coup 2's due card (its RESULT pressed
-    # early, the lost frame a status, no second RESULT). The number is the
-    # same either way, the hands are not: coup 3 was settled on a guess.
-    e = engine()
-    frames = opening(["9S", "KH", "TS", "QH"])
-    frames += [Card(T0, 9, "2C"), Card(T0, 10, "3D"), Card(T0, 11, "2H"), Card(T0, 12, "3S")]
-    frames += [SequenceGap(T0, 14, 13, 1), Button(T0, 14, "RESULT")]
-    frames += coup_frames([["JC", "3S", "JS", "KC", "6H", "3H"]], seq=15, t=T0 + 1)
-    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
-    assert [r["coup"] for r in out if r["type"] == "coup.result"] == [1]
-    assert [(v["coup"], v["code"]) for v in out if v["type"] == "coup.void"] == [
-        (2, "SEQUENCE_GAP"),
-        (3, "PREMATURE_RESULT"),
-    ]
-    # the next coup keeps its number
-    out = [ev for f in coup_frames([["8C", "2S", "KS", "5S"]], seq=22, t=T0 + 11) for ev in e.feed(f)]
-    assert [r["coup"] for r in out if r["type"] == "coup.result"] == [4]
-
-
-def test_a_coup_after_a_void_coups_held_result_that_only_fits_whole_is_settled() -> None:
-    # The same, but the cards after coup 3's first do not make a coup
-    # (a natural of four cards): the first card cannot be coup 2's due
-    # card, so coup 3 is settled.
-    e = engine()
-    frames = opening(["9S", "KH", "TS", "QH"])
-    frames += [Card(T0, 9, "2C"), Card(T0, 10, "3D"), Card(T0, 11, "2H"), Card(T0, 12, "3S")]
-    frames += [SequenceGap(T0, 14, 13, 1), Button(T0, 14, "RESULT")]
-    frames += coup_frames([["9C", "2S", "KS", "5S"]], seq=15, t=T0 + 1)
-    out = [ev for f in frames for ev in e.feed(f)] + e.tick(T0 + 10)
-    assert [r["coup"] for r in out if r["type"] == "coup.result"] == [1, 3]
-
-
 def test_an_accept_after_an_early_result_read_after_a_lost_result_is_not_placed() -> None:
     # Coup 2 is a natural and its RESULT is never pressed; coup 3's first
     # three cards are lost on the line, its fourth and its RESULT come. One

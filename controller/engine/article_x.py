@@ -230,9 +230,8 @@ def void(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
     rest: list[Frame] = []  # frames held past its RESULT: the coups' after it
     phantom: list[Frame] = []  # the next coup's, its RESULT lost (``loss.void_phantom``)
     before = 0
-    unsure = False  # the next coup's hands are not known (``loss._due_first``)
     if held is not None:
-        rest, phantom, before, unsure = yield from loss.discard_held(eng, coup, held, t)
+        rest, phantom, before = yield from loss.discard_held(eng, coup, held, t)
     if coup.extras_unlisted:
         detail += f" ({coup.extras_unlisted} more extra cards, shown by their card events, not listed)"
     eng._emit(
@@ -256,19 +255,6 @@ def void(eng: Engine, t: float, coup: Coup, code: str, detail: str) -> Work:
     if phantom:
         yield from loss.void_phantom(eng, phantom, t, before)
     # frames held past the void coup's RESULT belong to the coups after it
-    if unsure:
-        # its first card opens the next coup, which is void before anything
-        # else of it is dealt on
-        k = next(i for i, f in enumerate(rest) if isinstance(f, Card)) + 1
-        yield from release(rest[:k])
-        nxt = s.current
-        if nxt is not None and nxt.dealing and not nxt.resolved:
-            why = (
-                f"coup {coup.number}'s RESULT may have been pressed with a card due (its tableau is not "
-                "known): this coup's first card may be its due card, so its hands are not known"
-            )
-            yield from void_misdeal(eng, t, nxt, "PREMATURE_RESULT", why)
-        rest = rest[k:]
     yield from release(rest)
 
 

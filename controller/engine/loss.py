@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from controller.cards import RANK_BURN
 from controller.engine import article_x, boundary, dealing, machine, tableau
 from controller.engine.machine import BURN, BURN_UNKNOWN
-from controller.engine.state import AWAITING, BURN_HANDS, UNKNOWN, Coup, Shoe, Steps, Work, release
+from controller.engine.state import AWAITING, BURN_HANDS, Coup, Shoe, Steps, Work, release
 from controller.event_types import ShoeBurn
 from firmware_protocols.frames import (
     Button,
@@ -180,42 +180,24 @@ def _coups(n: int) -> str:
     return f"{n} coup" if n == 1 else f"{n} coups"
 
 
-def _due_first(eng: Engine, coup: Coup, read: int, seg: list[Frame]) -> bool:
-    """Whether the cards ``seg`` held after the first held RESULT of
-    ``coup`` (voided, frames lost in it or an unread card deciding its
-    tableau) up to the next RESULT may be read two ways that both fit:
-    the next coup whole (that RESULT was the coup's end), or the coup's
-    due card(s) after that RESULT pressed early, then the next coup (the
-    dealer did not press RESULT again). Its ``read`` cards (four or five:
-    one card more or two may have been due) were dealt before it, and
-    whether its tableau was complete then is not known. The next coup's
-    number is the same either way, its hands are not: it is void, not
-    settled on a guess (``article_x.void``)."""
-    if coup.extras or not 4 <= read <= 5 or any(_loss(f) for f in seg):
-        return False
-    if not coup.lost_frames and tableau.next_position(eng, coup) != UNKNOWN:
-        return False  # (its tableau is known: complete, or the RESULT known early)
-    cards = [f.card for f in seg if isinstance(f, Card)]
-    if not tableau.tableau_exact(eng, cards):
-        return False  # (not one whole coup: dealt on, its errors flagged as they come)
-    return any(tableau.tableau_exact(eng, cards[d:]) for d in range(1, 6 - read + 1))
-
-
 def discard_held(
     eng: Engine, coup: Coup, held: list[Frame], t: float
-) -> Steps[tuple[list[Frame], list[Frame], int, bool]]:
+) -> Steps[tuple[list[Frame], list[Frame], int]]:
     """A coup voided while its frames were held: its held cards left the
     shoe but their positions were never known, so they are reported as
     ``extra`` of the void coup, up to the first held RESULT; what follows
-    is dealt on (returned first, for ``void`` to release). More than 6
-    cards before the first held RESULT mean this coup's RESULT was among
-    the lost frames: they are the next coup's (void too: returned second,
-    with the number of coups lost whole before it third, for
-    ``void_phantom``); fewer than 4 before the second held RESULT are this
-    coup's due cards after an early RESULT; returned fourth: whether the
-    next coup is void (``_due_first``). With the automatic boundary every
-    held card stays with it. Non-card frames before the first RESULT (a
-    cut card) are applied before the coup is reported void, where dealt."""
+    that RESULT is dealt on as usual (returned first, for ``void`` to release).
+
+    Two cases are told apart by counting cards, since a coup has 4 to 6:
+    more than 6 before the first held RESULT means this coup's own RESULT
+    was among the lost frames, so those cards are the next coup's (void
+    too: returned second, with the number of coups lost whole before it
+    third, for ``void_phantom``); fewer than 4 between the first and the
+    second held RESULT are no coup but this coup's due cards after an
+    early RESULT, and stay with it. With the automatic boundary nothing
+    tells where the coup ended: every held card stays with it. Non-card
+    frames before the first RESULT (a cut card) are applied before the
+    coup is reported void, where they were dealt."""
     s = eng.shoe
     assert s is not None
     boundary = (Button, DeviceResult) if eng.button else ()
@@ -237,7 +219,7 @@ def discard_held(
         # out of the count: the void coup holds on until then (docs/dealing-errors.md,
         # "Coup numbers after a gap").
         machine.hold(coup, held)
-        return [], [], 0, False
+        return [], [], 0
     if first is None:
         # no RESULT held: frames lost after this coup's cards (a gap, a
         # restart) still apply to what comes next
@@ -252,7 +234,6 @@ def discard_held(
         eng._emit(coup.t_start, ShoeBurn(first_card=s.first_card, burned=s.burned))
     own = len(coup.cards) + len(coup.extras)
     m = sum(isinstance(f, Card) for f in head)
-    unsure = False  # the next coup's first card may be this coup's due card
     phantom = False
     phantom_frames: list[Frame] = []
     phantom_before = 0  # coups lost whole before the phantom
@@ -333,8 +314,6 @@ def discard_held(
         ):
             head = head + rest[:second]
             rest = rest[second + 1 :]
-        elif second is not None and first is not None:
-            unsure = _due_first(eng, coup, len(coup.cards) + m, rest[:second])
     # a supervisor's number given while this coup held (``Renumbered``) is
     # for the coup dealt after the command: after this one, and after the
     # next coup's cards that came before it (the phantom's)
@@ -351,7 +330,7 @@ def discard_held(
     if s.current is coup:
         s.current = None
     machine.coup_closed(s, coup.number)
-    return rest, phantom_frames, phantom_before, unsure
+    return rest, phantom_frames, phantom_before
 
 
 def bound_held(eng: Engine, t: float) -> Work:
