@@ -332,6 +332,18 @@ def connect_options(cfg: MqttConfig) -> dict[str, Any]:
 #: 0x84 Unsupported Protocol Version, and 3.1.1's return code 1
 #: (unacceptable protocol version), which a broker without MQTT 5 may send
 #: in reply to an MQTT 5 CONNECT (NATS 2.9 does; paho reads either as 0x84).
+#: The longest retained ``<prefix>/<table>/status`` read (the daemon
+#: writes ``online`` or ``offline``); more is cut, never read whole.
+MAX_STATUS_BYTES = 64
+
+
+def status_text(payload: bytes | bytearray) -> str:
+    """A table's retained status as text: its first ``MAX_STATUS_BYTES``
+    bytes, undecodable bytes replaced (``ctl`` and ``replay --out mqtt``
+    read it alike)."""
+    return bytes(payload[:MAX_STATUS_BYTES]).decode("utf-8", "replace")
+
+
 _UNSUPPORTED_VERSION = (0x84, 0x01)
 
 

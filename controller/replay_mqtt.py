@@ -37,7 +37,7 @@ from controller.config import MqttConfig
 from controller.errors import RuntimeFailure
 from controller.events import Event
 from controller.journal import Journal
-from controller.mqtt_client import connect_options, make_client
+from controller.mqtt_client import connect_options, make_client, status_text
 from controller.outputs.mqtt import MqttOutput
 
 #: Events stored per journal transaction while the capture is read.
@@ -50,15 +50,13 @@ STATUS_CONNECT_S = 5.0
 #: nothing within this bound means no retained status, i.e. no controller
 #: has ever said it is online there (or its status was cleared).
 STATUS_WAIT_S = 1.0
-#: The longest retained status read (the daemon writes ``online`` or ``offline``).
-MAX_STATUS_BYTES = 64
 
 
 def table_status(
     cfg: MqttConfig, table: str, *, wait: float = STATUS_WAIT_S, connect: float = STATUS_CONNECT_S
 ) -> str | None:
     """The retained ``<prefix>/<table>/status`` (``online``, ``offline``,
-    or what else it holds, cut to ``MAX_STATUS_BYTES``), or None when the
+    or what else it holds, cut to ``mqtt_client.MAX_STATUS_BYTES``), or None when the
     broker has none within ``wait`` seconds of the SUBACK. Raises
     ``RuntimeFailure`` (one line) when the broker cannot be reached or
     refuses within ``connect`` seconds."""
@@ -83,7 +81,7 @@ def table_status(
 
     def on_message(_c: Any, _u: Any, msg: Any) -> None:
         if msg.topic == topic and msg.retain and not found:
-            found.append(bytes(msg.payload[:MAX_STATUS_BYTES]).decode("utf-8", "replace"))
+            found.append(status_text(msg.payload))
             got.set()
 
     client.on_connect = on_connect

@@ -39,7 +39,7 @@ from controller.command_auth import sign, stamp, wire
 from controller.commands_schema import HAND_POSITIONS, MAX_COUP
 from controller.config import load_client_config, table_problem
 from controller.errors import RuntimeFailure, UsageError
-from controller.mqtt_client import connect_options, make_client
+from controller.mqtt_client import connect_options, make_client, status_text
 from controller.textsafe import visible
 
 ACTIONS = {
@@ -63,8 +63,6 @@ EVENT_TOPICS = (
 #: How long to wait, after the reply, for the events that say what was done.
 EVENT_GRACE_S = 2.0
 MAX_TIMEOUT_S = 600.0
-#: The longest retained status read (the daemon writes ``online`` or ``offline``).
-MAX_STATUS_BYTES = 64
 
 Event = dict[str, Any]
 
@@ -393,7 +391,7 @@ class _Exchange:
     def on_message(self, _c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
         if msg.topic == self.status_topic:
             if msg.retain and not self.status:
-                self.status.append(bytes(msg.payload[:MAX_STATUS_BYTES]).decode("utf-8", "replace"))
+                self.status.append(status_text(msg.payload))
             return
         try:
             data = json.loads(msg.payload)
