@@ -259,7 +259,7 @@ def render_text(roads: Roads, title: str = "", *, colour: bool = False) -> str:
         return ["|" + "".join(row) + "|" if cols else "|(none)|" for row in grid]
 
     lines = [title] if title else []
-    bead = [Placed(i // ROWS, i % ROWS, i // ROWS, c) for i, c in enumerate(_flat(roads["bead_plate"]))]
+    bead = [Placed(x, y, x, c) for x, col in enumerate(roads["bead_plate"]) for y, c in enumerate(col)]
     lines.append("bead plate")
     lines += board(bead, lambda c: (str(c["w"]), str(c["w"])))
 
@@ -274,10 +274,6 @@ def render_text(roads: Roads, title: str = "", *, colour: bool = False) -> str:
         lines.append(name.replace("_", " ") + " (r red, b blue)")
         lines += board(layout(roads[name]), lambda c: (_DERIVED_MARK.get(str(c), "?"), str(c)))  # type: ignore[literal-required]
     return "\n".join(lines) + "\n"
-
-
-def _flat(columns: Sequence[Sequence[Any]]) -> list[Any]:
-    return [cell for col in columns for cell in col]
 
 
 # --- SVG ------------------------------------------------------------------------------------
