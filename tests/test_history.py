@@ -704,6 +704,16 @@ def test_cli_with_a_config_whose_relative_journal_is_not_here_says_where_it_is_r
     assert not (elsewhere / "var").exists() and not (tmp_path / "state").exists(), "history creates nothing"
 
 
+def _burned(j: Journal) -> JournalledTable:
+    """A journalled table whose shoe has started and burned (first card A:
+    one card burned), its coup 1 next."""
+    tb = JournalledTable(j)
+    tb.hello()
+    tb.new_shoe()
+    tb.cards("AS", "2C")
+    return tb
+
+
 def test_a_coup_settled_by_a_later_entry_closed_at_the_entry_not_at_its_results_read_time(
     tmp_path: Path,
 ) -> None:
@@ -713,10 +723,7 @@ def test_a_coup_settled_by_a_later_entry_closed_at_the_entry_not_at_its_results_
     before the entry that settled it."""
     path = tmp_path / "journal.sqlite3"
     with Journal(path) as j:
-        tb = JournalledTable(j)
-        tb.hello()
-        tb.new_shoe()
-        tb.cards("AS", "2C")  # burn
+        tb = _burned(j)
         tb.cards("TS", "7C")
         tb.gap(1)  # KH lost
         tb.cards("QD", "9H")
@@ -746,10 +753,7 @@ def test_the_shoe_reports_void_coups_are_listed_by_coup_number(tmp_path: Path) -
     voids as 2, 1; the report lists them 1, 2."""
     path = tmp_path / "journal.sqlite3"
     with Journal(path) as j:
-        tb = JournalledTable(j)
-        tb.hello()
-        tb.new_shoe()
-        tb.cards("AS", "2C")  # burn
+        tb = _burned(j)
         tb.cards("TS", "2C", "KH", "KD", "5H")
         tb.card(None)  # B3 unread
         tb.result()
