@@ -16,7 +16,15 @@ from typing import Any
 import pytest
 
 from tests.conftest import BrokerFactory, Subscriber, eventually, mqtt_client
-from tests.support.board import Board, board_config, chromium, daemon_config, start_daemon, stop
+from tests.support.board import (
+    Board,
+    TablePublisher,
+    board_config,
+    chromium,
+    daemon_config,
+    start_daemon,
+    stop,
+)
 
 pytestmark = pytest.mark.mqtt
 
@@ -252,17 +260,8 @@ def test_a_board_started_mid_shoe_shows_what_is_retained_and_marks_the_rest_unkn
     number, none of its cards seen; the odds' two views, the one not yet
     received said so. Then the events fill each in."""
     broker = mosquitto()
-    pub = mqtt_client(broker)[0]
-    shoe = "20261123T050000Z"
-    seq = iter(range(1, 1000))
-
-    def event(kind: str, **payload: Any) -> str:
-        n = next(seq)
-        return json.dumps({"v": 1, "type": kind, "event_id": f"T01/{shoe}/{n}", "table": "T01", "shoe": shoe,
-                           "seq": n, "ts": "2026-11-23T05:00:00.000Z", **payload})  # fmt: skip
-
-    def send(topic: str, payload: str, retain: bool = False) -> None:
-        pub.publish(f"baccarat/T01/{topic}", payload, qos=1, retain=retain).wait_for_publish(10)
+    pub = TablePublisher(broker)
+    shoe, event, send = pub.shoe, pub.event, pub.send
 
     bets = {"player": {"win": 0.44, "push": 0.1, "lose": 0.46, "ev": -0.012},
             "banker": {"win": 0.46, "push": 0.1, "lose": 0.44, "ev": -0.0106}}  # fmt: skip
@@ -325,5 +324,5 @@ def test_a_board_started_mid_shoe_shows_what_is_retained_and_marks_the_rest_unkn
             assert page_sequence(driver) == "BBPB"
             driver.save_screenshot(str(tmp_path / "mid-shoe.png"))
     finally:
-        pub.disconnect()
+        pub.close()
         assert board.stop() == 0, board.log.read_text()

@@ -9,33 +9,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import BrokerFactory, eventually, mqtt_client
-from tests.support.board import Board, board_config, chromium
+from tests.conftest import BrokerFactory, eventually
+from tests.support.board import Board, TablePublisher, board_config, chromium
 
 pytestmark = pytest.mark.mqtt
 
 SHOE = "20261123T050000Z"
-
-
-def _publisher(broker: Any) -> tuple[Any, Callable[..., str], Callable[..., None]]:
-    pub = mqtt_client(broker)[0]
-    seq: Iterator[int] = iter(range(1, 100_000))
-
-    def event(kind: str, **payload: Any) -> str:
-        n = next(seq)
-        return json.dumps({"v": 1, "type": kind, "event_id": f"T01/{SHOE}/{n}", "table": "T01", "shoe": SHOE,
-                           "seq": n, "ts": "2026-11-23T05:00:00.000Z", **payload})  # fmt: skip
-
-    def send(topic: str, payload: str, retain: bool = False) -> None:
-        pub.publish(f"baccarat/T01/{topic}", payload, qos=1, retain=retain).wait_for_publish(10)
-
-    return pub, event, send
 
 
 def _js(driver: Any, script: str) -> Any:
@@ -50,7 +34,8 @@ def test_the_first_paint_is_the_table_not_zeros_and_the_page_fits_1400x900(
     tmp_path: Path, mosquitto: BrokerFactory
 ) -> None:
     broker = mosquitto()
-    pub, event, send = _publisher(broker)
+    pub = TablePublisher(broker, SHOE)
+    event, send = pub.event, pub.send
     cells = [{"w": w, "pp": False, "bp": False} for w in "BBPBPPTB"]
     bets = {b: {"win": 0.44, "push": 0.1, "lose": 0.46, "ev": -0.012} for b in ("player", "banker", "tie")}
     send("status", "online", retain=True)
@@ -104,7 +89,7 @@ def test_the_first_paint_is_the_table_not_zeros_and_the_page_fits_1400x900(
             left = _js(driver, f"return ['bead-plate', 'big-road', 'big-eye-boy'].map(id => {rect}.left);")
             assert max(left) - min(left) <= 1.0, left
     finally:
-        pub.disconnect()
+        pub.close()
         assert board.stop() == 0, board.log.read_text()
 
 
@@ -112,7 +97,8 @@ def test_cards_read_show_the_shoe_online_and_offline_freezes_the_countdown_and_t
     tmp_path: Path, mosquitto: BrokerFactory
 ) -> None:
     broker = mosquitto()
-    pub, event, send = _publisher(broker)
+    pub = TablePublisher(broker, SHOE)
+    event, send = pub.event, pub.send
     send("status", "online", retain=True)
     board = Board(board_config(tmp_path, broker), tmp_path / "board.log")
     try:
@@ -145,5 +131,5 @@ def test_cards_read_show_the_shoe_online_and_offline_freezes_the_countdown_and_t
             assert _text(driver, "banner-misdeal") == banner
             driver.save_screenshot(str(tmp_path / "offline.png"))
     finally:
-        pub.disconnect()
+        pub.close()
         assert board.stop() == 0, board.log.read_text()

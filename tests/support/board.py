@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from tests.conftest import Broker, free_port, need_tool
+from tests.conftest import Broker, free_port, mqtt_client, need_tool
 from tests.support.configs import write_config
 
 CHROMIUM = ("/usr/bin/chromium", "/usr/lib/chromium/chromium")
@@ -161,3 +161,27 @@ def chromium(width: int = 1600, height: int = 1000) -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+class TablePublisher:
+    """Publishes as table T01's controller would, for the board's browser
+    tests: ``event(kind, **payload)`` is an event of shoe ``shoe`` with the
+    next seq (as JSON text), ``send(topic, payload, retain)`` publishes it
+    under ``baccarat/T01/`` at QoS 1 and waits for the broker."""
+
+    def __init__(self, broker: Broker, shoe: str = "20261123T050000Z") -> None:
+        self.client = mqtt_client(broker)[0]
+        self.shoe = shoe
+        self._seq = iter(range(1, 100_000))
+
+    def event(self, kind: str, **payload: Any) -> str:
+        n = next(self._seq)
+        return json.dumps({"v": 1, "type": kind, "event_id": f"T01/{self.shoe}/{n}", "table": "T01",
+                           "shoe": self.shoe, "seq": n, "ts": "2026-11-23T05:00:00.000Z",
+                           **payload})  # fmt: skip
+
+    def send(self, topic: str, payload: str, retain: bool = False) -> None:
+        self.client.publish(f"baccarat/T01/{topic}", payload, qos=1, retain=retain).wait_for_publish(10)
+
+    def close(self) -> None:
+        self.client.disconnect()
